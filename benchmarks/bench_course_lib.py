@@ -1,0 +1,79 @@
+"""The course_lib configurations of the reference pipeline.
+
+`build_course_lib(options, data)` returns `(make_iterator, info)`: `make_iterator()` starts
+one epoch (the benchmark times from this call), `info` says what was built.
+"""
+
+from __future__ import annotations
+
+from bench_common import (
+    BATCH_SIZE,
+    FLIP_P,
+    MEAN,
+    SEED,
+    STD,
+    flip_batch,
+    flip_record,
+    normalize_record,
+)
+
+import course_lib
+
+
+# The same minimal transforms the Grain and torch configurations use, as course_lib classes
+# (module level, so that worker processes can unpickle them).
+class PlainNormalize(course_lib.MapTransform):
+    def map(self, element):
+        return normalize_record(element)
+
+
+class PlainFlip(course_lib.RandomMapTransform):
+    def random_map(self, element, rng):
+        return flip_record(element, rng.random())
+
+
+class PlainBatchFlip(course_lib.RandomMapTransform):
+    def random_map(self, element, rng):
+        return flip_batch(element, rng.random(len(element["image"])))
+
+
+def _transforms(kind: str, batched: bool):
+    """Normalize and flip transforms for one record, or for a batch with `batched=True`.
+
+    `kind="augment"` uses course_lib.augment (what the lessons use) when that module exists,
+    otherwise the plain ones; `kind="plain"` always uses the plain ones.
+    """
+    if kind == "augment":
+        try:
+            from course_lib.augment import Normalize, RandomHorizontalFlip
+        except ImportError as error:
+            kind = f"augment unavailable: {error}"
+        else:
+            ops = [Normalize(mean=MEAN, std=STD, field="image", batched=batched),
+                   RandomHorizontalFlip(p=FLIP_P, field="image", batched=batched)]
+            return ops, "course_lib.augment.Normalize + RandomHorizontalFlip"
+    ops = [PlainNormalize(), PlainBatchFlip() if batched else PlainFlip()]
+    return ops, f"benchmark's plain NumPy transforms ({kind})"
+
+
+def build_course_lib(options: dict, data: dict):
+    source = course_lib.ArrayDataSource(data)
+    sampler = course_lib.IndexSampler(len(source), shard_options=course_lib.NoSharding(),
+                                      shuffle=True, num_epochs=1, seed=SEED)
+    vectorized = options.get("vectorized", False)
+    transforms, transforms_used = _transforms(options.get("transforms", "augment"), vectorized)
+    batch = course_lib.Batch(BATCH_SIZE, drop_remainder=True)
+    operations = [batch, *transforms] if vectorized else [*transforms, batch]
+    read_threads = options.get("read_threads")
+    read_options = (course_lib.ReadOptions() if read_threads is None
+                    else course_lib.ReadOptions(num_threads=read_threads))
+    loader = course_lib.DataLoader(data_source=source, sampler=sampler, operations=operations,
+                                   worker_count=options.get("worker_count", 0),
+                                   read_options=read_options)
+    info = {
+        "transforms": transforms_used,
+        "transforms_placement": "after Batch (whole batch)" if vectorized else "per record",
+        "read_options": repr(read_options),
+        "worker_count": loader.worker_count,
+    }
+    return (lambda: iter(loader)), info

@@ -1,0 +1,45 @@
+"""Argument checks shared by every constructor.
+
+Each check raises with a message that names the argument, the value it got, the rule it
+broke and how to fix it, so a learner never has to read a traceback to know what to change.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None, fix: str = "") -> int:
+    """Return `value` as an int after checking it is an integer no smaller than `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name}={value!r} must be an integer, got {type(value).__name__}. "
+            f"{fix or f'Pass a whole number for {name}.'}"
+        )
+    value = int(value)
+    if minimum is not None and value < minimum:
+        rule = "positive" if minimum == 1 else f">= {minimum}"
+        raise ValueError(f"{name}={value} must be {rule}. {fix or f'Pass {name}>={minimum}.'}")
+    return value
+
+
+def check_optional_int(name: str, value: Any, *, minimum: int | None = None, fix: str = ""):
+    """Like `check_int`, but `None` passes through unchanged."""
+    return None if value is None else check_int(name, value, minimum=minimum, fix=fix)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool | numbers.Integral) or value not in (0, 1):
+        raise TypeError(f"{name}={value!r} must be True or False.")
+    return bool(value)
+
+
+def check_seed(name: str, value: Any) -> int | None:
+    """Seeds are non-negative integers below 2**63 (what NumPy's SeedSequence accepts)."""
+    if value is None:
+        return None
+    seed = check_int(name, value, minimum=0, fix=f"Pass a non-negative integer {name}, e.g. 42.")
+    if seed >= 2**63:
+        raise ValueError(f"{name}={seed} must be below 2**63. Pass a smaller {name}.")
+    return seed

@@ -1,0 +1,378 @@
+"""Run one script as N cooperating JAX processes on this machine.
+
+Real multi-host training starts one Python process per host; the processes find each other
+through a coordinator (process 0's address) and then behave as one program over all their
+devices. To practise that on a laptop we start N copies of a script on 127.0.0.1, each told
+its rank through environment variables, and each calls `initialize_from_env()` first.
+
+The launcher also watches the processes. A JAX process whose peer has died does not fail
+quickly: it waits for minutes on heartbeats and barriers. So as soon as one rank fails, or
+the deadline passes, the launcher kills every other rank's whole process group and tells
+you which rank failed and which were still running, with the end of each one's output.
+
+    python -m course_lib.launch -n 2 --devices-per-process 2 train.py --steps 10
+
+or, from a notebook, `launch("train.py", num_processes=2)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from course_lib._checks import check_bool, check_int
+
+# The environment variables a launched script reads (through `initialize_from_env`).
+ENV_PROCESS_ID = "FTB_PROCESS_ID"
+ENV_NUM_PROCESSES = "FTB_NUM_PROCESSES"
+ENV_COORDINATOR = "FTB_COORDINATOR"
+ENV_TIMEOUT = "FTB_TIMEOUT"
+
+_POLL_SECONDS = 0.02
+_GRACE_SECONDS = 1.0  # between SIGTERM and SIGKILL when stopping a rank
+_TAIL_LINES = 15
+
+
+# -- the result ----------------------------------------------------------------------------
+@dataclasses.dataclass
+class RankResult:
+    """What one rank did.
+
+    `status` is "ok" (exit code 0), "failed" (non-zero exit on its own), "killed" (stopped
+    by the launcher because another rank failed) or "stuck" (still running at the deadline).
+    """
+
+    rank: int
+    status: str
+    returncode: int | None
+    output: str
+    elapsed: float
+
+    def tail(self, lines: int = _TAIL_LINES) -> str:
+        """The last `lines` lines of this rank's output (stdout and stderr interleaved)."""
+        return "\n".join(self.output.rstrip("\n").splitlines()[-lines:])
+
+
+@dataclasses.dataclass
+class LaunchResult:
+    """The outcome of a launch: one `RankResult` per rank plus the overall verdict."""
+
+    script: str
+    ranks: list[RankResult]
+    elapsed: float
+    timeout: float
+
+    @property
+    def ok(self) -> bool:
+        return all(rank.status == "ok" for rank in self.ranks)
+
+    @property
+    def failed_ranks(self) -> list[int]:
+        return [rank.rank for rank in self.ranks if rank.status == "failed"]
+
+    @property
+    def stuck_ranks(self) -> list[int]:
+        return [rank.rank for rank in self.ranks if rank.status == "stuck"]
+
+    @property
+    def killed_ranks(self) -> list[int]:
+        return [rank.rank for rank in self.ranks if rank.status == "killed"]
+
+    @property
+    def timed_out(self) -> bool:
+        return bool(self.stuck_ranks)
+
+    @property
+    def returncodes(self) -> list[int | None]:
+        return [rank.returncode for rank in self.ranks]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [rank.output for rank in self.ranks]
+
+    def summary(self) -> str:
+        """One line for the verdict, then the output tail of every rank that went wrong."""
+        count = len(self.ranks)
+        if self.ok:
+            return f"{self.script}: all {count} processes finished in {self.elapsed:.1f} s."
+        parts = []
+        if self.failed_ranks:
+            parts.append(f"rank(s) {self.failed_ranks} failed")
+        if self.stuck_ranks:
+            parts.append(f"rank(s) {self.stuck_ranks} were still running at the "
+                         f"{self.timeout:g} s deadline (stuck)")
+        if self.killed_ranks:
+            parts.append(f"rank(s) {self.killed_ranks} were killed because a peer failed")
+        lines = [f"{self.script}: " + "; ".join(parts) + f" after {self.elapsed:.1f} s."]
+        for rank in self.ranks:
+            if rank.status != "ok":
+                lines.append(f"--- rank {rank.rank} ({rank.status}, "
+                             f"returncode {rank.returncode}), last lines:")
+                lines.append(rank.tail() or "(no output)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+class LaunchError(RuntimeError):
+    """Raised by `launch(..., check=True)` when a rank failed or got stuck."""
+
+    def __init__(self, result: LaunchResult):
+        super().__init__(result.summary())
+        self.result = result
+
+
+# -- starting and stopping processes -------------------------------------------------------
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now (the OS picks it when we bind port 0).
+
+    Another program could take it before process 0 binds it; on a laptop that is rare
+    enough not to matter, and the launch would then fail loudly rather than hang.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _child_env(rank: int, num_processes: int, devices_per_process: int, coordinator: str,
+               timeout: float, env: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment of one rank: ours, plus CPU defaults, the caller's overrides, and the
+    rank's identity (which nothing may override)."""
+    child = dict(os.environ)
+    flags = [flag for flag in child.get("XLA_FLAGS", "").split()
+             if not flag.startswith("--xla_force_host_platform_device_count")]
+    flags.append(f"--xla_force_host_platform_device_count={devices_per_process}")
+    child["XLA_FLAGS"] = " ".join(flags)
+    child["JAX_PLATFORMS"] = "cpu"
+    child["PYTHONUNBUFFERED"] = "1"  # so that a killed rank's last lines are not lost
+    # Make `import course_lib` work even when it is not installed (e.g. a fresh Colab).
+    package_root = str(Path(__file__).resolve().parent.parent)
+    child["PYTHONPATH"] = os.pathsep.join(
+        part for part in (package_root, child.get("PYTHONPATH", "")) if part)
+    child.update(env or {})
+    child[ENV_PROCESS_ID] = str(rank)
+    child[ENV_NUM_PROCESSES] = str(num_processes)
+    child[ENV_COORDINATOR] = coordinator
+    child[ENV_TIMEOUT] = str(timeout)
+    return child
+
+
+def _read_lines(stream, lines: list[str], prefix: str | None) -> None:
+    """Copy a rank's output into `lines` (and echo it with a rank prefix if asked)."""
+    for line in iter(stream.readline, ""):
+        lines.append(line)
+        if prefix is not None:
+            print(prefix + line, end="", flush=True)
+    stream.close()
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    # The group may already be empty (a rank that exited and started nothing).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """Stop the rank's whole process group (the rank and anything it started): ask politely
+    with SIGTERM, then SIGKILL whatever is left after a short grace period."""
+    _signal_group(process, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=_GRACE_SECONDS)
+    _signal_group(process, signal.SIGKILL)
+    process.wait()
+
+
+def _validate(script, num_processes, devices_per_process, timeout, args, env) -> Path:
+    path = Path(script)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"script={str(script)!r} is not a file. Pass the path of a Python script that "
+            "calls course_lib.launch.initialize_from_env() before using JAX.")
+    check_int("num_processes", num_processes, minimum=1,
+              fix="Pass num_processes=2 to simulate two hosts.")
+    check_int("devices_per_process", devices_per_process, minimum=1,
+              fix="Pass devices_per_process=1 (or more to simulate several chips per host).")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError(
+            f"timeout={timeout!r} must be a positive number of seconds. Pass e.g. "
+            "timeout=60; a launch that runs longer is stopped and reported as stuck.")
+    if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
+        raise TypeError(
+            f"args={args!r} must be a sequence of strings (the script's command line), "
+            "e.g. args=('--steps', '10').")
+    if env is not None and not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in env.items()):
+        raise TypeError(f"env={env!r} must map strings to strings, e.g. {{'SEED': '0'}}.")
+    return path
+
+
+# -- the launcher --------------------------------------------------------------------------
+def launch(script: str | os.PathLike, num_processes: int = 2, devices_per_process: int = 1,
+           timeout: float = 60, args: Sequence[str] = (), env: Mapping[str, str] | None = None,
+           *, check: bool = True, echo: bool = False) -> LaunchResult:
+    """Run `script` as `num_processes` JAX processes and wait for all of them.
+
+    Each rank sees `devices_per_process` simulated CPU devices, so the job has
+    `num_processes * devices_per_process` devices in total. `env` overrides the defaults
+    (`JAX_PLATFORMS=cpu`, the device-count flag). As soon as a rank exits with an error, or
+    `timeout` seconds pass, every remaining rank is stopped. With `check=True` a failure
+    raises `LaunchError` (its `.result` holds the details); `echo=True` prints every line as
+    it arrives, prefixed with its rank.
+    """
+    path = _validate(script, num_processes, devices_per_process, timeout, args, env)
+    check_bool("check", check)
+    check_bool("echo", echo)
+    coordinator = f"127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    processes, outputs, readers = [], [], []
+    for rank in range(num_processes):
+        process = subprocess.Popen(
+            [sys.executable, str(path), *args],
+            env=_child_env(rank, num_processes, devices_per_process, coordinator, timeout, env),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            text=True, errors="replace", start_new_session=True)  # own group: killpg-able
+        lines: list[str] = []
+        reader = threading.Thread(
+            target=_read_lines, args=(process.stdout, lines, f"[rank {rank}] " if echo else None),
+            daemon=True, name=f"launch-rank-{rank}-output")
+        reader.start()
+        processes.append(process)
+        outputs.append(lines)
+        readers.append(reader)
+
+    try:
+        status, finished_at = _watch(processes, start, timeout)
+    finally:
+        for process in processes:  # also reaps grandchildren of ranks that exited cleanly
+            _stop_group(process)
+        for reader in readers:
+            reader.join(timeout=2)
+    end = time.monotonic()
+    ranks = [RankResult(rank=rank, status=status[rank],
+                        returncode=processes[rank].returncode,
+                        output="".join(outputs[rank]),
+                        elapsed=(finished_at[rank] or end) - start)
+             for rank in range(num_processes)]
+    result = LaunchResult(script=str(script), ranks=ranks, elapsed=end - start,
+                          timeout=float(timeout))
+    if check and not result.ok:
+        raise LaunchError(result)
+    return result
+
+
+def _watch(processes: list[subprocess.Popen], start: float,
+           timeout: float) -> tuple[list[str], list[float | None]]:
+    """Poll the ranks until all succeed, one fails, or the deadline passes; return each
+    rank's status and the time it exited (None for ranks the launcher must still stop)."""
+    status: list[str | None] = [None] * len(processes)
+    finished_at: list[float | None] = [None] * len(processes)
+    while True:
+        now = time.monotonic()
+        for rank, process in enumerate(processes):
+            if status[rank] is None and process.poll() is not None:
+                status[rank] = "ok" if process.returncode == 0 else "failed"
+                finished_at[rank] = now
+        if all(s is not None for s in status) or "failed" in status:
+            return [s or "killed" for s in status], finished_at
+        if now - start > timeout:
+            return [s or "stuck" for s in status], finished_at
+        time.sleep(_POLL_SECONDS)
+
+
+# -- inside a launched script ---------------------------------------------------------------
+class DistributedInfo(NamedTuple):
+    process_id: int
+    num_processes: int
+    coordinator_address: str | None
+
+
+def initialize_from_env(*, required: bool = True) -> DistributedInfo:
+    """Join the JAX job this process was launched into; call it before any other JAX call.
+
+    Reads the rank, process count and coordinator address that `launch` put in the
+    environment and passes them to `jax.distributed.initialize`. Outside a launch,
+    `required=True` raises (so a forgotten launcher does not silently train on one process
+    alone); `required=False` returns a single-process description and does nothing.
+    """
+    check_bool("required", required)
+    if ENV_NUM_PROCESSES not in os.environ:
+        if required:
+            raise RuntimeError(
+                f"{ENV_NUM_PROCESSES} is not set, so this script was not started by the "
+                "launcher. Run it with `python -m course_lib.launch -n 2 script.py`, or call "
+                "initialize_from_env(required=False) to allow a single-process run.")
+        return DistributedInfo(process_id=0, num_processes=1, coordinator_address=None)
+    num_processes = _int_from_env(ENV_NUM_PROCESSES, minimum=1)
+    process_id = _int_from_env(ENV_PROCESS_ID, minimum=0)
+    coordinator = os.environ.get(ENV_COORDINATOR, "")
+    if process_id >= num_processes or not coordinator:
+        raise RuntimeError(
+            f"Inconsistent launch environment: {ENV_PROCESS_ID}={process_id}, "
+            f"{ENV_NUM_PROCESSES}={num_processes}, {ENV_COORDINATOR}={coordinator!r}. The id "
+            "must be below the count and the coordinator must be host:port; start the "
+            "script through course_lib.launch instead of setting these by hand.")
+    import jax
+
+    # Gloo carries cross-process collectives on CPU (JAX's default in recent versions;
+    # set explicitly so older versions agree).
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    timeout = float(os.environ.get(ENV_TIMEOUT, "300"))
+    jax.distributed.initialize(
+        coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
+        initialization_timeout=max(1, int(timeout) + 1))
+    return DistributedInfo(process_id, num_processes, coordinator)
+
+
+def _int_from_env(name: str, *, minimum: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise RuntimeError(
+            f"{name}={raw!r} must be an integer >= {minimum}. It is set by "
+            "course_lib.launch; start the script through the launcher.")
+    return value
+
+
+# -- command line --------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m course_lib.launch -n 2 script.py [args...]`; exit code 0 when every rank
+    succeeded, 124 when a rank was stuck at the deadline, 1 when a rank failed."""
+    parser = argparse.ArgumentParser(
+        prog="python -m course_lib.launch",
+        description="Run a script as N JAX processes on this machine (CPU devices).")
+    parser.add_argument("-n", "--num-processes", type=int, default=2)
+    parser.add_argument("--devices-per-process", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds before remaining ranks are killed (default 600)")
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    options = parser.parse_args(argv)
+    try:
+        result = launch(options.script, num_processes=options.num_processes,
+                        devices_per_process=options.devices_per_process,
+                        timeout=options.timeout, args=options.args, check=False, echo=True)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        parser.error(str(error))
+    print(result.summary(), file=sys.stderr if not result.ok else sys.stdout)
+    if result.ok:
+        return 0
+    return 124 if result.timed_out and not result.failed_ranks else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

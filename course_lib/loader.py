@@ -1,0 +1,229 @@
+"""The DataLoader: follow a record from the source to a batch.
+
+For every position of the stream (0, 1, 2, ...):
+
+1. the **sampler** says which `record_key` to read (shuffled, sharded, epoch after epoch);
+2. the **reader** fetches that record from the **data source** (threads may read ahead);
+3. the **pipeline** runs the per-record transforms, with the record's own random generator;
+4. the **batcher** groups surviving records, and the batch-level transforms run on the batch.
+
+The loader owns nothing else: everything it does is one of those four objects. With
+`worker_count=0` all of it happens here, in the calling process, which is the easiest place
+to debug. With `worker_count>0` steps 1 to 4 run in worker processes (see `workers.py`) and
+come back in exactly the same order, so the batches are identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from course_lib._checks import check_int
+from course_lib.pipeline import Batcher, Pipeline
+from course_lib.reader import ChunkReader, ReadOptions
+from course_lib.sampler import IndexSampler
+from course_lib.sharding import NoSharding, ShardOptions
+from course_lib.state import decode_state, encode_state
+from course_lib.transforms import Batch
+
+# Positions are read in chunks of about this many records: enough to amortise the
+# per-chunk work (vectorised key computation, one batched read), small enough to start fast.
+MIN_CHUNK_RECORDS = 64
+
+
+def chunk_size_for(pipeline: Pipeline) -> int:
+    """A whole number of batches, at least `MIN_CHUNK_RECORDS` records."""
+    if pipeline.batch is None:
+        return MIN_CHUNK_RECORDS
+    size = pipeline.batch.batch_size
+    return size * max(1, -(-MIN_CHUNK_RECORDS // size))
+
+
+def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
+    """`(start, record_keys)` for consecutive chunks of the stream from `start` on."""
+    total = sampler.total_length
+    while total is None or start < total:
+        stop = start + chunk_size if total is None else min(start + chunk_size, total)
+        yield start, sampler.record_keys(start, stop)
+        start = stop
+
+
+def in_process_elements(sampler: IndexSampler, pipeline: Pipeline, start: int,
+                        reader: ChunkReader):
+    """Yield `(element, next_index)` pairs, computed here: steps 1 to 4 of the docstring."""
+    batcher = Batcher(pipeline) if pipeline.batch is not None else None
+    end = start
+    chunks = stream_chunks(sampler, start, chunk_size_for(pipeline))
+    for chunk_start, record_keys, records in reader.read(chunks):
+        end = chunk_start + len(record_keys)
+        positions, survivors = pipeline.process_chunk(chunk_start, record_keys, records)
+        if batcher is None:
+            for position, record in zip(positions, survivors, strict=True):
+                yield record, position + 1
+        else:
+            yield from batcher.extend(positions, survivors)
+    if batcher is not None:
+        last = batcher.flush(end)
+        if last is not None:
+            yield last
+
+
+class DataLoaderIterator(Iterator):
+    """Iterates a loader's elements and knows how to save and restore its position."""
+
+    def __init__(self, loader: DataLoader, next_index: int = 0):
+        self._loader = loader
+        self._next_index = next_index
+        self._elements = None
+        self._closed = False
+        if loader.worker_count > 0:
+            self._start()  # workers start with the iterator, as in Grain
+
+    def _start(self):
+        self._elements = self._loader._elements_from(self._next_index)
+
+    def __next__(self):
+        if self._closed:
+            raise RuntimeError("This iterator was closed; call iter(loader) for a new one.")
+        if self._elements is None:
+            self._start()
+        element, self._next_index = next(self._elements)
+        return element
+
+    def get_state(self) -> bytes:
+        """The position after the last element returned, as JSON bytes."""
+        loader = self._loader
+        return encode_state(self._next_index, loader.sampler, loader.data_source,
+                            loader.worker_count)
+
+    def set_state(self, state) -> None:
+        """Continue from a state returned by `get_state()` (any worker count)."""
+        loader = self._loader
+        next_index = decode_state(state, loader.sampler, loader.data_source)
+        self._stop_elements()
+        self._next_index = next_index
+
+    def _stop_elements(self) -> None:
+        if self._elements is not None:
+            self._elements.close()
+            self._elements = None
+
+    def close(self) -> None:
+        """Stop reading and release threads or worker processes. Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self._stop_elements()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            return
+
+
+class DataLoader:
+    """Reads `data_source` in the order given by `sampler` through `operations`.
+
+    Args:
+      data_source: any object with `__len__` and `__getitem__`.
+      sampler: an `IndexSampler` (order, epochs, shard and seed).
+      operations: transforms and at most one `Batch`, applied in order.
+      worker_count: 0 runs everything in this process; N > 0 uses N worker processes.
+      worker_buffer_size: per worker, how many units of work may be in flight.
+      shard_options: deprecated alias; give `shard_options` to the sampler instead.
+      read_options: threads and read-ahead for reading the source.
+    """
+
+    def __init__(self, *, data_source, sampler: IndexSampler, operations: Sequence[Any] = (),
+                 worker_count: int = 0, worker_buffer_size: int = 1,
+                 shard_options: ShardOptions | None = None,
+                 read_options: ReadOptions | None = None):
+        _check_source(data_source)
+        if not isinstance(sampler, IndexSampler):
+            raise TypeError(
+                f"sampler={sampler!r} must be an IndexSampler (or SequentialSampler), e.g. "
+                "IndexSampler(num_records=len(data_source), shuffle=True, seed=0).")
+        if sampler.num_records > len(data_source):
+            raise ValueError(
+                f"sampler.num_records={sampler.num_records} is larger than the data source "
+                f"({len(data_source)} records). Build the sampler with "
+                "num_records=len(data_source).")
+        if shard_options is not None and shard_options != sampler.shard_options:
+            raise ValueError(
+                f"shard_options={shard_options} differs from the sampler's "
+                f"{sampler.shard_options}. Give shard_options to the sampler only.")
+        if read_options is not None and not isinstance(read_options, ReadOptions):
+            raise TypeError(f"read_options={read_options!r} must be a ReadOptions or None.")
+        if isinstance(operations, Batch | str) or not isinstance(operations, Sequence):
+            raise TypeError(
+                f"operations={operations!r} must be a list of transforms, e.g. "
+                "[Normalize(), Batch(32)].")
+        self.data_source = data_source
+        self.sampler = sampler
+        self.pipeline = Pipeline(operations, sampler.seed)
+        self.worker_count = check_int("worker_count", worker_count, minimum=0,
+                                      fix="Use 0 to run in this process, or a number of "
+                                          "worker processes such as os.cpu_count().")
+        self.worker_buffer_size = check_int(
+            "worker_buffer_size", worker_buffer_size, minimum=1,
+            fix="Pass how many units each worker may have in flight, e.g. 1 or 2.")
+        self.read_options = read_options or ReadOptions()
+
+    @property
+    def operations(self) -> tuple:
+        return self.pipeline.operations
+
+    def _elements_from(self, next_index: int):
+        if self.worker_count > 0:
+            from course_lib.workers import worker_elements
+
+            elements = worker_elements(self, next_index)
+            next(elements)  # start the workers now, so start-up errors surface here
+            return elements
+        return self._in_process_elements(next_index)
+
+    def _in_process_elements(self, next_index: int):
+        reader = ChunkReader(self.data_source, self.read_options)
+        try:
+            yield from in_process_elements(self.sampler, self.pipeline, next_index, reader)
+        finally:
+            reader.close()
+
+    def __iter__(self) -> DataLoaderIterator:
+        return DataLoaderIterator(self)
+
+    def __repr__(self) -> str:
+        return (f"DataLoader(data_source={self.data_source!r}, sampler={self.sampler!r}, "
+                f"operations={self.pipeline.describe()}, worker_count={self.worker_count})")
+
+
+def _check_source(data_source) -> None:
+    missing = [name for name in ("__len__", "__getitem__") if not hasattr(data_source, name)]
+    if missing:
+        raise TypeError(
+            f"data_source={data_source!r} has no {' or '.join(missing)}. A data source needs "
+            "__len__ and __getitem__(record_key); wrap in-memory arrays in ArrayDataSource.")
+    if len(data_source) < 1:
+        raise ValueError(f"data_source={data_source!r} is empty: it needs at least one record.")
+
+
+def load(source, *, num_epochs: int | None = None, shuffle: bool = False,
+         seed: int | None = None, shard_options: ShardOptions = NoSharding(),
+         transformations: Sequence[Any] = (), batch_size: int | None = None,
+         drop_remainder: bool = False, worker_count: int = 0,
+         read_options: ReadOptions | None = None) -> DataLoader:
+    """Build a sampler and a loader in one call; `batch_size` appends a `Batch`."""
+    _check_source(source)
+    sampler = IndexSampler(len(source), shard_options=shard_options, shuffle=shuffle,
+                           num_epochs=num_epochs, seed=seed)
+    operations = list(transformations)
+    if batch_size is not None:
+        operations.append(Batch(batch_size, drop_remainder=drop_remainder))
+    return DataLoader(data_source=source, sampler=sampler, operations=operations,
+                      worker_count=worker_count, read_options=read_options)

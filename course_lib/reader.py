@@ -1,0 +1,101 @@
+"""Reading records from a source, optionally with threads.
+
+Reading is often the slow, I/O-bound part (files, network disks). Threads overlap those
+waits even under the GIL, so `ReadOptions.num_threads` threads read ahead while the calling
+thread runs transforms; `prefetch_buffer_size` bounds how many records are read ahead.
+Sources with a batched read (`__getitems__`) are read one chunk per task; others one record
+per task, so that slow per-record reads overlap.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import weakref
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from course_lib._checks import check_int
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """How records are read from the source.
+
+    Args:
+      num_threads: threads reading ahead; 0 reads inline, in the calling thread.
+      prefetch_buffer_size: at most this many records are read ahead.
+    """
+
+    num_threads: int = 16
+    prefetch_buffer_size: int = 500
+
+    def __post_init__(self):
+        check_int("num_threads", self.num_threads, minimum=0,
+                  fix="Use num_threads=0 to read in the calling thread.")
+        check_int("prefetch_buffer_size", self.prefetch_buffer_size, minimum=1,
+                  fix="Pass the number of records to read ahead, e.g. 500.")
+
+
+def read_records(source, record_keys: np.ndarray) -> list:
+    """Read the records for `record_keys`, with the source's batched read if it has one."""
+    if hasattr(source, "__getitems__"):
+        return list(source.__getitems__(record_keys))
+    return [source[key] for key in record_keys.tolist()]
+
+
+class ChunkReader:
+    """Yields `(start, record_keys, records)` for a stream of chunks, reading ahead."""
+
+    def __init__(self, source, read_options: ReadOptions):
+        self._source = source
+        self._options = read_options
+        self._pool: ThreadPoolExecutor | None = None
+        self._finalizer = None
+
+    def _start_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._options.num_threads,
+                                            thread_name_prefix="course_lib-read")
+            # Shut the threads down even if nobody calls close().
+            self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False,
+                                               cancel_futures=True)
+        return self._pool
+
+    def read(self, chunks: Iterator[tuple[int, np.ndarray]]):
+        if self._options.num_threads == 0:
+            for start, keys in chunks:
+                yield start, keys, read_records(self._source, keys)
+            return
+        yield from self._read_ahead(chunks)
+
+    def _submit(self, keys: np.ndarray) -> list[Future]:
+        pool = self._start_pool()
+        if hasattr(self._source, "__getitems__"):
+            return [pool.submit(read_records, self._source, keys)]
+        getitem = self._source.__getitem__
+        return [pool.submit(getitem, key) for key in keys.tolist()]
+
+    def _read_ahead(self, chunks):
+        in_flight: collections.deque = collections.deque()
+        records_in_flight = 0
+        for start, keys in chunks:
+            in_flight.append((start, keys, self._submit(keys)))
+            records_in_flight += len(keys)
+            while records_in_flight >= self._options.prefetch_buffer_size:
+                records_in_flight -= len(in_flight[0][1])
+                yield self._collect(*in_flight.popleft())
+        while in_flight:
+            yield self._collect(*in_flight.popleft())
+
+    @staticmethod
+    def _collect(start, keys, futures):
+        if len(futures) == 1 and len(keys) != 1:
+            return start, keys, futures[0].result()
+        return start, keys, [future.result() for future in futures]
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()

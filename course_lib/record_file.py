@@ -1,0 +1,118 @@
+"""A memory-mapped record file: data larger than memory, shared by workers for free.
+
+All records have the same size, so record `k` starts at byte `header + k * record_size` and
+reading it is one seek, with no index. The file is a `.npy` file holding a 1-D array of a
+structured dtype, one named field per input array, for example
+`[("image", uint8, (28, 28)), ("label", int64)]`.
+
+The source maps the file with `np.load(mmap_mode="r")`: the operating system pages records
+in on demand and shares those pages between processes. Pickling the source sends only the
+path; each worker maps the file itself, so no worker ever receives a copy of the data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def _record_dtype(arrays: dict[str, np.ndarray]) -> np.dtype:
+    """One structured field per array; the array's per-record shape becomes a subarray."""
+    lengths = {}
+    fields = []
+    for name, array in arrays.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"arrays has the key {name!r}; field names must be non-empty str.")
+        if array.ndim == 0:
+            raise ValueError(f"arrays[{name!r}] is a scalar; pass an array whose first axis "
+                             "indexes records.")
+        if array.dtype.hasobject:
+            raise TypeError(f"arrays[{name!r}] has dtype {array.dtype}; fixed-size records "
+                            "need numeric arrays. Convert it, e.g. with .astype(np.int64).")
+        lengths[name] = len(array)
+        fields.append((name, array.dtype, array.shape[1:]))
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"arrays have different lengths {lengths}: every field needs one row "
+                         "per record. Trim or pad them to the same length.")
+    return np.dtype(fields)
+
+
+def write_record_file(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Write `arrays` as fixed-size records to a `.npy` file at `path`; return the path.
+
+    Fields are copied one at a time into a writable map of the output file, so no second
+    in-memory copy of the data set is made. The file is written under a temporary name and
+    renamed at the end, so `path` never holds a half-written file.
+    """
+    if not isinstance(arrays, dict) or not arrays:
+        raise ValueError(f"arrays={arrays!r} must be a non-empty dict of named arrays, e.g. "
+                         "{'image': images, 'label': labels}.")
+    arrays = {name: np.asarray(array) for name, array in arrays.items()}
+    dtype = _record_dtype(arrays)
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    count = len(next(iter(arrays.values())))
+    try:
+        records = np.lib.format.open_memmap(partial, mode="w+", dtype=dtype, shape=(count,))
+        for name, array in arrays.items():
+            records[name] = array
+        records.flush()
+        del records
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
+
+
+class RecordFileDataSource:
+    """Records `{field: value}` read from a file written by `write_record_file`.
+
+    The map is opened lazily, on the first read in each process, and `__getstate__` drops
+    it, so pickling sends only the path, the dtype and the length.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(
+                f"path={str(self.path)!r} does not exist. Call write_record_file(path, arrays) "
+                "to create it.")
+        peek = np.load(self.path, mmap_mode="r")  # reads the header; pages in no records
+        if peek.dtype.names is None or peek.ndim != 1:
+            raise ValueError(
+                f"path={str(self.path)!r} holds an array of shape {peek.shape} and dtype "
+                f"{peek.dtype}, not a 1-D array of records. Write it with write_record_file.")
+        self.dtype = peek.dtype
+        self._length = len(peek)
+        del peek
+        self._records = None
+
+    def _map(self) -> np.ndarray:
+        if self._records is None:
+            self._records = np.load(self.path, mmap_mode="r")
+        return self._records
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, record_key: int) -> dict:
+        record = self._map()[record_key]
+        return {name: record[name].copy() for name in self.dtype.names}
+
+    def __getitems__(self, record_keys: Sequence[int]) -> list[dict]:
+        """Read many records with one fancy index: one pass over the map instead of many."""
+        block = np.asarray(self._map()[np.asarray(record_keys, dtype=np.int64)])
+        columns = {name: block[name] for name in self.dtype.names}
+        return [{name: column[i] for name, column in columns.items()}
+                for i in range(len(block))]
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_records"] = None  # each process maps the file itself
+        return state
+
+    def __repr__(self) -> str:
+        return f"RecordFileDataSource({str(self.path)!r}, {self._length} records of {self.dtype})"

@@ -1,0 +1,164 @@
+"""Samplers decide which record comes at each position of the stream.
+
+A sampler is a pure function from a *global index* (0, 1, 2, ... across all epochs) to a
+`RecordMetadata`: which record key to read, and the random generator that record's random
+transforms will use. Being a pure function is what makes a loader resumable (the state is
+just the next index) and parallel (any worker can compute any position).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from course_lib._checks import check_bool, check_optional_int, check_seed
+from course_lib.permutation import FeistelPermutation
+from course_lib.randomness import record_rng
+from course_lib.sharding import NoSharding, ShardOptions
+
+
+class RecordMetadata:
+    """Where a record sits in the stream: `index` (global position), `record_key` (source
+    index) and `rng`, a generator for that record built on first use, so that pipelines
+    without random transforms never pay for it."""
+
+    __slots__ = ("_rng", "_seed", "index", "record_key")
+
+    def __init__(self, index: int, record_key: int | None = None,
+                 rng: np.random.Generator | None = None, *, seed: int | None = None):
+        self.index = index
+        self.record_key = record_key
+        self._rng = rng
+        self._seed = seed
+
+    @property
+    def rng(self) -> np.random.Generator | None:
+        if self._rng is None and self._seed is not None:
+            self._rng = record_rng(self._seed, self.index)
+        return self._rng
+
+    def __repr__(self) -> str:
+        return f"RecordMetadata(index={self.index}, record_key={self.record_key})"
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, RecordMetadata):
+            return NotImplemented
+        return (self.index, self.record_key) == (other.index, other.record_key)
+
+    __hash__ = None
+
+
+class IndexSampler:
+    """Maps global indices to record keys: sharded, optionally shuffled, for some epochs.
+
+    Args:
+      num_records: length of the data source.
+      shard_options: which contiguous block of keys this process reads.
+      shuffle: reshuffle the shard's block every epoch (needs a `seed`).
+      num_epochs: passes over the shard; `None` repeats forever.
+      seed: drives the shuffle and every record's random generator.
+    """
+
+    def __init__(self, num_records: int, shard_options: ShardOptions = NoSharding(),
+                 shuffle: bool = False, num_epochs: int | None = None,
+                 seed: int | None = None):
+        self.num_records = check_optional_int(
+            "num_records", num_records, minimum=1,
+            fix="A sampler needs a non-empty data source: pass len(data_source).")
+        if self.num_records is None:
+            raise TypeError("num_records=None: pass len(data_source), a positive integer.")
+        if not isinstance(shard_options, ShardOptions):
+            raise TypeError(
+                f"shard_options={shard_options!r} must be a ShardOptions (for example "
+                "NoSharding() or ShardOptions(shard_index=0, shard_count=2)).")
+        self.shard_options = shard_options
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.num_epochs = check_optional_int(
+            "num_epochs", num_epochs, minimum=1,
+            fix="Pass num_epochs=None to repeat forever, or a positive number of epochs.")
+        self.seed = check_seed("seed", seed)
+        if self.shuffle and self.seed is None:
+            raise ValueError(
+                "shuffle=True needs a seed, otherwise the order could not be reproduced or "
+                "resumed. Pass seed=<an integer>, e.g. seed=0.")
+        self.shard_start, shard_stop = shard_options.block(self.num_records)
+        self.shard_size = shard_stop - self.shard_start
+        if self.shard_size == 0:
+            raise ValueError(
+                f"shard {shard_options.shard_index} of {shard_options.shard_count} is empty: "
+                f"num_records={self.num_records} is smaller than shard_count. Use fewer "
+                "shards or a larger data source.")
+        self._permutations: dict[int, FeistelPermutation] = {}
+
+    # -- the size of the stream --------------------------------------------------------
+    @property
+    def total_length(self) -> int | None:
+        """Number of indices in the stream, or `None` when it repeats forever."""
+        return None if self.num_epochs is None else self.num_epochs * self.shard_size
+
+    def _check_index(self, index: int) -> None:
+        total = self.total_length
+        if index < 0 or (total is not None and index >= total):
+            raise IndexError(f"index {index} is past the end of this sampler ({total} indices).")
+
+    def _permutation(self, epoch: int) -> FeistelPermutation:
+        permutation = self._permutations.get(epoch)
+        if permutation is None:
+            if len(self._permutations) > 4:
+                self._permutations.clear()
+            permutation = FeistelPermutation(self.shard_size, self.seed, epoch)
+            self._permutations[epoch] = permutation
+        return permutation
+
+    # -- one index ---------------------------------------------------------------------
+    def record_key(self, index: int) -> int:
+        self._check_index(index)
+        epoch, offset = divmod(index, self.shard_size)
+        if self.shuffle:
+            offset = self._permutation(epoch)(offset)
+        return self.shard_start + offset
+
+    def __getitem__(self, index: int) -> RecordMetadata:
+        return RecordMetadata(index, self.record_key(index), seed=self.seed)
+
+    # -- a chunk of indices at once (the loader's hot path) ----------------------------
+    def record_keys(self, start: int, stop: int) -> np.ndarray:
+        """Record keys for the global indices `[start, stop)`, computed with NumPy."""
+        total = self.total_length
+        if total is not None:
+            stop = min(stop, total)
+        if stop <= start:
+            return np.empty(0, dtype=np.int64)
+        self._check_index(start)
+        offsets = np.arange(start, stop, dtype=np.int64)
+        if not self.shuffle:
+            return self.shard_start + offsets % self.shard_size
+        epochs, offsets = np.divmod(offsets, self.shard_size)
+        keys = np.empty_like(offsets)
+        for epoch in np.unique(epochs):
+            in_epoch = epochs == epoch
+            keys[in_epoch] = self._permutation(int(epoch)).permute_many(offsets[in_epoch])
+        return self.shard_start + keys
+
+    def describe(self) -> dict:
+        """The facts that fix this sampler's stream; saved with the iterator state."""
+        return {
+            "num_records": self.num_records,
+            "shard_index": self.shard_options.shard_index,
+            "shard_count": self.shard_options.shard_count,
+            "drop_remainder": self.shard_options.drop_remainder,
+            "shuffle": self.shuffle,
+            "num_epochs": self.num_epochs,
+            "seed": self.seed,
+        }
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{name}={value!r}" for name, value in self.describe().items())
+        return f"{type(self).__name__}({settings})"
+
+
+class SequentialSampler(IndexSampler):
+    """One epoch of the shard, in order. `seed` only feeds random transforms."""
+
+    def __init__(self, num_records: int, shard_options: ShardOptions = NoSharding(),
+                 seed: int | None = None):
+        super().__init__(num_records, shard_options, shuffle=False, num_epochs=1, seed=seed)

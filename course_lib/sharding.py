@@ -1,0 +1,68 @@
+"""Which slice of the data set this process reads.
+
+In data-parallel training every process must see a *different* part of the data. We give
+shard `i` of `k` a contiguous block of record keys. Blocks never overlap; with
+`drop_remainder=False` their union is the whole data set (block sizes differ by at most
+one), and with `drop_remainder=True` every shard gets exactly `num_records // k` records so
+that every process runs the same number of steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from course_lib._checks import check_bool, check_int
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardOptions:
+    """Shard `shard_index` of `shard_count`; see the module docstring for the semantics."""
+
+    shard_index: int
+    shard_count: int
+    drop_remainder: bool = False
+
+    def __post_init__(self):
+        check_int("shard_count", self.shard_count, minimum=1,
+                  fix="Use shard_count=1 (or NoSharding()) for a single process.")
+        check_int("shard_index", self.shard_index, minimum=0,
+                  fix=f"Pass a shard_index in [0, {self.shard_count}).")
+        if self.shard_index >= self.shard_count:
+            raise ValueError(
+                f"shard_index={self.shard_index} is out of range for shard_count="
+                f"{self.shard_count}: it must be in [0, {self.shard_count}). Shards are "
+                "numbered from 0, so the last one is shard_count - 1."
+            )
+        check_bool("drop_remainder", self.drop_remainder)
+
+    def block(self, num_records: int) -> tuple[int, int]:
+        """Return `(start, stop)`: this shard's contiguous range of record keys."""
+        index, count = self.shard_index, self.shard_count
+        if self.drop_remainder:
+            size = num_records // count
+            return index * size, (index + 1) * size
+        return index * num_records // count, (index + 1) * num_records // count
+
+
+class NoSharding(ShardOptions):
+    """The whole data set in one shard: shard 0 of 1."""
+
+    def __init__(self):
+        super().__init__(shard_index=0, shard_count=1, drop_remainder=False)
+
+
+class ShardByJaxProcess(ShardOptions):
+    """One shard per JAX process, read from `jax.process_index()` and `jax.process_count()`.
+
+    JAX is imported only when this class is used, so the rest of the library (and every
+    worker process) stays free of it.
+    """
+
+    def __init__(self, drop_remainder: bool = False):
+        import jax
+
+        super().__init__(
+            shard_index=jax.process_index(),
+            shard_count=jax.process_count(),
+            drop_remainder=drop_remainder,
+        )

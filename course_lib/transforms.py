@@ -1,0 +1,130 @@
+"""Transformations: what happens to a record between the source and the batch.
+
+There are three kinds, each a class with one method to override:
+
+- `MapTransform.map(element)`: deterministic, e.g. decode or normalise.
+- `RandomMapTransform.random_map(element, rng)`: random, drawing *only* from `rng`, the
+  record's own generator, so the result depends on (seed, position) and nothing else.
+- `FilterTransform.filter(element) -> bool`: keep or drop a record.
+
+`Batch` groups consecutive records. Transforms listed after `Batch` receive the whole batch,
+which is where vectorised work belongs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from course_lib._checks import check_bool, check_int
+
+
+def _not_overridden(transform, method: str):
+    return NotImplementedError(
+        f"{type(transform).__name__} must override {method}(); the base class only names it.")
+
+
+class MapTransform:
+    """Override `map(element) -> element`."""
+
+    def map(self, element):
+        """Return the transformed element."""
+        raise _not_overridden(self, "map")
+
+
+class RandomMapTransform:
+    """Override `random_map(element, rng) -> element`; draw randomness only from `rng`."""
+
+    def random_map(self, element, rng: np.random.Generator):
+        """Return the transformed element, using `rng` for every random choice."""
+        raise _not_overridden(self, "random_map")
+
+
+class FilterTransform:
+    """Override `filter(element) -> bool`; records for which it is False are dropped."""
+
+    def filter(self, element) -> bool:
+        """Return True to keep the element."""
+        raise _not_overridden(self, "filter")
+
+
+def stack_records(records: Sequence[Any]):
+    """Stack a list of records into one with a leading batch axis.
+
+    Records may be arrays, numbers, or any nesting of dicts, tuples and lists of them; the
+    batch has the same structure with each leaf stacked.
+    """
+    first = records[0]
+    if isinstance(first, dict):
+        return {key: stack_records([record[key] for record in records]) for key in first}
+    if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple
+        return type(first)(*(stack_records(column) for column in zip(*records, strict=True)))
+    if isinstance(first, tuple | list):
+        return type(first)(stack_records(column) for column in zip(*records, strict=True))
+    if isinstance(first, np.ndarray):
+        return np.stack(records)
+    return np.asarray(records)
+
+
+class Batch:
+    """Group `batch_size` consecutive records into one batch.
+
+    Args:
+      batch_size: records per batch.
+      drop_remainder: drop a final batch smaller than `batch_size`. A jitted step
+        recompiles for every new input shape, so training loops usually want True.
+      batch_fn: turns a list of records into a batch; defaults to `stack_records`.
+    """
+
+    def __init__(self, batch_size: int, drop_remainder: bool = False,
+                 batch_fn: Callable[[Sequence[Any]], Any] | None = None):
+        self.batch_size = check_int("batch_size", batch_size, minimum=1,
+                                    fix="Pass batch_size>=1, e.g. Batch(batch_size=32).")
+        self.drop_remainder = check_bool("drop_remainder", drop_remainder)
+        if batch_fn is not None and not callable(batch_fn):
+            raise TypeError(
+                f"batch_fn={batch_fn!r} is not callable. Pass a function that takes a list of "
+                "records and returns a batch, or None to stack them.")
+        self.batch_fn = batch_fn or stack_records
+
+    def __repr__(self) -> str:
+        return f"Batch(batch_size={self.batch_size}, drop_remainder={self.drop_remainder})"
+
+
+Operation = MapTransform | RandomMapTransform | FilterTransform | Batch
+
+_METHOD = {MapTransform: "map", RandomMapTransform: "random_map", FilterTransform: "filter"}
+
+
+def _overrides(operation, base: type, method: str) -> bool:
+    return getattr(type(operation), method, None) is not getattr(base, method)
+
+
+def check_operation(operation: Any, position: int) -> None:
+    """Raise TypeError, with the fix, if `operation` cannot be used in a pipeline."""
+    where = f"operations[{position}]"
+    if isinstance(operation, type):
+        raise TypeError(
+            f"{where} is the class {operation.__name__}, not an instance. "
+            f"Write {operation.__name__}(...) to create one.")
+    if isinstance(operation, Batch):
+        return
+    for base, method in _METHOD.items():
+        if isinstance(operation, base):
+            if not callable(getattr(operation, method, None)):
+                raise TypeError(f"{where}: {type(operation).__name__}.{method} is not callable.")
+            if not _overrides(operation, base, method):
+                others = [m for b, m in _METHOD.items()
+                          if b is not base and hasattr(type(operation), m)]
+                hint = (f" It defines {others[0]}(); subclass the matching base class instead."
+                        if others else "")
+                raise TypeError(f"{where}: {type(operation).__name__} subclasses "
+                                f"{base.__name__} but does not override {method}().{hint}")
+            return
+    kind = "a function" if callable(operation) else f"a {type(operation).__name__}"
+    raise TypeError(
+        f"{where}={operation!r} is {kind}, not a transform. Wrap it in a class that subclasses "
+        "MapTransform (override map), RandomMapTransform (override random_map) or "
+        "FilterTransform (override filter), or use Batch(...).")

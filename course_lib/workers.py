@@ -1,0 +1,387 @@
+"""Worker processes: the same pipeline, run in parallel, returned in order.
+
+Python threads share one interpreter lock, so CPU-bound transforms (decoding, augmenting) do
+not run in parallel in threads. Processes do. The plan:
+
+- The stream is cut into *units*: consecutive chunks of positions (a whole number of batches
+  when no filter runs before `Batch`). Unit `u` goes to worker `u % worker_count`, and the
+  main process collects units in order `0, 1, 2, ...`. Which worker computes a unit never
+  changes its contents, because every record's randomness depends only on its position. So
+  the batches are identical to `worker_count=0`, whatever the worker count.
+- Workers are started with `spawn` (a fresh interpreter: safe after JAX has started threads,
+  unlike `fork`) and receive the pipeline with cloudpickle, so transforms defined in a
+  notebook cell or inside a function work. They never import JAX.
+- In-memory arrays are copied once into shared memory and mapped by every worker, instead of
+  being pickled to each of them. Results come back through shared memory (`transport.py`).
+- A worker that raises sends its exception back; one that dies is noticed through its
+  process sentinel. Nothing waits forever, and closing the iterator, by any route, stops the
+  workers and unlinks every segment.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import traceback
+from multiprocessing import connection, shared_memory
+
+import cloudpickle
+import numpy as np
+
+from course_lib.pipeline import Batcher
+from course_lib.reader import ChunkReader
+from course_lib.sources import ArrayDataSource
+from course_lib.transport import SlotOwner, SlotWriter, needed_bytes, serialize
+
+START_METHOD = "spawn"
+JOIN_TIMEOUT_S = 2.0
+POLL_INTERVAL_S = 0.5
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed in a way that is not an exception of the user's code."""
+
+
+# -- sharing in-memory arrays once ---------------------------------------------------------
+class SharedArrays:
+    """NumPy arrays copied once into one shared memory segment; pickles as a reference."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], segment=None, layout=None):
+        if segment is None:
+            layout, offset = {}, 0
+            for name, array in arrays.items():
+                layout[name] = (offset, array.shape, array.dtype.str)
+                offset += -(-array.nbytes // 64) * 64
+            segment = shared_memory.SharedMemory(create=True, size=max(offset, 1))
+            for name, array in arrays.items():
+                self._view(segment, layout[name])[...] = array
+        self.segment, self.layout = segment, layout
+
+    @staticmethod
+    def _view(segment, entry) -> np.ndarray:
+        offset, shape, dtype = entry
+        return np.ndarray(shape, dtype=np.dtype(dtype), buffer=segment.buf, offset=offset)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        views = {name: self._view(self.segment, entry) for name, entry in self.layout.items()}
+        for view in views.values():
+            view.flags.writeable = False
+        return views
+
+    def __reduce__(self):
+        return _attach_shared_arrays, (self.segment.name, self.layout)
+
+    def unlink(self) -> None:
+        self.segment.close()
+        self.segment.unlink()
+
+
+def _attach_shared_arrays(name: str, layout) -> SharedArrays:
+    return SharedArrays({}, shared_memory.SharedMemory(name=name), layout)
+
+
+class SharedArraySourceHandle:
+    """Stands in for an `ArrayDataSource` in the payload: it pickles as a reference to the
+    shared segment, and unpickles in a worker as an `ArrayDataSource` over mapped views."""
+
+    def __init__(self, shared: SharedArrays, single: bool):
+        self.shared, self.single = shared, single
+
+    def __reduce__(self):
+        return _open_shared_source, (self.shared, self.single)
+
+
+def _open_shared_source(shared: SharedArrays, single: bool) -> ArrayDataSource:
+    arrays = shared.arrays()
+    source = ArrayDataSource(arrays["_"] if single else arrays)
+    # NumPy views do not keep the mapping open: if `shared` were collected, its segment
+    # would be unmapped under the arrays. The source keeps it alive.
+    source._keep_mapped = shared
+    return source
+
+
+def _share_source(data_source, owned: list):
+    """Replace an in-memory source by a shared-memory handle, so workers map, never copy."""
+    if type(data_source) is not ArrayDataSource:
+        return data_source
+    arrays = data_source._arrays
+    single = not isinstance(arrays, dict)
+    shared = SharedArrays({"_": arrays} if single else arrays)
+    owned.append(shared)
+    return SharedArraySourceHandle(shared, single)
+
+
+# -- the payload every worker receives ------------------------------------------------------
+def _pickle_payload(loader, data_source) -> bytes:
+    parts = {"data_source": data_source, "sampler": loader.sampler,
+             "read_options": loader.read_options}
+    parts.update({f"operations[{i}]": op for i, op in enumerate(loader.operations)})
+    for name, part in parts.items():
+        try:
+            cloudpickle.dumps(part)
+        except Exception as error:
+            raise TypeError(
+                f"{name} ({type(part).__name__}) cannot be pickled, so it cannot be sent to "
+                f"worker processes: {error}. Keep open files, locks, generators and live "
+                "connections out of it (open them lazily inside the worker), or use "
+                "worker_count=0.") from error
+    return cloudpickle.dumps((data_source, loader.sampler, loader.pipeline, loader.read_options))
+
+
+# -- inside a worker process ------------------------------------------------------------------
+def _compute_unit(sampler, pipeline, reader, start: int, stop: int, is_last: bool):
+    """Everything `worker_count=0` does for positions [start, stop)."""
+    keys = sampler.record_keys(start, stop)
+    (_, _, records), = reader.read(iter([(start, keys)]))
+    positions, survivors = pipeline.process_chunk(start, keys, records)
+    if pipeline.batch is None or pipeline.filters_records:
+        return "records", (positions, survivors)
+    batcher = Batcher(pipeline)
+    batches = batcher.extend(positions, survivors)
+    if is_last:
+        last = batcher.flush(stop)
+        if last is not None:
+            batches.append(last)
+    return "batches", batches
+
+
+def _error_message(error: BaseException) -> tuple:
+    text = "".join(traceback.format_exception(error))
+    try:
+        return "error", cloudpickle.dumps(error), text
+    except Exception:
+        return "error", cloudpickle.dumps(RuntimeError(str(error))), text
+
+
+def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
+    """Loop: receive `(unit, start, stop, is_last, slot)`, compute, reply; `None` stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    data_source, sampler, pipeline, read_options = cloudpickle.loads(payload)
+    reader, writer = ChunkReader(data_source, read_options), SlotWriter()
+    pending: collections.deque = collections.deque()
+    try:
+        while True:
+            task = pending.popleft() if pending else tasks.recv()
+            if task is None:
+                return
+            unit, start, stop, is_last, (slot_name, slot_size) = task
+            try:
+                result = _compute_unit(sampler, pipeline, reader, start, stop, is_last)
+            except Exception as error:
+                results.send(_error_message(error))
+                continue
+            skeleton, buffers = serialize(result)
+            nbytes = needed_bytes(buffers)
+            if nbytes > slot_size:
+                results.send(("grow", unit, nbytes))
+                reply = tasks.recv()
+                while reply is not None and reply[0] != "slot":
+                    pending.append(reply)
+                    reply = tasks.recv()
+                if reply is None:
+                    return
+                writer.forget(slot_name)
+                slot_name = reply[1]
+            layout = writer.write(slot_name, buffers) if buffers else []
+            results.send(("ok", unit, slot_name, skeleton, layout))
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        return  # the main process went away or is shutting us down
+    finally:
+        reader.close()
+        writer.close()
+        # Leave without running interpreter finalisers: mapped views of shared memory
+        # would otherwise make them print "Exception ignored" noise at exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+# -- in the main process ----------------------------------------------------------------------
+@contextlib.contextmanager
+def _main_module_hidden():
+    """`spawn` re-imports the main script in every child, which re-runs a script without an
+    `if __name__ == "__main__":` guard. cloudpickle already ships what the workers need, so
+    we hide the main module's path while the children start."""
+    main = sys.modules.get("__main__")
+    saved = {name: getattr(main, name) for name in ("__file__", "__spec__")
+             if main is not None and hasattr(main, name)}
+    try:
+        for name in saved:
+            setattr(main, name, None) if name == "__spec__" else delattr(main, name)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(main, name, value)
+
+
+def _describe_exit(process) -> str:
+    code = process.exitcode
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by signal {signal.Signals(-code).name}"
+        return f"was killed by signal {-code}"
+    return f"exited unexpectedly with exit code {code}"
+
+
+class WorkerPool:
+    """Starts the workers, hands out units, and tears everything down exactly once."""
+
+    def __init__(self, loader, ring_size: int):
+        self.worker_count = loader.worker_count
+        if self.worker_count > (os.cpu_count() or 1):
+            print(f"course_lib: worker_count={self.worker_count} is more than the "
+                  f"{os.cpu_count()} CPU cores here; extra workers will not add speed.",
+                  file=sys.stderr)
+        self.ring_size = ring_size
+        self.slots = SlotOwner()
+        self._shared: list[SharedArrays] = []
+        self.processes, self.task_conns, self.result_conns = [], [], []
+        self._closed = False
+        data_source = _share_source(loader.data_source, self._shared)
+        try:
+            payload = _pickle_payload(loader, data_source)
+            self._start(payload)
+        except BaseException:
+            self.close()
+            raise
+        atexit.register(self._close_at_exit)
+
+    def _start(self, payload: bytes) -> None:
+        context = multiprocessing.get_context(START_METHOD)
+        with _main_module_hidden():
+            for index in range(self.worker_count):
+                task_recv, task_send = context.Pipe(duplex=False)
+                result_recv, result_send = context.Pipe(duplex=False)
+                process = context.Process(target=worker_main, daemon=True,
+                                          name=f"course_lib-worker-{index}",
+                                          args=(index, payload, task_recv, result_send))
+                process.start()
+                task_recv.close()
+                result_send.close()
+                self.processes.append(process)
+                self.task_conns.append(task_send)
+                self.result_conns.append(result_recv)
+
+    def submit(self, unit: int, start: int, stop: int, is_last: bool) -> None:
+        worker = unit % self.worker_count
+        slot = self.slots.slot(worker, (unit // self.worker_count) % self.ring_size)
+        self.task_conns[worker].send((unit, start, stop, is_last, slot))
+
+    def _receive(self, worker: int, start: int):
+        conn, process = self.result_conns[worker], self.processes[worker]
+        while True:
+            ready = connection.wait([conn, process.sentinel], timeout=POLL_INTERVAL_S)
+            if conn in ready:
+                try:
+                    return conn.recv()
+                except EOFError:
+                    pass
+            elif not ready:
+                continue
+            process.join(0.1)
+            raise WorkerError(
+                f"worker {worker} (pid {process.pid}) {_describe_exit(process)} while "
+                f"preparing the element that starts at index {start}. If it ran out of "
+                "memory, lower worker_count or worker_buffer_size; use worker_count=0 to "
+                "debug the pipeline in this process.")
+
+    def collect(self, unit: int, start: int):
+        """Wait for `unit`'s result (growing its slot if asked) and return it."""
+        worker = unit % self.worker_count
+        ring_index = (unit // self.worker_count) % self.ring_size
+        while True:
+            message = self._receive(worker, start)
+            if message[0] == "grow":
+                name, size = self.slots.grow(worker, ring_index, message[2])
+                self.task_conns[worker].send(("slot", name, size))
+            elif message[0] == "error":
+                _, pickled, text = message
+                error = cloudpickle.loads(pickled)
+                error.add_note(f"Traceback in worker {worker}:\n{text}")
+                raise error
+            else:
+                _, done_unit, slot_name, skeleton, layout = message
+                assert done_unit == unit, f"worker {worker} answered unit {done_unit}, not {unit}"
+                return self.slots.read(slot_name, skeleton, layout)
+
+    def _close_at_exit(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            atexit.unregister(self._close_at_exit)
+        for conn in self.task_conns:
+            with contextlib.suppress(OSError, ValueError):
+                conn.send(None)
+        for process in self.processes:
+            process.join(JOIN_TIMEOUT_S)
+            if process.is_alive():
+                process.kill()
+                process.join(JOIN_TIMEOUT_S)
+        for conn in self.task_conns + self.result_conns:
+            conn.close()
+        self.slots.close()
+        for shared in self._shared:
+            shared.unlink()
+
+
+def _units(sampler, start: int, unit_size: int):
+    """`(start, stop, is_last)` for consecutive units of the stream."""
+    total = sampler.total_length
+    while total is None or start < total:
+        stop = start + unit_size if total is None else min(start + unit_size, total)
+        yield start, stop, total is not None and stop >= total
+        start = stop
+
+
+def worker_elements(loader, next_index: int):
+    """Yield `(element, next_index)` pairs computed by worker processes, in stream order.
+
+    The workers start when the generator is first advanced; the loader does that at once
+    (the first `yield` hands back nothing), so start-up errors surface at `iter(loader)`.
+    """
+    from course_lib.loader import chunk_size_for
+
+    pipeline = loader.pipeline
+    depth = loader.worker_buffer_size + 1
+    pool = WorkerPool(loader, ring_size=depth)
+    try:
+        yield None
+        units = _units(loader.sampler, next_index, chunk_size_for(pipeline))
+        submitted: collections.deque = collections.deque()
+        batcher = Batcher(pipeline) if pipeline.batch is not None else None
+        unit_id, end = 0, next_index
+        while True:
+            while len(submitted) < pool.worker_count * depth:
+                unit = next(units, None)
+                if unit is None:
+                    break
+                pool.submit(unit_id, *unit)
+                submitted.append((unit_id, *unit))
+                unit_id += 1
+            if not submitted:
+                break
+            current, start, end, _ = submitted.popleft()
+            kind, result = pool.collect(current, start)
+            if kind == "batches":
+                yield from result
+            elif batcher is None:
+                positions, survivors = result
+                for position, record in zip(positions, survivors, strict=True):
+                    yield record, position + 1
+            else:
+                yield from batcher.extend(*result)
+        if batcher is not None:
+            last = batcher.flush(end)
+            if last is not None:
+                yield last
+    finally:
+        pool.close()

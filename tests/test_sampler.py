@@ -1,0 +1,190 @@
+"""Samplers: a pure function from a global index to the record to read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course_lib.sampler as sampler_module
+from course_lib import (
+    IndexSampler,
+    NoSharding,
+    RecordMetadata,
+    SequentialSampler,
+    ShardOptions,
+)
+from course_lib.randomness import record_rng
+
+
+def test_unshuffled_sampler_reads_records_in_order_every_epoch():
+    sampler = IndexSampler(5, num_epochs=3)
+    assert [sampler[i].record_key for i in range(15)] == list(range(5)) * 3
+    assert sampler.total_length == 15
+
+
+def test_epochs_are_reshuffled():
+    sampler = IndexSampler(50, shuffle=True, num_epochs=3, seed=0)
+    epochs = [sampler.record_keys(e * 50, (e + 1) * 50).tolist() for e in range(3)]
+    for keys in epochs:
+        assert sorted(keys) == list(range(50))
+    assert epochs[0] != epochs[1] != epochs[2] != epochs[0]
+    assert epochs[0] != list(range(50))
+
+
+def test_shuffle_depends_on_the_seed():
+    first = IndexSampler(100, shuffle=True, num_epochs=1, seed=1).record_keys(0, 100)
+    second = IndexSampler(100, shuffle=True, num_epochs=1, seed=2).record_keys(0, 100)
+    assert first.tolist() != second.tolist()
+
+
+def test_equal_samplers_give_equal_streams():
+    first = IndexSampler(100, shuffle=True, num_epochs=4, seed=8)
+    second = IndexSampler(100, shuffle=True, num_epochs=4, seed=8)
+    assert first.record_keys(0, 400).tolist() == second.record_keys(0, 400).tolist()
+
+
+def test_num_epochs_none_is_infinite():
+    sampler = IndexSampler(7, shuffle=True, num_epochs=None, seed=3)
+    assert sampler.total_length is None
+    far = 10**15 + 3
+    metadata = sampler[far]
+    assert metadata.index == far
+    assert 0 <= metadata.record_key < 7
+    epoch_start = (far // 7) * 7
+    assert sorted(sampler.record_keys(epoch_start, epoch_start + 7).tolist()) == list(range(7))
+
+
+def test_unshuffled_infinite_sampler_wraps_around():
+    sampler = IndexSampler(7)
+    assert sampler[10**12].record_key == 10**12 % 7
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_index_past_the_end_raises_index_error(shuffle):
+    sampler = IndexSampler(10, shuffle=shuffle, num_epochs=2, seed=0)
+    sampler[19]  # the last valid index
+    with pytest.raises(IndexError, match=r"index 20 is past the end .*20 indices"):
+        sampler[20]
+    with pytest.raises(IndexError, match="index 25"):
+        sampler.record_key(25)
+
+
+def test_negative_index_raises_index_error():
+    with pytest.raises(IndexError, match="index -1"):
+        IndexSampler(10, num_epochs=1)[-1]
+
+
+def test_record_keys_past_the_end_are_clipped():
+    sampler = IndexSampler(10, num_epochs=1)
+    assert sampler.record_keys(8, 100).tolist() == [8, 9]
+    assert sampler.record_keys(10, 20).tolist() == []
+    assert sampler.record_keys(5, 5).tolist() == []
+
+
+@settings(deadline=None, max_examples=80)
+@given(num_records=st.integers(1, 60), shard_count=st.integers(1, 4),
+       drop_remainder=st.booleans(), shuffle=st.booleans(),
+       num_epochs=st.one_of(st.none(), st.integers(1, 4)), seed=st.integers(0, 2**32),
+       data=st.data())
+def test_record_keys_equal_record_key_one_by_one_across_epochs(
+        num_records, shard_count, drop_remainder, shuffle, num_epochs, seed, data):
+    shard_index = data.draw(st.integers(0, shard_count - 1))
+    shard = ShardOptions(shard_index, shard_count, drop_remainder)
+    start, stop = shard.block(num_records)
+    if stop == start:
+        return  # an empty shard is rejected; see test_sharding
+    sampler = IndexSampler(num_records, shard, shuffle=shuffle, num_epochs=num_epochs, seed=seed)
+    limit = sampler.total_length or 5 * num_records
+    first = data.draw(st.integers(0, limit - 1))
+    last = data.draw(st.integers(first, min(limit, first + 3 * num_records)))
+    keys = sampler.record_keys(first, last)
+    assert keys.dtype == np.int64
+    assert keys.tolist() == [sampler.record_key(i) for i in range(first, last)]
+    assert keys.tolist() == [sampler[i].record_key for i in range(first, last)]
+
+
+def test_record_metadata_rng_is_none_without_a_seed():
+    sampler = IndexSampler(10)
+    assert sampler[3].rng is None
+    assert RecordMetadata(index=0, record_key=0).rng is None
+
+
+def test_record_metadata_rng_equals_record_rng_of_seed_and_index():
+    sampler = IndexSampler(10, shuffle=True, num_epochs=None, seed=42)
+    for index in (0, 1, 9, 10, 12345):
+        expected = record_rng(42, index).random(8)
+        np.testing.assert_array_equal(sampler[index].rng.random(8), expected)
+
+
+def test_record_metadata_rng_of_unshuffled_seeded_sampler_is_set():
+    sampler = SequentialSampler(10, seed=5)
+    np.testing.assert_array_equal(sampler[4].rng.integers(0, 2**62, 4),
+                                  record_rng(5, 4).integers(0, 2**62, 4))
+
+
+def test_record_metadata_rng_is_built_lazily_and_once(monkeypatch):
+    calls = []
+
+    def counting_record_rng(seed, position, *args):
+        calls.append((seed, position))
+        return record_rng(seed, position, *args)
+
+    monkeypatch.setattr(sampler_module, "record_rng", counting_record_rng)
+    sampler = IndexSampler(10, shuffle=True, num_epochs=1, seed=7)
+    metadata = [sampler[i] for i in range(10)]
+    assert calls == [], "the generator was built before anyone asked for it"
+    rng = metadata[4].rng
+    assert metadata[4].rng is rng
+    assert calls == [(7, 4)]
+
+
+def test_record_metadata_keeps_an_explicit_rng():
+    rng = np.random.default_rng(0)
+    assert RecordMetadata(index=1, record_key=2, rng=rng).rng is rng
+
+
+def test_record_metadata_fields_and_equality():
+    metadata = IndexSampler(10, num_epochs=2)[13]
+    assert (metadata.index, metadata.record_key) == (13, 3)
+    assert metadata == RecordMetadata(index=13, record_key=3)
+    assert metadata != RecordMetadata(index=13, record_key=4)
+    assert "index=13" in repr(metadata)
+
+
+def test_sequential_sampler_is_one_epoch_in_order():
+    sampler = SequentialSampler(12)
+    assert sampler.total_length == 12
+    assert sampler.record_keys(0, 12).tolist() == list(range(12))
+    assert [sampler[i].record_key for i in range(12)] == list(range(12))
+    with pytest.raises(IndexError):
+        sampler[12]
+
+
+def test_sequential_sampler_reads_its_shard_in_order():
+    sampler = SequentialSampler(10, shard_options=ShardOptions(1, 3))
+    assert sampler.record_keys(0, 10).tolist() == [3, 4, 5]
+
+
+def test_sampler_default_shard_options_is_no_sharding():
+    sampler = IndexSampler(10)
+    assert isinstance(sampler.shard_options, NoSharding)
+    assert (sampler.shard_start, sampler.shard_size) == (0, 10)
+
+
+def test_describe_lists_everything_that_fixes_the_stream():
+    sampler = IndexSampler(10, ShardOptions(1, 2, True), shuffle=True, num_epochs=3, seed=4)
+    assert sampler.describe() == {
+        "num_records": 10, "shard_index": 1, "shard_count": 2, "drop_remainder": True,
+        "shuffle": True, "num_epochs": 3, "seed": 4}
+    assert "seed=4" in repr(sampler)
+
+
+def test_many_epochs_in_a_row_stay_permutations():
+    # The sampler caches a few permutations; walking many epochs must not confuse them.
+    sampler = IndexSampler(13, shuffle=True, num_epochs=None, seed=1)
+    epochs = [sampler.record_keys(e * 13, (e + 1) * 13).tolist() for e in range(12)]
+    assert all(sorted(keys) == list(range(13)) for keys in epochs)
+    again = [sampler.record_keys(e * 13, (e + 1) * 13).tolist() for e in (0, 11, 3)]
+    assert again == [epochs[0], epochs[11], epochs[3]]
