@@ -73,7 +73,8 @@ class _FieldTransform:
             image = element[self.field]
         else:
             image = element
-        image = np.asarray(image)
+        if not isinstance(image, np.ndarray):
+            image = np.asarray(image)
         allowed = (3, 4) if self.batched else (2, 3)
         if image.ndim not in allowed:
             layout = "(N, H, W) or (N, H, W, C)" if self.batched else "(H, W) or (H, W, C)"
@@ -127,18 +128,21 @@ class Normalize(_FieldTransform, MapTransform):
         # (x * scale - mean) / std  ==  x * multiplier + offset
         self._multiplier = (scale / std_array).astype(self.dtype)
         self._offset = (-mean_array / std_array).astype(self.dtype)
+        self._channels = max(self._multiplier.size, self._offset.size)
+        self._has_offset = bool(np.any(self._offset != 0))
 
     def map(self, element):
         image = self._image(element)
-        channels = max(self._multiplier.size, self._offset.size)
-        has_channel_axis = image.ndim == (4 if self.batched else 3)
-        if channels > 1 and not (has_channel_axis and image.shape[-1] == channels):
-            raise ValueError(
-                f"Normalize has {channels} per-channel values but the image has shape "
-                f"{image.shape}. Pass one mean/std per channel (last axis), or single numbers.")
-        out = image.astype(self.dtype)  # the one new array
-        out *= self._multiplier
-        out += self._offset
+        if self._channels > 1:
+            has_channel_axis = image.ndim == (4 if self.batched else 3)
+            if not (has_channel_axis and image.shape[-1] == self._channels):
+                raise ValueError(
+                    f"Normalize has {self._channels} per-channel values but the image has "
+                    f"shape {image.shape}. Pass one mean/std per channel (last axis), or "
+                    "single numbers.")
+        out = np.multiply(image, self._multiplier, dtype=self.dtype)  # the one new array
+        if self._has_offset:
+            out += self._offset
         return self._replace(element, out)
 
     def __repr__(self) -> str:
@@ -169,8 +173,9 @@ class RandomHorizontalFlip(_FieldTransform, RandomMapTransform):
             flipped = image[:, ::-1] if rng.random() < self.p else image
             return self._replace(element, flipped)
         flip = rng.random(len(image)) < self.p
-        mask = flip.reshape((-1,) + (1,) * (image.ndim - 1))
-        return self._replace(element, np.where(mask, image[:, :, ::-1], image))
+        flipped = image.copy()  # never write into the caller's array
+        flipped[flip] = image[flip, :, ::-1]
+        return self._replace(element, flipped)
 
     def __repr__(self) -> str:
         return f"RandomHorizontalFlip(p={self.p}, field={self.field!r}, batched={self.batched})"

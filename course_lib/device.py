@@ -123,14 +123,18 @@ class DevicePrefetchIterator:
         """Stop the thread (which closes the source) and drop the buffered batches."""
         self._done = True
         self._stop.set()
-        with contextlib.suppress(queue.Empty):
-            while True:
-                self._buffer.get_nowait()
+        self._drain()  # unblocks a producer waiting on a full queue
         self._thread.join(timeout)
+        self._drain()  # drops a batch it may have added meanwhile, freeing device memory
         if self._thread.is_alive():
             warnings.warn(
                 f"prefetch_to_device: the source did not return its next batch within "
                 f"{timeout} s of close(); its thread will stop when it does.", stacklevel=2)
+
+    def _drain(self) -> None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._buffer.get_nowait()
 
     def __enter__(self) -> DevicePrefetchIterator:
         return self

@@ -9,6 +9,8 @@ The launcher also watches the processes. A JAX process whose peer has died does 
 quickly: it waits for minutes on heartbeats and barriers. So as soon as one rank fails, or
 the deadline passes, the launcher kills every other rank's whole process group and tells
 you which rank failed and which were still running, with the end of each one's output.
+For a rank still running at the deadline it also shows where that rank was waiting: the
+Python stack of its main thread, dumped just before it is killed.
 
     python -m course_lib.launch -n 2 --devices-per-process 2 train.py --steps 10
 
@@ -19,12 +21,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import dataclasses
+import faulthandler
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -38,6 +43,13 @@ ENV_PROCESS_ID = "FTB_PROCESS_ID"
 ENV_NUM_PROCESSES = "FTB_NUM_PROCESSES"
 ENV_COORDINATOR = "FTB_COORDINATOR"
 ENV_TIMEOUT = "FTB_TIMEOUT"
+ENV_STACK_FILE = "FTB_STACK_FILE"
+
+# A stuck rank is asked for its Python stacks with this signal before it is killed; the
+# handler is installed by `initialize_from_env` (None where the platform has no SIGUSR1).
+_DUMP_SIGNAL = getattr(signal, "SIGUSR1", None)
+_DUMP_SECONDS = 1.0  # the longest the launcher waits for a stuck rank's stack dump
+_MAIN_THREAD_HEADER = "main thread "
 
 _POLL_SECONDS = 0.02
 _GRACE_SECONDS = 1.0  # between SIGTERM and SIGKILL when stopping a rank
@@ -51,6 +63,8 @@ class RankResult:
 
     `status` is "ok" (exit code 0), "failed" (non-zero exit on its own), "killed" (stopped
     by the launcher because another rank failed) or "stuck" (still running at the deadline).
+    `stacks` is, for a stuck rank that called `initialize_from_env`, the Python stack of
+    every thread at the deadline (most recent call first); "" otherwise.
     """
 
     rank: int
@@ -58,10 +72,16 @@ class RankResult:
     returncode: int | None
     output: str
     elapsed: float
+    stacks: str = ""
 
     def tail(self, lines: int = _TAIL_LINES) -> str:
         """The last `lines` lines of this rank's output (stdout and stderr interleaved)."""
         return "\n".join(self.output.rstrip("\n").splitlines()[-lines:])
+
+    @property
+    def main_stack(self) -> str:
+        """Where the main thread was at the deadline, most recent call first ("" if unknown)."""
+        return _main_thread_stack(self.stacks)
 
 
 @dataclasses.dataclass
@@ -120,6 +140,10 @@ class LaunchResult:
                 lines.append(f"--- rank {rank.rank} ({rank.status}, "
                              f"returncode {rank.returncode}), last lines:")
                 lines.append(rank.tail() or "(no output)")
+            if rank.main_stack:
+                lines.append(f"--- rank {rank.rank} was waiting here at the deadline "
+                             "(main thread, most recent call first):")
+                lines.append(rank.main_stack)
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -147,7 +171,8 @@ def free_port() -> int:
 
 
 def _child_env(rank: int, num_processes: int, devices_per_process: int, coordinator: str,
-               timeout: float, env: Mapping[str, str] | None) -> dict[str, str]:
+               timeout: float, env: Mapping[str, str] | None,
+               stack_file: Path) -> dict[str, str]:
     """The environment of one rank: ours, plus CPU defaults, the caller's overrides, and the
     rank's identity (which nothing may override)."""
     child = dict(os.environ)
@@ -166,6 +191,7 @@ def _child_env(rank: int, num_processes: int, devices_per_process: int, coordina
     child[ENV_NUM_PROCESSES] = str(num_processes)
     child[ENV_COORDINATOR] = coordinator
     child[ENV_TIMEOUT] = str(timeout)
+    child[ENV_STACK_FILE] = str(stack_file)
     return child
 
 
@@ -184,14 +210,81 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         os.killpg(process.pid, sig)
 
 
-def _stop_group(process: subprocess.Popen) -> None:
-    """Stop the rank's whole process group (the rank and anything it started): ask politely
-    with SIGTERM, then SIGKILL whatever is left after a short grace period."""
-    _signal_group(process, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=_GRACE_SECONDS)
-    _signal_group(process, signal.SIGKILL)
-    process.wait()
+def _stop_groups(processes: Sequence[subprocess.Popen]) -> None:
+    """Stop every rank's whole process group (the rank and anything it started): ask politely
+    with SIGTERM, then SIGKILL whatever is left after a short grace period.
+
+    All ranks are signalled together: stopping them one after another would let the later
+    ones notice their dead peer and bury their own last lines under its error messages.
+    (A JAX process usually ignores SIGTERM, which it takes as a preemption notice.)
+    """
+    for process in processes:
+        _signal_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + _GRACE_SECONDS
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        _signal_group(process, signal.SIGKILL)
+    for process in processes:
+        process.wait()
+
+
+def _dump_stacks(processes: Sequence[subprocess.Popen], stack_files: Sequence[Path],
+                 ranks: Sequence[int]) -> list[str]:
+    """Ask each of `ranks` for the Python stacks of all its threads; return them per rank.
+
+    Only a rank whose stack file exists gets the signal: it installed the handler in
+    `initialize_from_env`. A rank that did not would be killed by the signal instead.
+    """
+    asked = []
+    for rank in ranks:
+        if _DUMP_SIGNAL is not None and stack_files[rank].exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(processes[rank].pid, _DUMP_SIGNAL)
+                asked.append(rank)
+    # faulthandler writes from inside its signal handler, even while the main thread is
+    # blocked in C++ (a collective, a barrier): the dumps appear within milliseconds.
+    deadline = time.monotonic() + _DUMP_SECONDS
+    stacks = ["" for _ in processes]
+    for rank in asked:
+        while time.monotonic() < deadline:
+            stacks[rank] = _read_stacks(stack_files[rank])
+            if stacks[rank]:
+                break
+            time.sleep(_POLL_SECONDS)
+    if asked:
+        time.sleep(_POLL_SECONDS)  # let a dump still being written finish
+        for rank in asked:
+            stacks[rank] = _read_stacks(stack_files[rank])
+    return stacks
+
+
+def _read_stacks(stack_file: Path) -> str:
+    """The dump in `stack_file`: what follows the main-thread header line (or "")."""
+    with contextlib.suppress(OSError):
+        header, _, dump = stack_file.read_text(errors="replace").partition("\n")
+        if header.startswith(_MAIN_THREAD_HEADER):
+            return header + "\n" + dump if dump.strip() else ""
+    return ""
+
+
+def _main_thread_stack(stacks: str) -> str:
+    """The main thread's frames in a faulthandler dump written after our header line."""
+    header, _, dump = stacks.partition("\n")
+    if not header.startswith(_MAIN_THREAD_HEADER):
+        return ""
+    thread_id = header.removeprefix(_MAIN_THREAD_HEADER).strip()
+    frames: list[str] = []
+    inside = False
+    for line in dump.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            inside = thread_id in line
+        elif inside and line.startswith("  "):
+            frames.append(line)
+        elif inside and frames:
+            break
+    return "\n".join(frames)
 
 
 def _validate(script, num_processes, devices_per_process, timeout, args, env) -> Path:
@@ -236,40 +329,54 @@ def launch(script: str | os.PathLike, num_processes: int = 2, devices_per_proces
     check_bool("echo", echo)
     coordinator = f"127.0.0.1:{free_port()}"
     start = time.monotonic()
-    processes, outputs, readers = [], [], []
-    for rank in range(num_processes):
-        process = subprocess.Popen(
-            [sys.executable, str(path), *args],
-            env=_child_env(rank, num_processes, devices_per_process, coordinator, timeout, env),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, errors="replace", start_new_session=True)  # own group: killpg-able
-        lines: list[str] = []
-        reader = threading.Thread(
-            target=_read_lines, args=(process.stdout, lines, f"[rank {rank}] " if echo else None),
-            daemon=True, name=f"launch-rank-{rank}-output")
-        reader.start()
-        processes.append(process)
-        outputs.append(lines)
-        readers.append(reader)
-
-    try:
-        status, finished_at = _watch(processes, start, timeout)
-    finally:
-        for process in processes:  # also reaps grandchildren of ranks that exited cleanly
-            _stop_group(process)
-        for reader in readers:
-            reader.join(timeout=2)
+    processes: list[subprocess.Popen] = []
+    outputs: list[list[str]] = []
+    readers: list[threading.Thread] = []
+    with tempfile.TemporaryDirectory(prefix="ftb-launch-") as stack_dir:
+        stack_files = [Path(stack_dir) / f"rank{rank}.stacks" for rank in range(num_processes)]
+        try:
+            for rank in range(num_processes):
+                child_env = _child_env(rank, num_processes, devices_per_process, coordinator,
+                                       timeout, env, stack_files[rank])
+                process, lines, reader = _start_rank(rank, path, args, child_env, echo)
+                processes.append(process)
+                outputs.append(lines)
+                readers.append(reader)
+            status, finished_at = _watch(processes, start, timeout)
+            stuck = [rank for rank, s in enumerate(status) if s == "stuck"]
+            stacks = _dump_stacks(processes, stack_files, stuck)
+        finally:
+            _stop_groups(processes)  # also stops what ranks that exited cleanly left behind
+            for reader in readers:
+                reader.join(timeout=2)
     end = time.monotonic()
     ranks = [RankResult(rank=rank, status=status[rank],
                         returncode=processes[rank].returncode,
                         output="".join(outputs[rank]),
-                        elapsed=(finished_at[rank] or end) - start)
+                        elapsed=(finished_at[rank] or end) - start,
+                        stacks=stacks[rank])
              for rank in range(num_processes)]
     result = LaunchResult(script=str(script), ranks=ranks, elapsed=end - start,
                           timeout=float(timeout))
     if check and not result.ok:
         raise LaunchError(result)
     return result
+
+
+def _start_rank(rank: int, path: Path, args: Sequence[str], env: dict[str, str],
+                echo: bool) -> tuple[subprocess.Popen, list[str], threading.Thread]:
+    """Start one rank in its own session (so its whole process group can be killed) and a
+    thread that collects its output."""
+    process = subprocess.Popen(
+        [sys.executable, str(path), *args], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        text=True, errors="replace", start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=_read_lines, args=(process.stdout, lines, f"[rank {rank}] " if echo else None),
+        daemon=True, name=f"launch-rank-{rank}-output")
+    reader.start()
+    return process, lines, reader
 
 
 def _watch(processes: list[subprocess.Popen], start: float,
@@ -304,7 +411,8 @@ def initialize_from_env(*, required: bool = True) -> DistributedInfo:
     Reads the rank, process count and coordinator address that `launch` put in the
     environment and passes them to `jax.distributed.initialize`. Outside a launch,
     `required=True` raises (so a forgotten launcher does not silently train on one process
-    alone); `required=False` returns a single-process description and does nothing.
+    alone); `required=False` returns a single-process description and does nothing. Inside
+    a launch it also lets the launcher ask this process where it is stuck (its stacks).
     """
     check_bool("required", required)
     if ENV_NUM_PROCESSES not in os.environ:
@@ -323,6 +431,7 @@ def initialize_from_env(*, required: bool = True) -> DistributedInfo:
             f"{ENV_NUM_PROCESSES}={num_processes}, {ENV_COORDINATOR}={coordinator!r}. The id "
             "must be below the count and the coordinator must be host:port; start the "
             "script through course_lib.launch instead of setting these by hand.")
+    _enable_stack_dump()
     import jax
 
     # Gloo carries cross-process collectives on CPU (JAX's default in recent versions;
@@ -333,6 +442,26 @@ def initialize_from_env(*, required: bool = True) -> DistributedInfo:
         coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
         initialization_timeout=max(1, int(timeout) + 1))
     return DistributedInfo(process_id, num_processes, coordinator)
+
+
+_stack_file = None  # kept open for faulthandler, which writes to it from a signal handler
+
+
+def _enable_stack_dump() -> None:
+    """On the launcher's signal, write every thread's Python stack to the launcher's file.
+
+    The file starts with the main thread's id, so the launcher can pick that thread out.
+    """
+    global _stack_file
+    path = os.environ.get(ENV_STACK_FILE)
+    if _DUMP_SIGNAL is None or not path or _stack_file is not None:
+        return
+    _stack_file = open(path, "w")  # noqa: SIM115 (must stay open for the signal handler)
+    # faulthandler writes thread ids as 0x followed by as many hex digits as a C long has.
+    digits = 2 * ctypes.sizeof(ctypes.c_ulong)
+    _stack_file.write(f"{_MAIN_THREAD_HEADER}0x{threading.main_thread().ident:0{digits}x}\n")
+    _stack_file.flush()
+    faulthandler.register(_DUMP_SIGNAL, file=_stack_file, all_threads=True)
 
 
 def _int_from_env(name: str, *, minimum: int) -> int:
@@ -355,12 +484,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m course_lib.launch",
         description="Run a script as N JAX processes on this machine (CPU devices).")
-    parser.add_argument("-n", "--num-processes", type=int, default=2)
-    parser.add_argument("--devices-per-process", type=int, default=1)
+    parser.add_argument("-n", "--num-processes", type=int, default=2,
+                        help="how many JAX processes to start (default 2)")
+    parser.add_argument("--devices-per-process", type=int, default=1,
+                        help="simulated CPU devices in each process (default 1)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds before remaining ranks are killed (default 600)")
-    parser.add_argument("script")
-    parser.add_argument("args", nargs=argparse.REMAINDER)
+    parser.add_argument("script", help="a Python script that calls initialize_from_env()")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="passed on to the script")
     options = parser.parse_args(argv)
     try:
         result = launch(options.script, num_processes=options.num_processes,

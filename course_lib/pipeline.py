@@ -22,6 +22,7 @@ from course_lib.transforms import (
     Batch,
     MapTransform,
     RandomMapTransform,
+    StackedRecords,
     check_operation,
 )
 
@@ -118,6 +119,8 @@ class Pipeline:
         A failing transform keeps its exception type and traceback, with a note naming the
         record, so the learner knows which input broke it.
         """
+        if not self.record_ops:  # nothing to do per record: keep the chunk as it was read
+            return range(start, start + len(records)), records
         rngs = self._rng(RECORD_STREAM) if self.seed is not None else None
         ops, apply = self.record_ops, self._apply
         positions, survivors = [], []
@@ -136,6 +139,8 @@ class Pipeline:
     def finish_batch(self, records: Sequence[Any], first_position: int):
         """Stack `records` with the batch function, then run the batch-level operations."""
         try:
+            if isinstance(records, StackedRecords) and not self.batch.stacks_by_default:
+                records = list(records)  # a custom batch_fn is promised a list of records
             batch = self.batch.batch_fn(records)
             if not self.batch_ops:
                 return batch
@@ -160,11 +165,19 @@ class Batcher:
         self._positions: list[int] = []
         self._records: list[Any] = []
 
-    def extend(self, positions: list[int], records: list[Any]) -> list[tuple[Any, int]]:
+    def extend(self, positions: Sequence[int], records: Sequence[Any]) -> list[tuple[Any, int]]:
         """Add records (with their stream positions); return the batches they completed."""
-        self._positions += positions
-        self._records += records
-        size, finished = self._size, []
+        size, finished, used = self._size, [], 0
+        if not self._records:
+            # Nothing pending: whole batches are slices of the incoming records, which for
+            # `StackedRecords` means no per-record work at all.
+            while len(records) - used >= size:
+                batch_records = records[used:used + size]
+                finished.append((self._pipeline.finish_batch(batch_records, positions[used]),
+                                 positions[used + size - 1] + 1))
+                used += size
+        self._positions += positions[used:]
+        self._records += records[used:]
         while len(self._records) >= size:
             finished.append(self._emit(size, self._positions[size - 1] + 1))
         return finished

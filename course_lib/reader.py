@@ -1,10 +1,12 @@
 """Reading records from a source, optionally with threads.
 
 Reading is often the slow, I/O-bound part (files, network disks). Threads overlap those
-waits even under the GIL, so `ReadOptions.num_threads` threads read ahead while the calling
-thread runs transforms; `prefetch_buffer_size` bounds how many records are read ahead.
-Sources with a batched read (`__getitems__`) are read one chunk per task; others one record
-per task, so that slow per-record reads overlap.
+waits even under the GIL, so `ReadOptions.num_threads` threads read records ahead while the
+calling thread runs transforms; `prefetch_buffer_size` bounds how many are read ahead.
+
+A source with a batched read (`__getitems__`) is read one chunk per call, in the calling
+thread: a single call has nothing to overlap with itself, and for in-memory or
+memory-mapped data a thread hand-off costs more than the read.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -39,10 +41,10 @@ class ReadOptions:
                   fix="Pass the number of records to read ahead, e.g. 500.")
 
 
-def read_records(source, record_keys: np.ndarray) -> list:
+def read_records(source, record_keys: np.ndarray) -> Sequence:
     """Read the records for `record_keys`, with the source's batched read if it has one."""
     if hasattr(source, "__getitems__"):
-        return list(source.__getitems__(record_keys))
+        return source.__getitems__(record_keys)
     return [source[key] for key in record_keys.tolist()]
 
 
@@ -65,18 +67,15 @@ class ChunkReader:
         return self._pool
 
     def read(self, chunks: Iterator[tuple[int, np.ndarray]]):
-        if self._options.num_threads == 0:
+        if self._options.num_threads == 0 or hasattr(self._source, "__getitems__"):
             for start, keys in chunks:
                 yield start, keys, read_records(self._source, keys)
             return
         yield from self._read_ahead(chunks)
 
     def _submit(self, keys: np.ndarray) -> list[Future]:
-        pool = self._start_pool()
-        if hasattr(self._source, "__getitems__"):
-            return [pool.submit(read_records, self._source, keys)]
         getitem = self._source.__getitem__
-        return [pool.submit(getitem, key) for key in keys.tolist()]
+        return [self._start_pool().submit(getitem, key) for key in keys.tolist()]
 
     def _read_ahead(self, chunks):
         in_flight: collections.deque = collections.deque()
@@ -92,8 +91,6 @@ class ChunkReader:
 
     @staticmethod
     def _collect(start, keys, futures):
-        if len(futures) == 1 and len(keys) != 1:
-            return start, keys, futures[0].result()
         return start, keys, [future.result() for future in futures]
 
     def close(self) -> None:

@@ -15,6 +15,8 @@ from course_lib.permutation import FeistelPermutation
 from course_lib.randomness import record_rng
 from course_lib.sharding import NoSharding, ShardOptions
 
+KEY_BLOCK = 4096
+
 
 class RecordMetadata:
     """Where a record sits in the stream: `index` (global position), `record_key` (source
@@ -88,6 +90,7 @@ class IndexSampler:
                 f"num_records={self.num_records} is smaller than shard_count. Use fewer "
                 "shards or a larger data source.")
         self._permutations: dict[int, FeistelPermutation] = {}
+        self._cached_block: tuple[int, np.ndarray | None] = (-1, None)
 
     # -- the size of the stream --------------------------------------------------------
     @property
@@ -122,21 +125,46 @@ class IndexSampler:
 
     # -- a chunk of indices at once (the loader's hot path) ----------------------------
     def record_keys(self, start: int, stop: int) -> np.ndarray:
-        """Record keys for the global indices `[start, stop)`, computed with NumPy."""
+        """Record keys for the global indices `[start, stop)`, computed with NumPy.
+
+        Keys are computed a block of `KEY_BLOCK` indices at a time and the last block is
+        kept, because one vectorised call over 4096 indices costs about as much as one over
+        64: a loader asking for one batch after another pays once per block.
+        """
         total = self.total_length
         if total is not None:
             stop = min(stop, total)
         if stop <= start:
             return np.empty(0, dtype=np.int64)
         self._check_index(start)
-        offsets = np.arange(start, stop, dtype=np.int64)
+        first_block, last_block = start // KEY_BLOCK, (stop - 1) // KEY_BLOCK
+        if first_block == last_block:
+            offset = first_block * KEY_BLOCK
+            return self._key_block(first_block)[start - offset:stop - offset]
+        return np.concatenate([self.record_keys(max(start, block * KEY_BLOCK),
+                                                min(stop, (block + 1) * KEY_BLOCK))
+                               for block in range(first_block, last_block + 1)])
+
+    def _key_block(self, block: int) -> np.ndarray:
+        if self._cached_block[0] != block:
+            start = block * KEY_BLOCK
+            stop = start + KEY_BLOCK
+            if self.total_length is not None:
+                stop = min(stop, self.total_length)
+            self._cached_block = (block, self._compute_keys(start, stop))
+        return self._cached_block[1]
+
+    def _compute_keys(self, start: int, stop: int) -> np.ndarray:
+        positions = np.arange(start, stop, dtype=np.int64)
+        epochs, offsets = np.divmod(positions, self.shard_size)
         if not self.shuffle:
-            return self.shard_start + offsets % self.shard_size
-        epochs, offsets = np.divmod(offsets, self.shard_size)
+            return self.shard_start + offsets
+        if epochs[0] == epochs[-1]:
+            return self.shard_start + self._permutation(int(epochs[0])).permute_many(offsets)
         keys = np.empty_like(offsets)
-        for epoch in np.unique(epochs):
+        for epoch in range(int(epochs[0]), int(epochs[-1]) + 1):
             in_epoch = epochs == epoch
-            keys[in_epoch] = self._permutation(int(epoch)).permute_many(offsets[in_epoch])
+            keys[in_epoch] = self._permutation(epoch).permute_many(offsets[in_epoch])
         return self.shard_start + keys
 
     def describe(self) -> dict:

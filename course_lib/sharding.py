@@ -14,7 +14,7 @@ import dataclasses
 from course_lib._checks import check_bool, check_int
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class ShardOptions:
     """Shard `shard_index` of `shard_count`; see the module docstring for the semantics."""
 
@@ -34,6 +34,16 @@ class ShardOptions:
                 "numbered from 0, so the last one is shard_count - 1."
             )
         check_bool("drop_remainder", self.drop_remainder)
+
+    def _key(self) -> tuple[int, int, bool]:
+        return self.shard_index, self.shard_count, bool(self.drop_remainder)
+
+    # NoSharding() and ShardOptions(0, 1) describe the same shard, so they compare equal.
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ShardOptions) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def block(self, num_records: int) -> tuple[int, int]:
         """Return `(start, stop)`: this shard's contiguous range of record keys."""

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from course_lib._checks import check_int
+from course_lib.transforms import StackedRecords
 
 
 @runtime_checkable
@@ -60,13 +61,14 @@ class ArrayDataSource:
             return {name: array[record_key] for name, array in self._arrays.items()}
         return self._arrays[record_key]
 
-    def __getitems__(self, record_keys: Sequence[int]) -> list:
+    def __getitems__(self, record_keys: Sequence[int]) -> StackedRecords:
+        """All the records in one fancy-indexing call per array, already stacked."""
         keys = np.asarray(record_keys)
         if isinstance(self._arrays, dict):
-            columns = {name: array[keys] for name, array in self._arrays.items()}
-            return [{name: column[i] for name, column in columns.items()}
-                    for i in range(len(keys))]
-        return list(self._arrays[keys])
+            tree = {name: array[keys] for name, array in self._arrays.items()}
+        else:
+            tree = self._arrays[keys]
+        return StackedRecords(tree, len(keys))
 
     def __repr__(self) -> str:
         if isinstance(self._arrays, dict):

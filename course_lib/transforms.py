@@ -50,12 +50,53 @@ class FilterTransform:
         raise _not_overridden(self, "filter")
 
 
+class StackedRecords(Sequence):
+    """Records that are already stacked: a tree of arrays whose leaves share a leading
+    record axis. A batched read of an in-memory source returns one of these, so that when
+    nothing runs per record, batching is a slice instead of a copy."""
+
+    def __init__(self, tree, length: int):
+        self.tree, self._length = tree, length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            return StackedRecords(_map_leaves(self.tree, lambda leaf: leaf[index]),
+                                  len(range(start, stop, step)))
+        return _map_leaves(self.tree, lambda leaf: leaf[index])
+
+    def __iter__(self):
+        if not isinstance(self.tree, dict):
+            return iter(self.tree)
+        names = list(self.tree)
+        return (dict(zip(names, row, strict=True))
+                for row in zip(*(_rows(self.tree[name]) for name in names), strict=True))
+
+
+def _rows(tree):
+    """Iterate a (possibly nested dict) tree of stacked arrays row by row."""
+    if isinstance(tree, dict):
+        return iter(StackedRecords(tree, len(next(iter(tree.values())))))
+    return iter(tree)
+
+
+def _map_leaves(tree, function):
+    if isinstance(tree, dict):
+        return {key: _map_leaves(value, function) for key, value in tree.items()}
+    return function(tree)
+
+
 def stack_records(records: Sequence[Any]):
     """Stack a list of records into one with a leading batch axis.
 
     Records may be arrays, numbers, or any nesting of dicts, tuples and lists of them; the
     batch has the same structure with each leaf stacked.
     """
+    if isinstance(records, StackedRecords):
+        return records.tree
     first = records[0]
     if isinstance(first, dict):
         return {key: stack_records([record[key] for record in records]) for key in first}
@@ -88,6 +129,10 @@ class Batch:
                 f"batch_fn={batch_fn!r} is not callable. Pass a function that takes a list of "
                 "records and returns a batch, or None to stack them.")
         self.batch_fn = batch_fn or stack_records
+
+    @property
+    def stacks_by_default(self) -> bool:
+        return self.batch_fn is stack_records
 
     def __repr__(self) -> str:
         return f"Batch(batch_size={self.batch_size}, drop_remainder={self.drop_remainder})"

@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 import traceback
 from multiprocessing import connection, shared_memory
 
@@ -151,17 +152,40 @@ def _compute_unit(sampler, pipeline, reader, start: int, stop: int, is_last: boo
 
 
 def _error_message(error: BaseException) -> tuple:
+    """The error as the main process will raise it, with the worker's traceback as text.
+
+    The exception itself is sent when it survives a pickle round trip. One that does not (it
+    holds a lock, or its `__init__` needs arguments that `args` lacks) would fail to unpickle
+    in the main process with an unrelated TypeError, so a RuntimeError stands in for it."""
     text = "".join(traceback.format_exception(error))
     try:
-        return "error", cloudpickle.dumps(error), text
-    except Exception:
-        return "error", cloudpickle.dumps(RuntimeError(str(error))), text
+        pickled = cloudpickle.dumps(error)
+        cloudpickle.loads(pickled)
+    except Exception as problem:
+        stand_in = RuntimeError(
+            f"{type(error).__name__}: {error} (the worker could not send this exception "
+            f"itself back: {type(problem).__name__}: {problem})")
+        for note in getattr(error, "__notes__", ()):
+            stand_in.add_note(note)
+        pickled = cloudpickle.dumps(stand_in)
+    return "error", pickled, text
 
 
-def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
+def _serialize_unit(result, start: int, stop: int):
+    """`serialize`, with a note saying why a result that cannot be pickled is a problem."""
+    try:
+        return serialize(result)
+    except Exception as error:
+        error.add_note(
+            f"(raised while sending the elements for indices {start} to {stop - 1} back to the "
+            "main process: elements must be picklable, e.g. NumPy arrays, numbers, strings, "
+            "and dicts, tuples and lists of them)")
+        raise
+
+
+def _serve(parts, tasks, results) -> None:
     """Loop: receive `(unit, start, stop, is_last, slot)`, compute, reply; `None` stops."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
-    data_source, sampler, pipeline, read_options = cloudpickle.loads(payload)
+    data_source, sampler, pipeline, read_options = parts
     reader, writer = ChunkReader(data_source, read_options), SlotWriter()
     pending: collections.deque = collections.deque()
     try:
@@ -172,10 +196,10 @@ def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
             unit, start, stop, is_last, (slot_name, slot_size) = task
             try:
                 result = _compute_unit(sampler, pipeline, reader, start, stop, is_last)
+                skeleton, buffers = _serialize_unit(result, start, stop)
             except Exception as error:
                 results.send(_error_message(error))
                 continue
-            skeleton, buffers = serialize(result)
             nbytes = needed_bytes(buffers)
             if nbytes > slot_size:
                 results.send(("grow", unit, nbytes))
@@ -189,16 +213,44 @@ def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
                 slot_name = reply[1]
             layout = writer.write(slot_name, buffers) if buffers else []
             results.send(("ok", unit, slot_name, skeleton, layout))
-    except (EOFError, BrokenPipeError, KeyboardInterrupt):
-        return  # the main process went away or is shutting us down
     finally:
         reader.close()
         writer.close()
+
+
+def _refuse(error: Exception, worker_index: int, tasks, results) -> None:
+    """The pipeline did not unpickle here (a module the worker cannot import, a source whose
+    `__setstate__` fails): answer every task with that error until told to stop, so the main
+    process raises it, instead of a bare "worker exited"."""
+    error.add_note(f"(raised while worker {worker_index} unpickled the data source, sampler "
+                   "and operations it was sent)")
+    failure = _error_message(error)
+    while tasks.recv() is not None:
+        results.send(failure)
+
+
+def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
+    """A worker's whole life: unpickle the pipeline, serve tasks, leave without noise."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    exit_code = 0
+    try:
+        try:
+            parts = cloudpickle.loads(payload)
+        except Exception as error:
+            _refuse(error, worker_index, tasks, results)
+        else:
+            _serve(parts, tasks, results)
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass  # the main process went away or is shutting us down
+    except BaseException:  # SystemExit from a transform, or a bug here: show it, then leave
+        traceback.print_exc()
+        exit_code = 1
+    finally:
         # Leave without running interpreter finalisers: mapped views of shared memory
         # would otherwise make them print "Exception ignored" noise at exit.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(exit_code)
 
 
 # -- in the main process ----------------------------------------------------------------------
@@ -270,7 +322,23 @@ class WorkerPool:
     def submit(self, unit: int, start: int, stop: int, is_last: bool) -> None:
         worker = unit % self.worker_count
         slot = self.slots.slot(worker, (unit // self.worker_count) % self.ring_size)
-        self.task_conns[worker].send((unit, start, stop, is_last, slot))
+        self._send(worker, (unit, start, stop, is_last, slot), start)
+
+    def _send(self, worker: int, message, start: int) -> None:
+        """Send to a worker; a broken pipe means it died, which is a WorkerError too."""
+        try:
+            self.task_conns[worker].send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            raise self._died(worker, start) from None
+
+    def _died(self, worker: int, start: int) -> WorkerError:
+        process = self.processes[worker]
+        process.join(JOIN_TIMEOUT_S)  # the exit code says how it died
+        return WorkerError(
+            f"worker {worker} (pid {process.pid}) {_describe_exit(process)} while "
+            f"preparing the element that starts at index {start}. If it ran out of "
+            "memory, lower worker_count or worker_buffer_size; use worker_count=0 to "
+            "debug the pipeline in this process.")
 
     def _receive(self, worker: int, start: int):
         conn, process = self.result_conns[worker], self.processes[worker]
@@ -283,12 +351,7 @@ class WorkerPool:
                     pass
             elif not ready:
                 continue
-            process.join(0.1)
-            raise WorkerError(
-                f"worker {worker} (pid {process.pid}) {_describe_exit(process)} while "
-                f"preparing the element that starts at index {start}. If it ran out of "
-                "memory, lower worker_count or worker_buffer_size; use worker_count=0 to "
-                "debug the pipeline in this process.")
+            raise self._died(worker, start)
 
     def collect(self, unit: int, start: int):
         """Wait for `unit`'s result (growing its slot if asked) and return it."""
@@ -298,7 +361,7 @@ class WorkerPool:
             message = self._receive(worker, start)
             if message[0] == "grow":
                 name, size = self.slots.grow(worker, ring_index, message[2])
-                self.task_conns[worker].send(("slot", name, size))
+                self._send(worker, ("slot", name, size), start)
             elif message[0] == "error":
                 _, pickled, text = message
                 error = cloudpickle.loads(pickled)
@@ -321,12 +384,18 @@ class WorkerPool:
         for conn in self.task_conns:
             with contextlib.suppress(OSError, ValueError):
                 conn.send(None)
+        # A worker blocked sending a large result nobody will read now gets a broken pipe
+        # and leaves, instead of waiting out the timeout.
+        for conn in self.result_conns:
+            conn.close()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S  # one deadline for all, not one each
         for process in self.processes:
-            process.join(JOIN_TIMEOUT_S)
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in self.processes:
             if process.is_alive():
                 process.kill()
                 process.join(JOIN_TIMEOUT_S)
-        for conn in self.task_conns + self.result_conns:
+        for conn in self.task_conns:
             conn.close()
         self.slots.close()
         for shared in self._shared:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -30,7 +32,7 @@ def test_blocks_are_contiguous_disjoint_and_cover_the_data(
     blocks = _blocks(num_records, shard_count, drop_remainder)
     for start, stop in blocks:
         assert 0 <= start <= stop <= num_records
-    for (_, stop), (next_start, _) in zip(blocks, blocks[1:], strict=False):
+    for (_, stop), (next_start, _) in itertools.pairwise(blocks):
         assert stop <= next_start, "blocks overlap or are out of order"
     sizes = [stop - start for start, stop in blocks]
     if drop_remainder:
@@ -38,7 +40,7 @@ def test_blocks_are_contiguous_disjoint_and_cover_the_data(
     else:
         assert blocks[0][0] == 0 and blocks[-1][1] == num_records
         assert all(stop == next_start for (_, stop), (next_start, _)
-                   in zip(blocks, blocks[1:], strict=False)), "a record fell between blocks"
+                   in itertools.pairwise(blocks)), "a record fell between blocks"
         assert sum(sizes) == num_records
         assert max(sizes) - min(sizes) <= 1
 

@@ -203,6 +203,17 @@ def test_random_map_after_batch_is_reproducible_and_differs_between_batches():
     assert all(int(b[1]) - int(b[0]) == 1 for b in first)
 
 
+def test_batch_level_randomness_is_independent_of_the_first_records():
+    class Draw(RandomMapTransform):
+        def random_map(self, element, rng):
+            return element * 0 + rng.integers(0, 10**9)
+
+    record_draws = _run(6, [Draw(), Batch(2)], seed=3)
+    batch_draws = _run(6, [Batch(2), Draw()], seed=3)
+    for records, batch in zip(record_draws, batch_draws, strict=True):
+        assert int(batch[0]) != int(records[0]), "a batch reuses its first record's stream"
+
+
 def test_several_random_maps_of_one_record_share_its_stream():
     class DrawTwice(RandomMapTransform):
         def random_map(self, element, rng):
