@@ -23,13 +23,18 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import io
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
+import types
 from multiprocessing import connection, shared_memory
+from typing import ClassVar
 
 import cloudpickle
 import numpy as np
@@ -118,20 +123,43 @@ def _share_source(data_source, owned: list):
 
 
 # -- the payload every worker receives ------------------------------------------------------
+_cloudpickle_code_reduce = cloudpickle.Pickler.dispatch_table[types.CodeType]
+
+
+def _reduce_code_keeping_filename(code: types.CodeType):
+    """cloudpickle (3.1+) renames the file of code it ships by value (transforms defined in
+    `__main__`, a notebook or a function) to "<dynamic-code>", so a worker's traceback could
+    not name the user's file. Put the real name back."""
+    constructor, args = _cloudpickle_code_reduce(code)
+    return constructor, tuple(code.co_filename if isinstance(arg, str) and arg == "<dynamic-code>"
+                              else arg for arg in args)
+
+
+class _PayloadPickler(cloudpickle.Pickler):
+    dispatch_table: ClassVar = collections.ChainMap({types.CodeType: _reduce_code_keeping_filename},
+                                          cloudpickle.Pickler.dispatch_table)
+
+
+def _dumps(obj) -> bytes:
+    with io.BytesIO() as file:
+        _PayloadPickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        return file.getvalue()
+
+
 def _pickle_payload(loader, data_source) -> bytes:
     parts = {"data_source": data_source, "sampler": loader.sampler,
              "read_options": loader.read_options}
     parts.update({f"operations[{i}]": op for i, op in enumerate(loader.operations)})
     for name, part in parts.items():
         try:
-            cloudpickle.dumps(part)
+            _dumps(part)
         except Exception as error:
             raise TypeError(
                 f"{name} ({type(part).__name__}) cannot be pickled, so it cannot be sent to "
                 f"worker processes: {error}. Keep open files, locks, generators and live "
                 "connections out of it (open them lazily inside the worker), or use "
                 "worker_count=0.") from error
-    return cloudpickle.dumps((data_source, loader.sampler, loader.pipeline, loader.read_options))
+    return _dumps((data_source, loader.sampler, loader.pipeline, loader.read_options))
 
 
 # -- inside a worker process ------------------------------------------------------------------
@@ -294,6 +322,7 @@ class WorkerPool:
         self._shared: list[SharedArrays] = []
         self.processes, self.task_conns, self.result_conns = [], [], []
         self._closed = False
+        self._close_lock = threading.Lock()  # atexit and a prefetch thread may both close
         data_source = _share_source(loader.data_source, self._shared)
         try:
             payload = _pickle_payload(loader, data_source)
@@ -376,9 +405,10 @@ class WorkerPool:
         self.close()
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         with contextlib.suppress(Exception):
             atexit.unregister(self._close_at_exit)
         for conn in self.task_conns:
