@@ -24,10 +24,21 @@ _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
 
 
+def _splitmix64(value: int) -> int:
+    """A fast 64-bit mixing function: nearby inputs give unrelated outputs."""
+    z = (value + 0x9E3779B97F4A7C15) & _MASK64
+    z = (z ^ (z >> 30)) * _MIX1 & _MASK64
+    z = (z ^ (z >> 27)) * _MIX2 & _MASK64
+    return z ^ (z >> 31)
+
+
 def _round_keys(seed: int, epoch: int) -> list[int]:
-    """Derive one 64-bit key per round from (seed, epoch), so every epoch is shuffled anew."""
-    words = np.random.SeedSequence([seed, epoch, 0x5EED]).generate_state(_ROUNDS, np.uint64)
-    return [int(word) for word in words]
+    """Derive one 64-bit key per round from (seed, epoch), so every epoch is shuffled anew.
+
+    This runs once per epoch, so it is kept to a few integer operations: a tiny data set
+    starts a new epoch every few records."""
+    base = _splitmix64(_splitmix64(seed) ^ epoch)
+    return [_splitmix64(base + round_index) for round_index in range(_ROUNDS)]
 
 
 def _half_bits(num_records: int) -> int:

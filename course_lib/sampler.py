@@ -16,6 +16,8 @@ from course_lib.randomness import record_rng
 from course_lib.sharding import NoSharding, ShardOptions
 
 KEY_BLOCK = 4096
+# Below this shard size an epoch is too short for vectorised NumPy to pay off.
+SMALL_SHARD = 256
 
 
 class RecordMetadata:
@@ -106,7 +108,7 @@ class IndexSampler:
     def _permutation(self, epoch: int) -> FeistelPermutation:
         permutation = self._permutations.get(epoch)
         if permutation is None:
-            if len(self._permutations) > 4:
+            if len(self._permutations) > 8:
                 self._permutations.clear()
             permutation = FeistelPermutation(self.shard_size, self.seed, epoch)
             self._permutations[epoch] = permutation
@@ -151,7 +153,9 @@ class IndexSampler:
             stop = start + KEY_BLOCK
             if self.total_length is not None:
                 stop = min(stop, self.total_length)
-            self._cached_block = (block, self._compute_keys(start, stop))
+            keys = self._compute_keys(start, stop)
+            keys.flags.writeable = False  # callers get views of this cache
+            self._cached_block = (block, keys)
         return self._cached_block[1]
 
     def _compute_keys(self, start: int, stop: int) -> np.ndarray:
@@ -161,6 +165,11 @@ class IndexSampler:
             return self.shard_start + offsets
         if epochs[0] == epochs[-1]:
             return self.shard_start + self._permutation(int(epochs[0])).permute_many(offsets)
+        if self.shard_size < SMALL_SHARD:  # many short epochs: one scalar call per index
+            return self.shard_start + np.array(
+                [self._permutation(epoch)(offset)
+                 for epoch, offset in zip(epochs.tolist(), offsets.tolist(), strict=True)],
+                dtype=np.int64)
         keys = np.empty_like(offsets)
         for epoch in range(int(epochs[0]), int(epochs[-1]) + 1):
             in_epoch = epochs == epoch

@@ -83,6 +83,8 @@ def test_rank_still_running_at_the_deadline_is_killed_and_reported_stuck():
     assert result.ranks[0].status == "ok" and result.ranks[1].returncode != 0
     assert "sleeping forever" in result.ranks[1].tail()
     assert "deadline" in result.summary()
+    # It never called initialize_from_env, so it was not asked for its stacks.
+    assert result.ranks[1].stacks == "" and "waiting here" not in result.summary()
 
 
 @pytest.mark.timeout(60)
@@ -150,3 +152,25 @@ def test_command_line_exit_code_reflects_failure(tmp_path, capsys):
     assert main(["-n", "2", "--timeout", "30", str(SCRIPTS / "misbehave.py"),
                  "--fail-rank", "0", "--pid-dir", str(tmp_path)]) == 1
     assert "[rank 0]" in capsys.readouterr().out
+
+
+def test_main_thread_stack_is_picked_out_of_a_faulthandler_dump():
+    from course_lib.launch import RankResult
+
+    stacks = (
+        "main thread 0x00007f98207c6b80\n"
+        "Thread 0x00007f9800000001 (most recent call first):\n"
+        '  File "threading.py", line 320 in wait\n'
+        "\n"
+        "Current thread 0x00007f98207c6b80 (most recent call first):\n"
+        '  File "jax/_src/distributed.py", line 199 in shutdown\n'
+        '  File "train.py", line 40 in <module>\n'
+        "\n"
+        "Thread 0x00007f9800000002 (most recent call first):\n"
+        '  File "reader.py", line 7 in read\n')
+    rank = RankResult(rank=1, status="stuck", returncode=-9, output="", elapsed=1.0,
+                      stacks=stacks)
+    assert rank.main_stack.splitlines() == [
+        '  File "jax/_src/distributed.py", line 199 in shutdown',
+        '  File "train.py", line 40 in <module>']
+    assert RankResult(rank=0, status="ok", returncode=0, output="", elapsed=1.0).main_stack == ""

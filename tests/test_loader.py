@@ -111,6 +111,88 @@ def test_batches_match_a_numpy_reference(batch_size, drop_remainder, assert_same
         assert_same(got, want)
 
 
+@pytest.mark.parametrize("drop_remainder", [False, True])
+@pytest.mark.parametrize("batch_size", [1, 5, 64, 100])
+def test_batches_without_record_transforms_match_a_numpy_reference(
+        batch_size, drop_remainder, assert_same):
+    rng = np.random.default_rng(0)
+    arrays = {"image": rng.integers(0, 256, size=(90, 4, 4, 3), dtype=np.uint8),
+              "label": rng.integers(0, 10, size=90).astype(np.int32),
+              "weight": rng.random(90).astype(np.float16)}
+    sampler = IndexSampler(90, shuffle=True, num_epochs=3, seed=1)
+    loader = DataLoader(data_source=ArrayDataSource(arrays), sampler=sampler,
+                        operations=[Batch(batch_size, drop_remainder=drop_remainder)])
+    expected = _reference(arrays, sampler, lambda record, position: record, batch_size,
+                          drop_remainder)
+    actual = list(loader)
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected, strict=True):
+        assert_same(got, want)
+
+
+def test_batches_of_a_single_array_source_match_a_numpy_reference(assert_same):
+    images = np.arange(70 * 6, dtype=np.float32).reshape(70, 2, 3)
+    sampler = IndexSampler(70, shuffle=True, num_epochs=2, seed=4)
+    batches = list(DataLoader(data_source=ArrayDataSource(images), sampler=sampler,
+                              operations=[Batch(8)]))
+    keys = sampler.record_keys(0, 140)
+    expected = [images[keys[start:start + 8]] for start in range(0, 140, 8)]
+    assert len(batches) == len(expected)
+    for got, want in zip(batches, expected, strict=True):
+        assert_same(got, want)
+
+
+def test_custom_batch_fn_receives_a_list_of_records():
+    received = []
+
+    def remember(records):
+        received.append(records)
+        return len(records)
+
+    arrays = _arrays(70)
+    loader = DataLoader(data_source=ArrayDataSource(arrays), sampler=SequentialSampler(70),
+                        operations=[Batch(32, batch_fn=remember)])
+    assert list(loader) == [32, 32, 6]
+    assert all(type(records) is list for records in received)
+    first = received[0][0]
+    assert isinstance(first, dict) and first["y"] == 0
+    np.testing.assert_array_equal(first["x"], arrays["x"][0])
+
+
+def test_in_place_batch_transforms_change_neither_the_source_nor_later_epochs(assert_same):
+    class AddOneInPlace(MapTransform):
+        def map(self, element):
+            element["x"] += 1
+            return element
+
+    arrays = _arrays(40)
+    original = {name: array.copy() for name, array in arrays.items()}
+    source = ArrayDataSource(arrays)
+    loader = DataLoader(data_source=source, sampler=IndexSampler(40, num_epochs=2),
+                        operations=[Batch(8), AddOneInPlace()])
+    batches = list(loader)
+    for name in arrays:
+        np.testing.assert_array_equal(source[np.arange(40)][name], original[name])
+    for index, batch in enumerate(batches):
+        keys = np.arange(index * 8, index * 8 + 8) % 40
+        assert_same(batch, {"x": original["x"][keys] + 1, "y": original["y"][keys]})
+
+
+def test_in_place_record_transforms_do_not_change_the_source():
+    class DoubleInPlace(MapTransform):
+        def map(self, element):
+            element["x"] *= 2
+            return element
+
+    arrays = _arrays(40)
+    original = arrays["x"].copy()
+    source = ArrayDataSource(arrays)
+    first = list(DataLoader(data_source=source, sampler=SequentialSampler(40),
+                            operations=[DoubleInPlace(), Batch(10)]))
+    np.testing.assert_array_equal(np.concatenate([b["x"] for b in first]), original * 2)
+    np.testing.assert_array_equal(source[np.arange(40)]["x"], original)
+
+
 def test_unbatched_records_match_the_source_in_sampler_order(assert_same):
     arrays = _arrays(30)
     sampler = IndexSampler(30, shuffle=True, num_epochs=3, seed=0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,6 +17,7 @@ from course_lib import (
     SequentialSampler,
     ShardOptions,
 )
+from course_lib.permutation import FeistelPermutation
 from course_lib.randomness import record_rng
 
 
@@ -84,12 +87,16 @@ def test_record_keys_past_the_end_are_clipped():
 
 
 @settings(deadline=None, max_examples=80)
-@given(num_records=st.integers(1, 60), shard_count=st.integers(1, 4),
+@given(num_records=st.integers(1, 120), shard_count=st.integers(1, 4),
        drop_remainder=st.booleans(), shuffle=st.booleans(),
        num_epochs=st.one_of(st.none(), st.integers(1, 4)), seed=st.integers(0, 2**32),
        data=st.data())
 def test_record_keys_equal_record_key_one_by_one_across_epochs(
         num_records, shard_count, drop_remainder, shuffle, num_epochs, seed, data):
+    if num_epochs is None and shuffle:
+        # Keep it fast: an endless shuffled stream computes keys thousands at a time, and
+        # every epoch of a tiny shard costs a new permutation.
+        num_records = max(num_records, 30 * shard_count)
     shard_index = data.draw(st.integers(0, shard_count - 1))
     shard = ShardOptions(shard_index, shard_count, drop_remainder)
     start, stop = shard.block(num_records)
@@ -103,6 +110,47 @@ def test_record_keys_equal_record_key_one_by_one_across_epochs(
     assert keys.dtype == np.int64
     assert keys.tolist() == [sampler.record_key(i) for i in range(first, last)]
     assert keys.tolist() == [sampler[i].record_key for i in range(first, last)]
+
+
+@settings(deadline=None, max_examples=40)
+@given(num_records=st.sampled_from([50, 1000, 4095, 4096, 5000]), shuffle=st.booleans(),
+       block=st.integers(0, 5), offset=st.integers(-70, 70), length=st.integers(0, 9000),
+       seed=st.integers(0, 2**32))
+def test_record_keys_equal_record_key_across_large_ranges(
+        num_records, shuffle, block, offset, length, seed):
+    # Large ranges and starts near multiples of 4096 exercise any blocking or caching.
+    sampler = IndexSampler(num_records, shuffle=shuffle, num_epochs=None, seed=seed)
+    first = max(0, block * 4096 + offset)
+    keys = sampler.record_keys(first, first + length)
+    epochs, offsets = np.divmod(np.arange(first, first + length), num_records)
+    expected = offsets.copy()
+    if shuffle:
+        for epoch in np.unique(epochs):
+            in_epoch = epochs == epoch
+            permutation = FeistelPermutation(num_records, seed, int(epoch))
+            expected[in_epoch] = permutation.permute_many(offsets[in_epoch])
+    assert keys.tolist() == expected.tolist()
+    if length:
+        assert keys[-1] == sampler.record_key(first + length - 1)
+
+
+def test_record_keys_in_any_query_order_agree():
+    sampler = IndexSampler(3000, shuffle=True, num_epochs=5, seed=1)
+    reference = sampler.record_keys(0, 15000).tolist()
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        start = int(rng.integers(0, 15000))
+        stop = start + int(rng.integers(0, 300))
+        assert sampler.record_keys(start, stop).tolist() == reference[start:stop]
+
+
+def test_modifying_returned_record_keys_does_not_change_the_sampler():
+    sampler = IndexSampler(100, shuffle=True, num_epochs=1, seed=0)
+    expected = sampler.record_keys(0, 10).tolist()
+    keys = sampler.record_keys(0, 10)
+    with contextlib.suppress(ValueError):  # a read-only array is a fine answer too
+        keys += 1
+    assert sampler.record_keys(0, 10).tolist() == expected
 
 
 def test_record_metadata_rng_is_none_without_a_seed():

@@ -22,8 +22,11 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import course_lib as grain  # noqa: E402
-from course_lib.device import data_parallel_mesh, make_global_batch  # noqa: E402
-from course_lib.device import replicated_sharding  # noqa: E402
+from course_lib.device import (  # noqa: E402
+    data_parallel_mesh,
+    make_global_batch,
+    replicated_sharding,
+)
 
 num_records, batch_size, drop_remainder = (int(arg) for arg in sys.argv[1:4])
 shard_options = grain.ShardByJaxProcess(drop_remainder=bool(drop_remainder))
