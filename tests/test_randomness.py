@@ -101,3 +101,14 @@ def test_record_rng_at_reuses_one_generator():
 def test_extreme_seeds_and_positions_work(seed):
     assert len(_draws(record_rng(seed, 2**64 - 1))) == 4
     assert _draws(RecordRng(seed).at(2**64 - 1)) == _draws(record_rng(seed, 2**64 - 1))
+
+
+def test_fast_rewind_and_public_state_setter_give_the_same_streams():
+    from course_lib.randomness import RecordRng, record_rng
+
+    fast, slow = RecordRng(11), RecordRng(11)
+    slow._fast = None  # force the public `bit_generator.state` path
+    for position in (0, 1, 77, 2**40 + 3):
+        expected = record_rng(11, position).random(5)
+        assert np.array_equal(fast.at(position).random(5), expected)
+        assert np.array_equal(slow.at(position).random(5), expected)
