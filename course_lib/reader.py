@@ -48,6 +48,13 @@ def read_records(source, record_keys: np.ndarray) -> Sequence:
     return [source[key] for key in record_keys.tolist()]
 
 
+MIN_RECORDS_PER_TASK = 8
+
+
+def _read_each(source, record_keys: list[int]) -> list:
+    return [source[key] for key in record_keys]
+
+
 class ChunkReader:
     """Yields `(start, record_keys, records)` for a stream of chunks, reading ahead."""
 
@@ -74,8 +81,13 @@ class ChunkReader:
         yield from self._read_ahead(chunks)
 
     def _submit(self, keys: np.ndarray) -> list[Future]:
-        getitem = self._source.__getitem__
-        return [self._start_pool().submit(getitem, key) for key in keys.tolist()]
+        """One task per group of at least `MIN_RECORDS_PER_TASK` records: a thread hand-off
+        costs about as much as reading a small cached file, so single-record tasks would
+        make threads slower than reading inline."""
+        pool = self._start_pool()
+        tasks = max(1, min(self._options.num_threads, len(keys) // MIN_RECORDS_PER_TASK))
+        return [pool.submit(_read_each, self._source, part.tolist())
+                for part in np.array_split(keys, tasks)]
 
     def _read_ahead(self, chunks):
         in_flight: collections.deque = collections.deque()
@@ -91,7 +103,7 @@ class ChunkReader:
 
     @staticmethod
     def _collect(start, keys, futures):
-        return start, keys, [future.result() for future in futures]
+        return start, keys, [record for future in futures for record in future.result()]
 
     def close(self) -> None:
         if self._finalizer is not None:
