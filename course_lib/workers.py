@@ -12,7 +12,8 @@ not run in parallel in threads. Processes do. The plan:
   unlike `fork`) and receive the pipeline with cloudpickle, so transforms defined in a
   notebook cell or inside a function work. They never import JAX.
 - In-memory arrays are copied once into shared memory and mapped by every worker, instead of
-  being pickled to each of them. Results come back through shared memory (`transport.py`).
+  being pickled to each of them (`shared_arrays.py`). What a worker does with its units is in
+  `worker_process.py`; results come back through shared memory (`transport.py`).
 - A worker that raises sends its exception back; one that dies is noticed through its
   process sentinel. Nothing waits forever, and closing the iterator, by any route, stops the
   workers and unlinks every segment.
@@ -31,18 +32,16 @@ import signal
 import sys
 import threading
 import time
-import traceback
 import types
-from multiprocessing import connection, shared_memory
+from multiprocessing import connection
 from typing import ClassVar
 
 import cloudpickle
-import numpy as np
 
 from course_lib.pipeline import Batcher
-from course_lib.reader import ChunkReader
-from course_lib.sources import ArrayDataSource
-from course_lib.transport import SlotOwner, SlotWriter, needed_bytes, serialize
+from course_lib.shared_arrays import SharedArrays, share_source
+from course_lib.transport import SlotOwner
+from course_lib.worker_process import worker_main
 
 START_METHOD = "spawn"
 JOIN_TIMEOUT_S = 2.0
@@ -53,76 +52,7 @@ class WorkerError(RuntimeError):
     """A worker process failed in a way that is not an exception of the user's code."""
 
 
-# -- sharing in-memory arrays once ---------------------------------------------------------
-class SharedArrays:
-    """NumPy arrays copied once into one shared memory segment; pickles as a reference."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], segment=None, layout=None):
-        if segment is None:
-            layout, offset = {}, 0
-            for name, array in arrays.items():
-                layout[name] = (offset, array.shape, array.dtype.str)
-                offset += -(-array.nbytes // 64) * 64
-            segment = shared_memory.SharedMemory(create=True, size=max(offset, 1))
-            for name, array in arrays.items():
-                self._view(segment, layout[name])[...] = array
-        self.segment, self.layout = segment, layout
-
-    @staticmethod
-    def _view(segment, entry) -> np.ndarray:
-        offset, shape, dtype = entry
-        return np.ndarray(shape, dtype=np.dtype(dtype), buffer=segment.buf, offset=offset)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        views = {name: self._view(self.segment, entry) for name, entry in self.layout.items()}
-        for view in views.values():
-            view.flags.writeable = False
-        return views
-
-    def __reduce__(self):
-        return _attach_shared_arrays, (self.segment.name, self.layout)
-
-    def unlink(self) -> None:
-        self.segment.close()
-        self.segment.unlink()
-
-
-def _attach_shared_arrays(name: str, layout) -> SharedArrays:
-    return SharedArrays({}, shared_memory.SharedMemory(name=name), layout)
-
-
-class SharedArraySourceHandle:
-    """Stands in for an `ArrayDataSource` in the payload: it pickles as a reference to the
-    shared segment, and unpickles in a worker as an `ArrayDataSource` over mapped views."""
-
-    def __init__(self, shared: SharedArrays, single: bool):
-        self.shared, self.single = shared, single
-
-    def __reduce__(self):
-        return _open_shared_source, (self.shared, self.single)
-
-
-def _open_shared_source(shared: SharedArrays, single: bool) -> ArrayDataSource:
-    arrays = shared.arrays()
-    source = ArrayDataSource(arrays["_"] if single else arrays)
-    # NumPy views do not keep the mapping open: if `shared` were collected, its segment
-    # would be unmapped under the arrays. The source keeps it alive.
-    source._keep_mapped = shared
-    return source
-
-
-def _share_source(data_source, owned: list):
-    """Replace an in-memory source by a shared-memory handle, so workers map, never copy."""
-    if type(data_source) is not ArrayDataSource:
-        return data_source
-    arrays = data_source._arrays
-    single = not isinstance(arrays, dict)
-    shared = SharedArrays({"_": arrays} if single else arrays)
-    owned.append(shared)
-    return SharedArraySourceHandle(shared, single)
-
-
-# -- the payload every worker receives ------------------------------------------------------
 _cloudpickle_code_reduce = cloudpickle.Pickler.dispatch_table[types.CodeType]
 
 
@@ -162,126 +92,6 @@ def _pickle_payload(loader, data_source) -> bytes:
     return _dumps((data_source, loader.sampler, loader.pipeline, loader.read_options))
 
 
-# -- inside a worker process ------------------------------------------------------------------
-def _compute_unit(sampler, pipeline, reader, start: int, stop: int, is_last: bool):
-    """Everything `worker_count=0` does for positions [start, stop)."""
-    keys = sampler.record_keys(start, stop)
-    (_, _, records), = reader.read(iter([(start, keys)]))
-    positions, survivors = pipeline.process_chunk(start, keys, records)
-    if pipeline.batch is None or pipeline.filters_records:
-        return "records", (positions, survivors)
-    batcher = Batcher(pipeline)
-    batches = batcher.extend(positions, survivors)
-    if is_last:
-        last = batcher.flush(stop)
-        if last is not None:
-            batches.append(last)
-    return "batches", batches
-
-
-def _error_message(error: BaseException) -> tuple:
-    """The error as the main process will raise it, with the worker's traceback as text.
-
-    The exception itself is sent when it survives a pickle round trip. One that does not (it
-    holds a lock, or its `__init__` needs arguments that `args` lacks) would fail to unpickle
-    in the main process with an unrelated TypeError, so a RuntimeError stands in for it."""
-    text = "".join(traceback.format_exception(error))
-    try:
-        pickled = cloudpickle.dumps(error)
-        cloudpickle.loads(pickled)
-    except Exception as problem:
-        stand_in = RuntimeError(
-            f"{type(error).__name__}: {error} (the worker could not send this exception "
-            f"itself back: {type(problem).__name__}: {problem})")
-        for note in getattr(error, "__notes__", ()):
-            stand_in.add_note(note)
-        pickled = cloudpickle.dumps(stand_in)
-    return "error", pickled, text
-
-
-def _serialize_unit(result, start: int, stop: int):
-    """`serialize`, with a note saying why a result that cannot be pickled is a problem."""
-    try:
-        return serialize(result)
-    except Exception as error:
-        error.add_note(
-            f"(raised while sending the elements for indices {start} to {stop - 1} back to the "
-            "main process: elements must be picklable, e.g. NumPy arrays, numbers, strings, "
-            "and dicts, tuples and lists of them)")
-        raise
-
-
-def _serve(parts, tasks, results) -> None:
-    """Loop: receive `(unit, start, stop, is_last, slot)`, compute, reply; `None` stops."""
-    data_source, sampler, pipeline, read_options = parts
-    reader, writer = ChunkReader(data_source, read_options), SlotWriter()
-    pending: collections.deque = collections.deque()
-    try:
-        while True:
-            task = pending.popleft() if pending else tasks.recv()
-            if task is None:
-                return
-            unit, start, stop, is_last, (slot_name, slot_size) = task
-            try:
-                result = _compute_unit(sampler, pipeline, reader, start, stop, is_last)
-                skeleton, buffers = _serialize_unit(result, start, stop)
-            except Exception as error:
-                results.send(_error_message(error))
-                continue
-            nbytes = needed_bytes(buffers)
-            if nbytes > slot_size:
-                results.send(("grow", unit, nbytes))
-                reply = tasks.recv()
-                while reply is not None and reply[0] != "slot":
-                    pending.append(reply)
-                    reply = tasks.recv()
-                if reply is None:
-                    return
-                writer.forget(slot_name)
-                slot_name = reply[1]
-            layout = writer.write(slot_name, buffers) if buffers else []
-            results.send(("ok", unit, slot_name, skeleton, layout))
-    finally:
-        reader.close()
-        writer.close()
-
-
-def _refuse(error: Exception, worker_index: int, tasks, results) -> None:
-    """The pipeline did not unpickle here (a module the worker cannot import, a source whose
-    `__setstate__` fails): answer every task with that error until told to stop, so the main
-    process raises it, instead of a bare "worker exited"."""
-    error.add_note(f"(raised while worker {worker_index} unpickled the data source, sampler "
-                   "and operations it was sent)")
-    failure = _error_message(error)
-    while tasks.recv() is not None:
-        results.send(failure)
-
-
-def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
-    """A worker's whole life: unpickle the pipeline, serve tasks, leave without noise."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
-    exit_code = 0
-    try:
-        try:
-            parts = cloudpickle.loads(payload)
-        except Exception as error:
-            _refuse(error, worker_index, tasks, results)
-        else:
-            _serve(parts, tasks, results)
-    except (EOFError, BrokenPipeError, KeyboardInterrupt):
-        pass  # the main process went away or is shutting us down
-    except BaseException:  # SystemExit from a transform, or a bug here: show it, then leave
-        traceback.print_exc()
-        exit_code = 1
-    finally:
-        # Leave without running interpreter finalisers: mapped views of shared memory
-        # would otherwise make them print "Exception ignored" noise at exit.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(exit_code)
-
-
-# -- in the main process ----------------------------------------------------------------------
 @contextlib.contextmanager
 def _main_module_hidden():
     """`spawn` re-imports the main script in every child, which re-runs a script without an
@@ -323,7 +133,7 @@ class WorkerPool:
         self.processes, self.task_conns, self.result_conns = [], [], []
         self._closed = False
         self._close_lock = threading.Lock()  # atexit and a prefetch thread may both close
-        data_source = _share_source(loader.data_source, self._shared)
+        data_source = share_source(loader.data_source, self._shared)
         try:
             payload = _pickle_payload(loader, data_source)
             self._start(payload)

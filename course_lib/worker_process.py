@@ -1,0 +1,142 @@
+"""What runs inside a worker process.
+
+A worker unpickles the data source, sampler and pipeline once, then serves *units*: for
+positions `[start, stop)` it does exactly what `worker_count=0` does (read, transform,
+batch) and sends the result back through shared memory (`transport.py`). Errors are sent
+back too, with their traceback as text, so the main process can raise them.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import sys
+import traceback
+
+import cloudpickle
+
+from course_lib.pipeline import Batcher
+from course_lib.reader import ChunkReader
+from course_lib.transport import SlotWriter, needed_bytes, serialize
+
+
+def _compute_unit(sampler, pipeline, reader, start: int, stop: int, is_last: bool):
+    """Everything `worker_count=0` does for positions [start, stop)."""
+    keys = sampler.record_keys(start, stop)
+    (_, _, records), = reader.read(iter([(start, keys)]))
+    positions, survivors = pipeline.process_chunk(start, keys, records)
+    if pipeline.batch is None or pipeline.filters_records:
+        return "records", (positions, survivors)
+    batcher = Batcher(pipeline)
+    batches = batcher.extend(positions, survivors)
+    if is_last:
+        last = batcher.flush(stop)
+        if last is not None:
+            batches.append(last)
+    return "batches", batches
+
+
+def _error_message(error: BaseException) -> tuple:
+    """The error as the main process will raise it, with the worker's traceback as text.
+
+    The exception itself is sent when it survives a pickle round trip. One that does not (it
+    holds a lock, or its `__init__` needs arguments that `args` lacks) would fail to unpickle
+    in the main process with an unrelated TypeError, so a RuntimeError stands in for it."""
+    text = "".join(traceback.format_exception(error))
+    try:
+        pickled = cloudpickle.dumps(error)
+        cloudpickle.loads(pickled)
+    except Exception as problem:
+        stand_in = RuntimeError(
+            f"{type(error).__name__}: {error} (the worker could not send this exception "
+            f"itself back: {type(problem).__name__}: {problem})")
+        for note in getattr(error, "__notes__", ()):
+            stand_in.add_note(note)
+        pickled = cloudpickle.dumps(stand_in)
+    return "error", pickled, text
+
+
+def _serialize_unit(result, start: int, stop: int):
+    """`serialize`, with a note saying why a result that cannot be pickled is a problem."""
+    try:
+        return serialize(result)
+    except Exception as error:
+        error.add_note(
+            f"(raised while sending the elements for indices {start} to {stop - 1} back to the "
+            "main process: elements must be picklable, e.g. NumPy arrays, numbers, strings, "
+            "and dicts, tuples and lists of them)")
+        raise
+
+
+def _serve(parts, tasks, results) -> None:
+    """Loop: receive `(unit, start, stop, is_last, slot)`, compute, reply; `None` stops."""
+    data_source, sampler, pipeline, read_options = parts
+    reader, writer = ChunkReader(data_source, read_options), SlotWriter()
+    pending: collections.deque = collections.deque()
+    try:
+        while True:
+            task = pending.popleft() if pending else tasks.recv()
+            if task is None:
+                return
+            unit, start, stop, is_last, (slot_name, slot_size) = task
+            try:
+                result = _compute_unit(sampler, pipeline, reader, start, stop, is_last)
+                skeleton, buffers = _serialize_unit(result, start, stop)
+            except Exception as error:
+                results.send(_error_message(error))
+                continue
+            nbytes = needed_bytes(buffers)
+            if nbytes > slot_size:
+                results.send(("grow", unit, nbytes))
+                reply = tasks.recv()
+                while reply is not None and reply[0] != "slot":
+                    pending.append(reply)
+                    reply = tasks.recv()
+                if reply is None:
+                    return
+                writer.forget(slot_name)
+                slot_name = reply[1]
+            layout = writer.write(slot_name, buffers) if buffers else []
+            results.send(("ok", unit, slot_name, skeleton, layout))
+    finally:
+        reader.close()
+        writer.close()
+
+
+def _refuse(error: Exception, worker_index: int, tasks, results) -> None:
+    """The pipeline did not unpickle here (a module the worker cannot import, a source whose
+    `__setstate__` fails): answer every task with that error until told to stop, so the main
+    process raises it, instead of a bare "worker exited"."""
+    error.add_note(f"(raised while worker {worker_index} unpickled the data source, sampler "
+                   "and operations it was sent)")
+    failure = _error_message(error)
+    while tasks.recv() is not None:
+        results.send(failure)
+
+
+def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
+    """A worker's whole life: unpickle the pipeline, serve tasks, leave without noise."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    exit_code = 0
+    try:
+        try:
+            parts = cloudpickle.loads(payload)
+        except Exception as error:
+            _refuse(error, worker_index, tasks, results)
+        else:
+            _serve(parts, tasks, results)
+    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+        pass  # the main process went away or is shutting us down
+    except BaseException:  # SystemExit from a transform, or a bug here: show it, then leave
+        traceback.print_exc()
+        exit_code = 1
+    finally:
+        # Leave without running interpreter finalisers: mapped views of shared memory
+        # would otherwise make them print "Exception ignored" noise at exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code)
+
+
+# -- in the main process ----------------------------------------------------------------------
