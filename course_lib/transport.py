@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pickle
 import secrets
+import sys
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 
@@ -70,6 +71,37 @@ class SlotWriter:
 
 
 # -- main-process side -------------------------------------------------------------------
+class HostBuffers:
+    """Reusable main-process memory for results copied out of shared memory.
+
+    A fresh multi-megabyte buffer for every batch costs more in page faults (the kernel
+    zeroing new pages) than the copy itself. So buffers are kept and reused, but only once
+    nothing refers to them any more: a batch the training loop still holds keeps its
+    buffer's reference count up (NumPy arrays -> memoryview -> buffer), and is never
+    overwritten.
+    """
+
+    MAX_KEPT = 16
+
+    def __init__(self):
+        self._kept: list[bytearray] = []
+
+    def take(self, nbytes: int) -> bytearray:
+        for index in range(len(self._kept)):
+            buffer = self._kept[index]
+            # References: the list, `buffer`, and getrefcount's argument. Any more means a
+            # result built on this buffer is still alive somewhere.
+            if len(buffer) >= nbytes and sys.getrefcount(buffer) == 3:
+                del self._kept[index]
+                self._kept.append(buffer)  # most recently used last
+                return buffer
+        buffer = bytearray(nbytes)
+        self._kept.append(buffer)
+        if len(self._kept) > self.MAX_KEPT:
+            del self._kept[0]  # forget the oldest; whoever holds it keeps it alive
+        return buffer
+
+
 @dataclass
 class SlotOwner:
     """Creates, grows and finally unlinks the shared memory slots of all workers."""
@@ -77,6 +109,7 @@ class SlotOwner:
     prefix: str = field(default_factory=lambda: "ftb" + secrets.token_hex(4))
     _segments: dict[tuple[int, int], shared_memory.SharedMemory] = field(default_factory=dict)
     _generation: int = 0
+    _host_buffers: HostBuffers = field(default_factory=lambda: HostBuffers())
 
     def slot(self, worker: int, ring_index: int) -> tuple[str, int]:
         """Name and size of a slot; size 0 until the first result asks for space."""
@@ -98,9 +131,12 @@ class SlotOwner:
         if not layout:  # nothing went out of band (no contiguous arrays in the result)
             return pickle.loads(skeleton)
         segment = next(s for s in self._segments.values() if s.name == slot_name)
-        view = segment.buf
-        buffers = [bytearray(view[offset:offset + nbytes]) for offset, nbytes in layout]
-        return pickle.loads(skeleton, buffers=buffers)
+        used = layout[-1][0] + layout[-1][1]
+        host = self._host_buffers.take(used)
+        host[:used] = segment.buf[:used]  # the one copy
+        view = memoryview(host)
+        return pickle.loads(skeleton, buffers=[view[offset:offset + nbytes]
+                                               for offset, nbytes in layout])
 
     def _release(self, key) -> None:
         segment = self._segments.pop(key, None)

@@ -109,6 +109,25 @@ def _main_module_hidden():
             setattr(main, name, value)
 
 
+# Thread pools of the math libraries NumPy may load. Each worker is one of several processes
+# sharing the cores, so extra threads only compete; starting them also costs start-up time.
+_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def _single_threaded_math_libraries():
+    """Children inherit the environment at start: give them one math thread each, unless
+    the user chose a number."""
+    added = [name for name in _THREAD_VARIABLES if name not in os.environ]
+    try:
+        for name in added:
+            os.environ[name] = "1"
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
 def _describe_exit(process) -> str:
     code = process.exitcode
     if code is not None and code < 0:
@@ -144,7 +163,7 @@ class WorkerPool:
 
     def _start(self, payload: bytes) -> None:
         context = multiprocessing.get_context(START_METHOD)
-        with _main_module_hidden():
+        with _main_module_hidden(), _single_threaded_math_libraries():
             for index in range(self.worker_count):
                 task_recv, task_send = context.Pipe(duplex=False)
                 result_recv, result_send = context.Pipe(duplex=False)
