@@ -77,3 +77,38 @@ def build_course_lib(options: dict, data: dict):
         "worker_count": loader.worker_count,
     }
     return (lambda: iter(loader)), info
+
+
+# -- the decode-bound pipeline (bench_decode.py) ------------------------------------------------
+def build_course_lib_decode(options: dict, data: dict):
+    """PNG folder -> DecodeImage -> RandomCrop -> RandomHorizontalFlip -> Normalize -> Batch."""
+    import bench_decode as dec
+
+    from course_lib.augment import DecodeImage, Normalize, RandomCrop, RandomHorizontalFlip
+    from course_lib.image_folder import ImageFolderDataSource
+
+    source = ImageFolderDataSource(data["directory"])
+    sampler = course_lib.IndexSampler(data["num_records"],
+                                      shard_options=course_lib.NoSharding(),
+                                      shuffle=True, num_epochs=1, seed=dec.SEED)
+    operations = [
+        DecodeImage(field="image"),
+        RandomCrop(dec.IMAGE_SIDE, padding=dec.PADDING, field="image"),
+        RandomHorizontalFlip(p=dec.FLIP_P, field="image"),
+        Normalize(mean=dec.MEAN, std=dec.STD, field="image"),
+        course_lib.Batch(dec.BATCH_SIZE, drop_remainder=True),
+    ]
+    read_threads = options.get("read_threads")
+    read_options = (course_lib.ReadOptions() if read_threads is None
+                    else course_lib.ReadOptions(num_threads=read_threads))
+    loader = course_lib.DataLoader(data_source=source, sampler=sampler, operations=operations,
+                                   worker_count=options.get("worker_count", 0),
+                                   read_options=read_options)
+    info = {
+        "source": repr(source),
+        "transforms": "course_lib.augment DecodeImage + RandomCrop + RandomHorizontalFlip "
+                      "+ Normalize, per record",
+        "read_options": repr(read_options),
+        "worker_count": loader.worker_count,
+    }
+    return (lambda: iter(loader)), info

@@ -54,3 +54,45 @@ def build_torch(options: dict, data: dict):
         "multiprocessing_context": "default (fork on Linux)" if workers else None,
     }
     return (lambda: iter(loader)), info
+
+
+# -- the decode-bound pipeline (bench_decode.py) ------------------------------------------------
+class DecodeAugmentDataset(Dataset):
+    """Record `k`: its PNG read, decoded, cropped, flipped and normalised (bench_decode)."""
+
+    def __init__(self, directory, num_records: int):
+        from bench_decode import PngFolderSource
+
+        self.source = PngFolderSource(directory)
+        self.num_records = num_records
+        self.rng = np.random.default_rng(SEED)
+
+    def __len__(self) -> int:
+        return self.num_records
+
+    def __getitem__(self, index: int) -> dict:
+        from bench_decode import process_record
+
+        return process_record(self.source[index], self.rng)
+
+
+def build_torch_decode(options: dict, data: dict):
+    import bench_decode as dec
+
+    workers = options.get("worker_count", 0)
+    generator = torch.Generator()
+    generator.manual_seed(dec.SEED)
+    dataset = DecodeAugmentDataset(data["directory"], data["num_records"])
+    loader = DataLoader(dataset, batch_size=dec.BATCH_SIZE, shuffle=True, drop_last=True,
+                        num_workers=workers, generator=generator, persistent_workers=False,
+                        worker_init_fn=_seed_worker if workers else None)
+    info = {
+        "source": repr(dataset.source),
+        "transforms": "bench_decode.process_record (Pillow decode + crop + flip + normalize) "
+                      "in Dataset.__getitem__",
+        "collate": "default_collate",
+        "num_workers": workers,
+        "torch_num_threads": torch.get_num_threads(),
+        "multiprocessing_context": "default (fork on Linux)" if workers else None,
+    }
+    return (lambda: iter(loader)), info

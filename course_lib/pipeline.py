@@ -123,6 +123,7 @@ class Pipeline:
             return range(start, start + len(records)), records
         rngs = self._rng(RECORD_STREAM) if self.seed is not None else None
         ops, apply = self.record_ops, self._apply
+        keep_all = not self.filters_records
         positions, survivors = [], []
         for position, record in enumerate(records, start):
             try:
@@ -131,9 +132,13 @@ class Pipeline:
                 error.add_note(f"(raised while transforming the record at index {position}, "
                                f"record_key {int(record_keys[position - start])})")
                 raise
-            if record is not DROPPED:
+            if keep_all:
+                survivors.append(record)
+            elif record is not DROPPED:
                 positions.append(position)
                 survivors.append(record)
+        if keep_all:
+            return range(start, start + len(survivors)), survivors
         return positions, survivors
 
     def finish_batch(self, records: Sequence[Any], first_position: int):
