@@ -4,15 +4,26 @@ Reading is often the slow, I/O-bound part (files, network disks). Threads overla
 waits even under the GIL, so `ReadOptions.num_threads` threads read records ahead while the
 calling thread runs transforms; `prefetch_buffer_size` bounds how many are read ahead.
 
-A source with a batched read (`__getitems__`) is read one chunk per call, in the calling
-thread: a single call has nothing to overlap with itself, and for in-memory or
-memory-mapped data a thread hand-off costs more than the read.
+Threads are not free: each hand-off costs tens of microseconds, and a reading thread that
+holds the interpreter lock makes the calling thread wait for it (up to the 5 ms switch
+interval) every time a C extension such as Pillow gives the lock back. So threads are used
+only where reads really wait:
+
+- a source with a batched read (`__getitems__`) is read one chunk per call, in the calling
+  thread: a single call has nothing to overlap with itself, and in-memory or memory-mapped
+  data is faster to read than to hand over;
+- otherwise the first chunk is read inline and timed, and if a record took less than
+  `THREADS_PAY_OFF_S` to read (files in the page cache, say) reading stays inline. Slow
+  reads (network disks, cold storage) get the threads.
+
+Which way the records are read never changes what they are or their order.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +38,8 @@ class ReadOptions:
     """How records are read from the source.
 
     Args:
-      num_threads: threads reading ahead; 0 reads inline, in the calling thread.
+      num_threads: threads reading ahead; 0 reads inline, in the calling thread. Sources
+        whose reads are fast are read inline anyway (see the module docstring).
       prefetch_buffer_size: at most this many records are read ahead.
     """
 
@@ -49,6 +61,7 @@ def read_records(source, record_keys: np.ndarray) -> Sequence:
 
 
 MIN_RECORDS_PER_TASK = 8
+THREADS_PAY_OFF_S = 200e-6  # per-record read time above which read-ahead threads help
 
 
 def _read_each(source, record_keys: list[int]) -> list:
@@ -75,10 +88,24 @@ class ChunkReader:
 
     def read(self, chunks: Iterator[tuple[int, np.ndarray]]):
         if self._options.num_threads == 0 or hasattr(self._source, "__getitems__"):
-            for start, keys in chunks:
-                yield start, keys, read_records(self._source, keys)
+            yield from self._read_inline(chunks)
             return
-        yield from self._read_ahead(chunks)
+        chunks = iter(chunks)
+        first = next(chunks, None)
+        if first is None:
+            return
+        started = time.perf_counter()
+        records = read_records(self._source, first[1])
+        seconds_per_record = (time.perf_counter() - started) / max(1, len(first[1]))
+        yield first[0], first[1], records
+        if seconds_per_record < THREADS_PAY_OFF_S:
+            yield from self._read_inline(chunks)
+        else:
+            yield from self._read_ahead(chunks)
+
+    def _read_inline(self, chunks):
+        for start, keys in chunks:
+            yield start, keys, read_records(self._source, keys)
 
     def _submit(self, keys: np.ndarray) -> list[Future]:
         """One task per group of at least `MIN_RECORDS_PER_TASK` records: a thread hand-off

@@ -357,7 +357,8 @@ def test_close_releases_the_reader_threads():
                         read_options=ReadOptions(num_threads=3, prefetch_buffer_size=8))
     before = set(_reader_threads())
     iterator = iter(loader)
-    next(iterator)
+    for _ in range(100):  # past the first chunk, which is read inline to time the source
+        next(iterator)
     assert set(_reader_threads()) - before, "expected reader threads while iterating"
     iterator.close()
     deadline = time.monotonic() + 5
@@ -372,7 +373,8 @@ def test_an_abandoned_iterator_releases_the_reader_threads():
                         read_options=ReadOptions(num_threads=3, prefetch_buffer_size=8))
     before = set(_reader_threads())
     iterator = iter(loader)
-    next(iterator)
+    for _ in range(100):
+        next(iterator)
     del iterator
     gc.collect()
     deadline = time.monotonic() + 5
@@ -432,3 +434,15 @@ def test_repr_names_the_parts():
                         operations=[Scale(), Batch(2)])
     text = repr(loader)
     assert "RangeDataSource" in text and "Scale" in text and "Batch(batch_size=2" in text
+
+
+def test_a_source_with_fast_reads_is_read_inline_without_threads():
+    loader = DataLoader(data_source=RangeDataSource(0, 500, 1),
+                        sampler=IndexSampler(500, num_epochs=1),
+                        read_options=ReadOptions(num_threads=4))
+    before = set(_reader_threads())
+    iterator = iter(loader)
+    records = [next(iterator) for _ in range(300)]
+    assert records == list(range(300))
+    assert not set(_reader_threads()) - before, "fast reads should not start read threads"
+    iterator.close()
