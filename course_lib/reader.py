@@ -76,6 +76,7 @@ class ChunkReader:
         self._options = read_options
         self._pool: ThreadPoolExecutor | None = None
         self._finalizer = None
+        self._threaded: bool | None = None  # decided once, on the first chunk read
 
     def _start_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -87,21 +88,23 @@ class ChunkReader:
         return self._pool
 
     def read(self, chunks: Iterator[tuple[int, np.ndarray]]):
-        if self._options.num_threads == 0 or hasattr(self._source, "__getitems__"):
-            yield from self._read_inline(chunks)
-            return
         chunks = iter(chunks)
-        first = next(chunks, None)
-        if first is None:
-            return
-        started = time.perf_counter()
-        records = read_records(self._source, first[1])
-        seconds_per_record = (time.perf_counter() - started) / max(1, len(first[1]))
-        yield first[0], first[1], records
-        if seconds_per_record < THREADS_PAY_OFF_S:
-            yield from self._read_inline(chunks)
-        else:
+        if self._threaded is None:  # not decided yet: time the first chunk, read inline
+            if self._options.num_threads == 0 or hasattr(self._source, "__getitems__"):
+                self._threaded = False
+            else:
+                first = next(chunks, None)
+                if first is None:
+                    return
+                started = time.perf_counter()
+                records = read_records(self._source, first[1])
+                seconds_per_record = (time.perf_counter() - started) / max(1, len(first[1]))
+                self._threaded = seconds_per_record >= THREADS_PAY_OFF_S
+                yield first[0], first[1], records
+        if self._threaded:
             yield from self._read_ahead(chunks)
+        else:
+            yield from self._read_inline(chunks)
 
     def _read_inline(self, chunks):
         for start, keys in chunks:
