@@ -3,9 +3,14 @@
 Pickling a batch copies its bytes into a pipe and out again. Instead, a worker pickles only
 the *skeleton* of its result (the dicts, tuples and array headers) with pickle protocol 5,
 which hands every contiguous array's data out of band; those bytes are written into a shared
-memory slot that the main process created. The main process copies them out once into its
-own memory, so the slot can be reused for the next result without touching a batch the
-training loop still holds.
+memory *slot* that the main process created. The main process rebuilds the result around
+views of the slot: the batch the training loop gets *is* the shared memory, and the worker's
+write into the slot is the only copy its bytes make on the way.
+
+A slot is written again only once nothing in the main process refers to it any more (its
+reference count says so). A slot whose batch is still held, say in a list, is retired
+instead: its name is removed at once, and its memory stays mapped until the last array
+viewing it is garbage collected, so a held batch is never overwritten.
 
 The main process creates and unlinks every segment. Workers only attach to them, so a worker
 that dies cannot leak one.
@@ -13,6 +18,7 @@ that dies cannot leak one.
 
 from __future__ import annotations
 
+import mmap
 import pickle
 import secrets
 import sys
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 
 import cloudpickle
+import numpy as np
 
 _ALIGN = 64  # bytes; keeps every array cache-line aligned inside a slot
 
@@ -71,79 +78,80 @@ class SlotWriter:
 
 
 # -- main-process side -------------------------------------------------------------------
-class HostBuffers:
-    """Reusable main-process memory for results copied out of shared memory.
+class _Slot:
+    """One segment, mapped by the main process with a lifetime of its own.
 
-    A fresh multi-megabyte buffer for every batch costs more in page faults (the kernel
-    zeroing new pages) than the copy itself. So buffers are kept and reused, but only once
-    nothing refers to them any more: a batch the training loop still holds keeps its
-    buffer's reference count up (NumPy arrays -> memoryview -> buffer), and is never
-    overwritten.
+    `base` is a NumPy view of our own mapping, and every array of a result read from the slot
+    is (through its `.base` chain) a view of `base`. So `base`'s reference count tells whether
+    any of them is alive, and the mapping outlives this object for as long as one is.
     """
 
-    MAX_KEPT = 16
+    def __init__(self, name: str, size: int):
+        segment = shared_memory.SharedMemory(name=name, create=True, size=size)
+        try:
+            # A second mapping of the same memory that we own. SharedMemory's own mapping
+            # refuses to close while arrays view it; a bare mmap is simply unmapped when the
+            # last view is collected.
+            mapping = mmap.mmap(segment._fd, segment.size)
+        except BaseException:
+            segment.unlink()
+            raise
+        finally:
+            segment.close()
+        self.segment = segment  # closed; kept to unlink the name (and tell resource_tracker)
+        self.name, self.size = segment.name, segment.size
+        self.base = np.frombuffer(mapping, np.uint8)
 
-    def __init__(self):
-        self._kept: list[bytearray] = []
+    def in_use(self) -> bool:
+        # References when free: `self.base` and getrefcount's own argument.
+        return sys.getrefcount(self.base) > 2
 
-    def take(self, nbytes: int) -> bytearray:
-        for index in range(len(self._kept)):
-            buffer = self._kept[index]
-            # References: the list, `buffer`, and getrefcount's argument. Any more means a
-            # result built on this buffer is still alive somewhere.
-            if len(buffer) >= nbytes and sys.getrefcount(buffer) == 3:
-                del self._kept[index]
-                self._kept.append(buffer)  # most recently used last
-                return buffer
-        buffer = bytearray(nbytes)
-        self._kept.append(buffer)
-        if len(self._kept) > self.MAX_KEPT:
-            del self._kept[0]  # forget the oldest; whoever holds it keeps it alive
-        return buffer
+    def unlink(self) -> None:
+        """Remove the name; memory still viewed by a result stays valid until it is freed."""
+        self.segment.unlink()
 
 
 @dataclass
 class SlotOwner:
-    """Creates, grows and finally unlinks the shared memory slots of all workers."""
+    """Creates, reuses, retires and finally unlinks the shared memory slots of all workers."""
 
     prefix: str = field(default_factory=lambda: "ftb" + secrets.token_hex(4))
-    _segments: dict[tuple[int, int], shared_memory.SharedMemory] = field(default_factory=dict)
+    _slots: dict[tuple[int, int], _Slot] = field(default_factory=dict)
+    _by_name: dict[str, _Slot] = field(default_factory=dict)
     _generation: int = 0
-    _host_buffers: HostBuffers = field(default_factory=lambda: HostBuffers())
 
     def slot(self, worker: int, ring_index: int) -> tuple[str, int]:
-        """Name and size of a slot; size 0 until the first result asks for space."""
-        segment = self._segments.get((worker, ring_index))
-        return (segment.name, segment.size) if segment is not None else ("", 0)
+        """Name and size of a slot a worker may write into; size 0 until the first result
+        asks for space, or when the slot's last result is still in use (it is retired)."""
+        slot = self._slots.get((worker, ring_index))
+        if slot is not None and slot.in_use():
+            self._release((worker, ring_index))
+            slot = None
+        return (slot.name, slot.size) if slot is not None else ("", 0)
 
     def grow(self, worker: int, ring_index: int, nbytes: int) -> tuple[str, int]:
         """Replace a slot by one of at least `nbytes` (with headroom for later growth)."""
         self._release((worker, ring_index))
         self._generation += 1
         size = max(nbytes + nbytes // 4, 1 << 16)
-        name = f"{self.prefix}_{worker}_{ring_index}_{self._generation}"
-        segment = shared_memory.SharedMemory(name=name, create=True, size=size)
-        self._segments[(worker, ring_index)] = segment
-        return segment.name, segment.size
+        slot = _Slot(f"{self.prefix}_{worker}_{ring_index}_{self._generation}", size)
+        self._slots[(worker, ring_index)] = self._by_name[slot.name] = slot
+        return slot.name, slot.size
 
     def read(self, slot_name: str, skeleton: bytes, layout: list[tuple[int, int]]):
-        """Copy the arrays out of the slot and rebuild the result around the copies."""
+        """Rebuild the result around views of the slot (no copy of the array data)."""
         if not layout:  # nothing went out of band (no contiguous arrays in the result)
             return pickle.loads(skeleton)
-        segment = next(s for s in self._segments.values() if s.name == slot_name)
-        used = layout[-1][0] + layout[-1][1]
-        host = self._host_buffers.take(used)
-        host[:used] = segment.buf[:used]  # the one copy
-        view = memoryview(host)
-        return pickle.loads(skeleton, buffers=[view[offset:offset + nbytes]
+        base = self._by_name[slot_name].base
+        return pickle.loads(skeleton, buffers=[base[offset:offset + nbytes]
                                                for offset, nbytes in layout])
 
     def _release(self, key) -> None:
-        segment = self._segments.pop(key, None)
-        if segment is not None:
-            segment.close()
-            segment.unlink()
+        slot = self._slots.pop(key, None)
+        if slot is not None:
+            del self._by_name[slot.name]
+            slot.unlink()
 
     def close(self) -> None:
-        for key in list(self._segments):
+        for key in list(self._slots):
             self._release(key)

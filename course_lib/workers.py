@@ -280,7 +280,10 @@ def worker_elements(loader, next_index: int):
 
     pipeline = loader.pipeline
     depth = loader.worker_buffer_size + 1
-    pool = WorkerPool(loader, ring_size=depth)
+    # One slot per worker more than its units in flight: the slot a new unit is written into
+    # then last held a unit collected a whole round earlier, whose batches the training loop
+    # has normally let go of, so the slot is reused rather than retired (transport.py).
+    pool = WorkerPool(loader, ring_size=depth + 1)
     try:
         yield None
         units = _units(loader.sampler, next_index, chunk_size_for(pipeline))

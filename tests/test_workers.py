@@ -279,6 +279,24 @@ def test_memory_and_shared_memory_stay_flat_over_a_long_run(monkeypatch):
     assert _existing(created) == []
 
 
+@pytest.mark.timeout(60)
+def test_batches_held_past_close_stay_intact_and_leave_no_segment(monkeypatch):
+    """Batches are views of shared memory (no copy in the main process). Holding all of
+    them forces every slot to be retired rather than rewritten; closing unlinks the names at
+    once, and the batches stay valid until they are freed."""
+    created = _record_created_segments(monkeypatch)
+    loader = _loader("random+batch", 2)
+    with iter(loader) as iterator:
+        held = list(iterator)
+    assert _existing(created) == []
+    assert len(created) > 2 * 3, "expected retired slots to be replaced by new segments"
+    expected = _reference("random+batch")
+    assert len(held) == len(expected)
+    for got, want in zip(held, expected, strict=True):
+        np.testing.assert_array_equal(got["x"], want["x"])
+        np.testing.assert_array_equal(got["y"], want["y"])
+
+
 @pytest.mark.timeout(30)
 def test_time_to_first_batch_with_two_workers(capsys):
     """Not a speed requirement: a record of what a learner waits for (`-s` shows it)."""
