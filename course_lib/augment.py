@@ -23,6 +23,7 @@ from PIL import Image, UnidentifiedImageError
 from course_lib._checks import check_bool, check_int
 from course_lib.transforms import MapTransform, RandomMapTransform
 
+_MISSING = object()  # a dict value no record holds
 _PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 
 
@@ -61,33 +62,42 @@ class _FieldTransform:
     batched: bool
 
     def _image(self, element: Any) -> np.ndarray:
-        if isinstance(element, dict):
-            if self.field is None:
-                raise TypeError(
-                    f"{type(self).__name__}(field=None) got a dict with keys "
-                    f"{sorted(element)}. Pass field=<the key holding the image>.")
-            if self.field not in element:
-                raise KeyError(
-                    f"{type(self).__name__}(field={self.field!r}): the record has no key "
-                    f"{self.field!r}, only {sorted(element)}. Pass the right field=.")
-            image = element[self.field]
+        # Runs for every record: the common case (a dict holding an array) takes three
+        # cheap steps; everything unusual goes to `_explain`, which raises a helpful error.
+        if type(element) is dict or isinstance(element, dict):
+            image = element.get(self.field, _MISSING) if self.field is not None else _MISSING
+            if image is _MISSING:
+                self._explain(element)
         else:
             image = element
-        if not isinstance(image, np.ndarray):
+        if type(image) is not np.ndarray:
             image = np.asarray(image)
-        allowed = (3, 4) if self.batched else (2, 3)
-        if image.ndim not in allowed:
-            layout = "(N, H, W) or (N, H, W, C)" if self.batched else "(H, W) or (H, W, C)"
-            hint = ("; pass batched=False for single images" if self.batched
-                    else "; pass batched=True when this transform comes after Batch")
-            raise ValueError(
-                f"{type(self).__name__}(batched={self.batched}) expects images of shape "
-                f"{layout}, got shape {image.shape}{hint}.")
+        if image.ndim not in ((3, 4) if self.batched else (2, 3)):
+            self._explain_shape(image)
         return image
 
+    def _explain(self, element: dict):
+        if self.field is None:
+            raise TypeError(
+                f"{type(self).__name__}(field=None) got a dict with keys "
+                f"{sorted(element)}. Pass field=<the key holding the image>.")
+        raise KeyError(
+            f"{type(self).__name__}(field={self.field!r}): the record has no key "
+            f"{self.field!r}, only {sorted(element)}. Pass the right field=.")
+
+    def _explain_shape(self, image: np.ndarray):
+        layout = "(N, H, W) or (N, H, W, C)" if self.batched else "(H, W) or (H, W, C)"
+        hint = ("; pass batched=False for single images" if self.batched
+                else "; pass batched=True when this transform comes after Batch")
+        raise ValueError(
+            f"{type(self).__name__}(batched={self.batched}) expects images of shape "
+            f"{layout}, got shape {image.shape}{hint}.")
+
     def _replace(self, element: Any, image: np.ndarray) -> Any:
-        if isinstance(element, dict):
-            return {**element, self.field: image}
+        if type(element) is dict or isinstance(element, dict):
+            changed = element.copy()  # never change the caller's record in place
+            changed[self.field] = image
+            return changed
         return image
 
 
@@ -130,6 +140,9 @@ class Normalize(_FieldTransform, MapTransform):
         self._offset = (-mean_array / std_array).astype(self.dtype)
         self._channels = max(self._multiplier.size, self._offset.size)
         self._has_offset = bool(np.any(self._offset != 0))
+        if self._channels == 1:  # NumPy scalars: a third faster than 1-element arrays
+            self._multiplier = self._multiplier.reshape(())[()]
+            self._offset = self._offset.reshape(())[()]
 
     def map(self, element):
         image = self._image(element)
@@ -140,7 +153,8 @@ class Normalize(_FieldTransform, MapTransform):
                     f"Normalize has {self._channels} per-channel values but the image has "
                     f"shape {image.shape}. Pass one mean/std per channel (last axis), or "
                     "single numbers.")
-        out = np.multiply(image, self._multiplier, dtype=self.dtype)  # the one new array
+        out = image.astype(self.dtype)  # the one new array; the rest happens in place
+        out *= self._multiplier
         if self._has_offset:
             out += self._offset
         return self._replace(element, out)

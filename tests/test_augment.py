@@ -1,5 +1,6 @@
 """Augmentations: checked against plain NumPy on small images."""
 
+import collections
 import io
 
 import numpy as np
@@ -78,6 +79,19 @@ def test_wrong_batched_flag_says_which_to_pass(images):
 def test_dict_without_the_field_lists_the_keys():
     with pytest.raises(KeyError, match=r"no key 'image', only \['pixels'\]"):
         Normalize().map({"pixels": np.zeros((2, 2), np.uint8)})
+
+
+def test_field_none_with_a_dict_record_asks_for_the_field():
+    with pytest.raises(TypeError, match=r"field=None\) got a dict with keys \['image'\]"):
+        Normalize(field=None).map({"image": np.zeros((2, 2), np.uint8)})
+
+
+def test_dict_subclass_records_keep_their_type_and_are_not_changed_in_place():
+    record = collections.OrderedDict(image=np.full((2, 2), 255, np.uint8), label=3)
+    out = Normalize(field="image").map(record)
+    assert type(out) is collections.OrderedDict and list(out) == ["image", "label"]
+    assert out["image"].dtype == np.float32 and np.allclose(out["image"], 1.0)
+    assert record["image"].dtype == np.uint8, "the caller's record was changed in place"
 
 
 # --- RandomHorizontalFlip ----------------------------------------------------------------

@@ -250,3 +250,15 @@ def test_noise_is_the_only_difference_between_random_and_plain_pipelines():
     noisy = _run(5, [AddOne(), AddNoise()], seed=1)
     assert all(0 <= n - p < 1000 for n, p in zip(noisy, plain, strict=True))
     assert noisy != plain
+
+
+def test_stack_records_of_arrays_with_different_shapes_says_so():
+    with pytest.raises(ValueError, match="same shape"):
+        stack_records([np.zeros((2, 3)), np.zeros((2, 4))])
+
+
+def test_stack_records_copies_and_promotes_like_np_stack():
+    records = [np.zeros((2, 2), np.float32), np.ones((2, 2), np.float64)]
+    stacked = stack_records(records)
+    assert stacked.dtype == np.stack(records).dtype and stacked.shape == (2, 2, 2)
+    assert not np.shares_memory(stacked, records[0])
