@@ -141,12 +141,18 @@ class Pipeline:
             return range(start, start + len(survivors)), survivors
         return positions, survivors
 
-    def finish_batch(self, records: Sequence[Any], first_position: int):
-        """Stack `records` with the batch function, then run the batch-level operations."""
+    def finish_batch(self, records: Sequence[Any], first_position: int, stack=None):
+        """Stack `records` with the batch function, then run the batch-level operations.
+
+        `stack` replaces the default stacking (not a custom `batch_fn`); workers use it to
+        stack straight into shared memory."""
         try:
-            if isinstance(records, StackedRecords) and not self.batch.stacks_by_default:
-                records = list(records)  # a custom batch_fn is promised a list of records
-            batch = self.batch.batch_fn(records)
+            if self.batch.stacks_by_default:
+                batch = (stack or self.batch.batch_fn)(records)
+            else:
+                if isinstance(records, StackedRecords):
+                    records = list(records)  # a custom batch_fn is promised a list of records
+                batch = self.batch.batch_fn(records)
             if not self.batch_ops:
                 return batch
             rngs = self._rng(BATCH_STREAM) if self.seed is not None else None
@@ -164,8 +170,9 @@ class Batcher:
     which is all a resumed loader needs to continue exactly.
     """
 
-    def __init__(self, pipeline: Pipeline):
+    def __init__(self, pipeline: Pipeline, stack=None):
         self._pipeline = pipeline
+        self._stack = stack  # see Pipeline.finish_batch
         self._size = pipeline.batch.batch_size
         self._positions: list[int] = []
         self._records: list[Any] = []
@@ -178,7 +185,8 @@ class Batcher:
             # `StackedRecords` means no per-record work at all.
             while len(records) - used >= size:
                 batch_records = records[used:used + size]
-                finished.append((self._pipeline.finish_batch(batch_records, positions[used]),
+                finished.append((self._pipeline.finish_batch(batch_records, positions[used],
+                                                              self._stack),
                                  positions[used + size - 1] + 1))
                 used += size
         self._positions += positions[used:]
@@ -197,4 +205,4 @@ class Batcher:
     def _emit(self, count: int, next_index: int):
         records, first_position = self._records[:count], self._positions[0]
         del self._records[:count], self._positions[:count]
-        return self._pipeline.finish_batch(records, first_position), next_index
+        return self._pipeline.finish_batch(records, first_position, self._stack), next_index

@@ -89,22 +89,33 @@ def _map_leaves(tree, function):
     return function(tree)
 
 
-def stack_records(records: Sequence[Any]):
+def stack_records(records: Sequence[Any], empty: Callable | None = None):
     """Stack a list of records into one with a leading batch axis.
 
     Records may be arrays, numbers, or any nesting of dicts, tuples and lists of them; the
     batch has the same structure with each leaf stacked.
+
+    `empty(shape, dtype)`, when given, provides the memory for stacked arrays (or None when
+    it has none left). A worker process passes one that hands out shared memory, so a batch
+    is stacked where the main process will read it instead of being copied there afterwards.
     """
     if isinstance(records, StackedRecords):
         return records.tree
     first = records[0]
     if isinstance(first, dict):
-        return {key: stack_records([record[key] for record in records]) for key in first}
+        return {key: stack_records([record[key] for record in records], empty) for key in first}
     if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple
-        return type(first)(*(stack_records(column) for column in zip(*records, strict=True)))
+        return type(first)(*(stack_records(column, empty)
+                             for column in zip(*records, strict=True)))
     if isinstance(first, tuple | list):
-        return type(first)(stack_records(column) for column in zip(*records, strict=True))
+        return type(first)(stack_records(column, empty)
+                           for column in zip(*records, strict=True))
     if isinstance(first, np.ndarray):
+        if empty is not None and all(type(record) is np.ndarray and record.dtype == first.dtype
+                                     for record in records):
+            out = empty((len(records), *first.shape), first.dtype)
+            if out is not None:
+                return np.stack(records, out=out)
         try:
             return np.array(records)  # same result as np.stack, with less work per record
         except ValueError:

@@ -18,6 +18,7 @@ that dies cannot leak one.
 
 from __future__ import annotations
 
+import math
 import mmap
 import pickle
 import secrets
@@ -35,6 +36,25 @@ def _aligned(size: int) -> int:
     return -(-size // _ALIGN) * _ALIGN
 
 
+def _own_mapping(segment: shared_memory.SharedMemory) -> np.ndarray:
+    """Map `segment` a second time, as NumPy bytes that we own, and close SharedMemory's map.
+
+    SharedMemory's own mapping refuses to close while arrays view it; a bare mmap is simply
+    unmapped once the last array viewing it is garbage collected. The name stays until
+    someone unlinks it.
+    """
+    try:
+        # `_fd` is the descriptor SharedMemory opened (POSIX); it has no public accessor.
+        mapping = mmap.mmap(segment._fd, segment.size)
+    finally:
+        segment.close()
+    return np.frombuffer(mapping, np.uint8)
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
 # -- worker side -------------------------------------------------------------------------
 def serialize(result) -> tuple[bytes, list[pickle.PickleBuffer]]:
     """Split `result` into a small pickled skeleton and its out-of-band array buffers."""
@@ -44,37 +64,87 @@ def serialize(result) -> tuple[bytes, list[pickle.PickleBuffer]]:
 
 
 def needed_bytes(buffers: list[pickle.PickleBuffer]) -> int:
+    """The slot size that holds all of `buffers`, copied in one after the other."""
     return sum(_aligned(buffer.raw().nbytes) for buffer in buffers)
 
 
+class SlotArena:
+    """Hands out arrays inside a slot, one after the other, while a worker builds a unit.
+
+    Batches stacked into these arrays are already where the main process will read them, so
+    sending them back copies nothing (see `SlotWriter.write`).
+    """
+
+    def __init__(self, slot: np.ndarray):
+        self.slot, self.used = slot, 0
+
+    def empty(self, shape: tuple[int, ...], dtype) -> np.ndarray | None:
+        """An uninitialised array in the slot, or None when it has no room (or the dtype
+        holds Python objects, which cannot live in shared memory)."""
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if dtype.hasobject or self.used + nbytes > self.slot.size:
+            return None
+        array = self.slot[self.used:self.used + nbytes].view(dtype).reshape(shape)
+        self.used = _aligned(self.used + nbytes)
+        return array
+
+
 class SlotWriter:
-    """A worker's handles on the slots it was told to write into, attached on first use."""
+    """A worker's mappings of the slots it was told to write into, made on first use."""
 
     def __init__(self):
-        self._attached: dict[str, shared_memory.SharedMemory] = {}
+        self._mapped: dict[str, np.ndarray] = {}
 
-    def write(self, slot_name: str, buffers: list[pickle.PickleBuffer]) -> list[tuple[int, int]]:
-        """Copy `buffers` into the slot; return their `(offset, nbytes)` layout."""
-        segment = self._attached.get(slot_name)
-        if segment is None:
-            segment = shared_memory.SharedMemory(name=slot_name)
-            self._attached[slot_name] = segment
-        layout, offset = [], 0
+    def _slot(self, slot_name: str) -> np.ndarray:
+        slot = self._mapped.get(slot_name)
+        if slot is None:
+            slot = self._mapped[slot_name] = _own_mapping(
+                shared_memory.SharedMemory(name=slot_name))
+        return slot
+
+    def arena(self, slot_name: str) -> SlotArena | None:
+        """Where the next unit's batches can be stacked; None before the first slot exists,
+        or while an array from an earlier unit (kept by a transform, say) still views it."""
+        if not slot_name:
+            return None
+        slot = self._slot(slot_name)
+        # References when nothing views the slot: `_mapped`, `slot`, getrefcount's argument.
+        return SlotArena(slot) if sys.getrefcount(slot) == 3 else None
+
+    def write(self, slot_name: str, buffers: list[pickle.PickleBuffer],
+              arena: SlotArena | None = None) -> list[tuple[int, int]] | None:
+        """Put `buffers` in the slot and return their `(offset, nbytes)` layout, or None when
+        the slot is too small (ask for `needed_bytes(buffers)`).
+
+        A buffer already inside the slot (stacked there through `arena`) stays where it is;
+        the others are copied in after what the arena handed out.
+        """
+        if not slot_name:
+            return None
+        slot = self._slot(slot_name)
+        start = _address(slot)
+        stacked = free = arena.used if arena is not None else 0  # bytes the arena handed out
+        layout, copies = [], []
         for buffer in buffers:
-            raw = buffer.raw()
-            segment.buf[offset:offset + raw.nbytes] = raw
-            layout.append((offset, raw.nbytes))
-            offset += _aligned(raw.nbytes)
+            data = np.frombuffer(buffer.raw(), np.uint8)
+            offset = _address(data) - start
+            if data.size and not 0 <= offset <= stacked - data.size:  # not from the arena
+                offset, free = free, _aligned(free + data.size)
+                copies.append((offset, data))
+            layout.append((offset if data.size else 0, data.size))
+        if free > slot.size:
+            return None
+        for offset, data in copies:
+            slot[offset:offset + data.size] = data
         return layout
 
     def forget(self, slot_name: str) -> None:
-        segment = self._attached.pop(slot_name, None)
-        if segment is not None:
-            segment.close()
+        """Drop our mapping; arrays still viewing it keep it alive until they are freed."""
+        self._mapped.pop(slot_name, None)
 
     def close(self) -> None:
-        for name in list(self._attached):
-            self.forget(name)
+        self._mapped.clear()
 
 
 # -- main-process side -------------------------------------------------------------------
@@ -88,19 +158,13 @@ class _Slot:
 
     def __init__(self, name: str, size: int):
         segment = shared_memory.SharedMemory(name=name, create=True, size=size)
+        self.name, self.size = segment.name, segment.size
         try:
-            # A second mapping of the same memory that we own. SharedMemory's own mapping
-            # refuses to close while arrays view it; a bare mmap is simply unmapped when the
-            # last view is collected.
-            mapping = mmap.mmap(segment._fd, segment.size)
+            self.base = _own_mapping(segment)
         except BaseException:
             segment.unlink()
             raise
-        finally:
-            segment.close()
         self.segment = segment  # closed; kept to unlink the name (and tell resource_tracker)
-        self.name, self.size = segment.name, segment.size
-        self.base = np.frombuffer(mapping, np.uint8)
 
     def in_use(self) -> bool:
         # References when free: `self.base` and getrefcount's own argument.

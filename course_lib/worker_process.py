@@ -9,6 +9,7 @@ back too, with their traceback as text, so the main process can raise them.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import signal
 import sys
@@ -18,17 +19,21 @@ import cloudpickle
 
 from course_lib.pipeline import Batcher
 from course_lib.reader import ChunkReader
-from course_lib.transport import SlotWriter, needed_bytes, serialize
+from course_lib.transforms import stack_records
+from course_lib.transport import SlotArena, SlotWriter, needed_bytes, serialize
 
 
-def _compute_unit(sampler, pipeline, reader, start: int, stop: int, is_last: bool):
-    """Everything `worker_count=0` does for positions [start, stop)."""
+def _compute_unit(sampler, pipeline, reader, start: int, stop: int, is_last: bool,
+                  arena: SlotArena | None = None):
+    """Everything `worker_count=0` does for positions [start, stop); batches are stacked
+    into `arena` (the slot the main process will read them from) when there is one."""
     keys = sampler.record_keys(start, stop)
     (_, _, records), = reader.read(iter([(start, keys)]))
     positions, survivors = pipeline.process_chunk(start, keys, records)
     if pipeline.batch is None or pipeline.filters_records:
         return "records", (positions, survivors)
-    batcher = Batcher(pipeline)
+    batcher = Batcher(pipeline, functools.partial(stack_records, empty=arena.empty)
+                      if arena is not None else None)
     batches = batcher.extend(positions, survivors)
     if is_last:
         last = batcher.flush(stop)
@@ -79,16 +84,21 @@ def _serve(parts, tasks, results) -> None:
             task = pending.popleft() if pending else tasks.recv()
             if task is None:
                 return
-            unit, start, stop, is_last, (slot_name, slot_size) = task
+            unit, start, stop, is_last, (slot_name, _) = task
             try:
-                result = _compute_unit(sampler, pipeline, reader, start, stop, is_last)
+                arena = writer.arena(slot_name)
+                result = _compute_unit(sampler, pipeline, reader, start, stop, is_last, arena)
                 skeleton, buffers = _serialize_unit(result, start, stop)
             except Exception as error:
+                arena = None
                 results.send(_error_message(error))
                 continue
-            nbytes = needed_bytes(buffers)
-            if nbytes > slot_size:
-                results.send(("grow", unit, nbytes))
+            finally:
+                result = None  # the skeleton and buffers are all that is sent
+            layout = writer.write(slot_name, buffers, arena) if buffers else []
+            arena = None
+            if layout is None:  # the slot is too small (or there is none yet): ask for one
+                results.send(("grow", unit, needed_bytes(buffers)))
                 reply = tasks.recv()
                 while reply is not None and reply[0] != "slot":
                     pending.append(reply)
@@ -97,7 +107,8 @@ def _serve(parts, tasks, results) -> None:
                     return
                 writer.forget(slot_name)
                 slot_name = reply[1]
-            layout = writer.write(slot_name, buffers) if buffers else []
+                layout = writer.write(slot_name, buffers)
+            buffers = None
             results.send(("ok", unit, slot_name, skeleton, layout))
     finally:
         reader.close()

@@ -88,3 +88,71 @@ def test_retired_and_closed_slots_disappear_once_their_last_array_is_freed():
     del held
     gc.collect()
     assert _mapped_slots(owner.prefix) == 0, "a slot stayed mapped after its arrays were freed"
+
+
+# -- stacking straight into the slot (the worker side) --------------------------------------
+def _stacked_into_arena(owner, writer, records):
+    """What a worker does: stack into the slot's arena, then write and read back."""
+    from course_lib.transforms import stack_records
+
+    name, _ = owner.grow(0, 0, 1 << 20)
+    arena = writer.arena(name)
+    batch = stack_records(records, empty=arena.empty)
+    skeleton, buffers = serialize(batch)
+    layout = writer.write(name, buffers, arena)
+    return name, batch, arena, owner.read(name, skeleton, layout)
+
+
+def test_a_batch_stacked_into_the_arena_is_sent_without_a_copy(endpoints):
+    owner, writer = endpoints
+    records = [{"x": np.full((4, 5), i, np.float32), "y": np.int64(i)} for i in range(8)]
+    name, batch, arena, result = _stacked_into_arena(owner, writer, records)
+    assert np.shares_memory(batch["x"], arena.slot), "the batch was not stacked in the slot"
+    base = owner._by_name[name].base
+    assert np.shares_memory(result["x"], base) and np.shares_memory(result["y"], base)
+    np.testing.assert_array_equal(result["x"], np.stack([r["x"] for r in records]))
+    np.testing.assert_array_equal(result["y"], np.arange(8))
+
+
+def test_copies_go_after_what_the_arena_handed_out(endpoints):
+    owner, writer = endpoints
+    name, _ = owner.grow(0, 0, 1 << 16)
+    arena = writer.arena(name)
+    in_slot = arena.empty((10,), np.float64)
+    in_slot[:] = 7.0
+    elsewhere = np.arange(10.0)
+    skeleton, buffers = serialize((in_slot, elsewhere))
+    layout = writer.write(name, buffers, arena)
+    assert layout[0][0] == 0 and layout[1][0] >= arena.used
+    got = owner.read(name, skeleton, layout)
+    np.testing.assert_array_equal(got[0], np.full(10, 7.0))
+    np.testing.assert_array_equal(got[1], elsewhere)
+
+
+def test_arena_refuses_what_does_not_fit_or_holds_objects(endpoints):
+    owner, writer = endpoints
+    name, size = owner.grow(0, 0, 1000)
+    arena = writer.arena(name)
+    assert arena.empty((3,), object) is None
+    assert arena.empty((size + 1,), np.uint8) is None
+    assert arena.empty((10,), np.int32).shape == (10,)
+
+
+def test_write_asks_for_a_bigger_slot_when_the_result_does_not_fit(endpoints):
+    owner, writer = endpoints
+    name, size = owner.grow(0, 0, 100)
+    skeleton, buffers = serialize(np.ones(size + 1, np.uint8))
+    assert writer.write(name, buffers) is None
+    assert writer.write("", buffers) is None  # no slot yet
+    bigger, _ = owner.grow(0, 0, needed_bytes(buffers))
+    got = owner.read(bigger, skeleton, writer.write(bigger, buffers))
+    assert got.sum() == size + 1
+
+
+def test_no_arena_while_an_array_from_an_earlier_unit_still_views_the_slot(endpoints):
+    owner, writer = endpoints
+    name, _ = owner.grow(0, 0, 1 << 16)
+    kept = writer.arena(name).empty((4,), np.float32)  # e.g. a transform kept it
+    assert writer.arena(name) is None, "the next unit would overwrite an array still in use"
+    del kept
+    assert writer.arena(name) is not None

@@ -311,3 +311,23 @@ def test_time_to_first_batch_with_two_workers(capsys):
     with capsys.disabled():
         print(f"\ntime to first batch with 2 workers: {', '.join(f'{t:.2f}' for t in times)} s")
     assert min(times) < 10
+
+
+@pytest.mark.timeout(60)
+def test_workers_start_with_their_environment_unless_the_user_set_it(monkeypatch):
+    names = sorted(course_lib.workers._WORKER_ENVIRONMENT)
+
+    class ReadEnvironment(MapTransform):
+        def map(self, element):
+            return np.array([os.environ.get(name, "") for name in names])
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's choice wins
+    for name in names:
+        if name != "OMP_NUM_THREADS":
+            monkeypatch.delenv(name, raising=False)
+    loader = DataLoader(data_source=_source(), sampler=IndexSampler(4, num_epochs=1),
+                        operations=[ReadEnvironment()], worker_count=1)
+    seen = dict(zip(names, next(iter(loader)), strict=True))
+    expected = {**course_lib.workers._WORKER_ENVIRONMENT, "OMP_NUM_THREADS": "3"}
+    assert seen == expected
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ, "the main process kept a worker setting"
