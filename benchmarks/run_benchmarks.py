@@ -950,7 +950,8 @@ def profile(args) -> None:
     """One epoch of one config in this process, under cProfile; print the top entries.
 
     Only this (main) process is profiled: with workers it shows what the main process does
-    while it waits for them (receiving, copying, stacking), not the workers' own work.
+    while they work (waiting, receiving, rebuilding results around shared memory), not
+    the workers' own work.
     """
     config = CONFIGS[args.profile]
     if config.pipeline == DECODE:
