@@ -1,16 +1,18 @@
 """Moving results from a worker to the main process through shared memory.
 
-Pickling a batch copies its bytes into a pipe and out again. Instead, a worker pickles only
-the *skeleton* of its result (the dicts, tuples and array headers) with pickle protocol 5,
-which hands every contiguous array's data out of band; those bytes are written into a shared
-memory *slot* that the main process created. The main process rebuilds the result around
-views of the slot: the batch the training loop gets *is* the shared memory, and the worker's
-write into the slot is the only copy its bytes make on the way.
+Pickling a batch copies its bytes into a pipe and out again. Instead, a worker stacks its
+batches straight into a shared memory *slot* that the main process created (`SlotArena`),
+then pickles only the *skeleton* of its result (the dicts, tuples and array headers) with
+pickle protocol 5, which hands every contiguous array's data out of band; data already in
+the slot stays where it is, anything else is copied in. The main process rebuilds the
+result around views of the slot: the batch the training loop gets *is* the shared memory.
 
 A slot is written again only once nothing in the main process refers to it any more (its
 reference count says so). A slot whose batch is still held, say in a list, is retired
 instead: its name is removed at once, and its memory stays mapped until the last array
-viewing it is garbage collected, so a held batch is never overwritten.
+viewing it is garbage collected, so a held batch is never overwritten. Shared memory can be
+small (Docker gives 64 MB by default), so once a few retired slots are still alive, results
+are copied out into ordinary memory instead, which frees their slot at once.
 
 The main process creates and unlinks every segment. Workers only attach to them, so a worker
 that dies cannot leak one.
@@ -23,8 +25,10 @@ import mmap
 import pickle
 import secrets
 import sys
+import weakref
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
+from typing import ClassVar
 
 import cloudpickle
 import numpy as np
@@ -179,9 +183,12 @@ class _Slot:
 class SlotOwner:
     """Creates, reuses, retires and finally unlinks the shared memory slots of all workers."""
 
+    MAX_HELD_RETIRED: ClassVar[int] = 4  # retired slots kept alive by held results
+
     prefix: str = field(default_factory=lambda: "ftb" + secrets.token_hex(4))
     _slots: dict[tuple[int, int], _Slot] = field(default_factory=dict)
     _by_name: dict[str, _Slot] = field(default_factory=dict)
+    _retired: list[weakref.ref] = field(default_factory=list)
     _generation: int = 0
 
     def slot(self, worker: int, ring_index: int) -> tuple[str, int]:
@@ -189,9 +196,15 @@ class SlotOwner:
         asks for space, or when the slot's last result is still in use (it is retired)."""
         slot = self._slots.get((worker, ring_index))
         if slot is not None and slot.in_use():
+            self._retired.append(weakref.ref(slot.base))  # dead once its last view is freed
             self._release((worker, ring_index))
             slot = None
         return (slot.name, slot.size) if slot is not None else ("", 0)
+
+    def held_retired(self) -> int:
+        """How many retired slots results still keep alive."""
+        self._retired = [ref for ref in self._retired if ref() is not None]
+        return len(self._retired)
 
     def grow(self, worker: int, ring_index: int, nbytes: int) -> tuple[str, int]:
         """Replace a slot by one of at least `nbytes` (with headroom for later growth)."""
@@ -203,12 +216,15 @@ class SlotOwner:
         return slot.name, slot.size
 
     def read(self, slot_name: str, skeleton: bytes, layout: list[tuple[int, int]]):
-        """Rebuild the result around views of the slot (no copy of the array data)."""
+        """Rebuild the result around views of the slot (no copy of the array data), or
+        around copies while too many retired slots are held (see the module docstring)."""
         if not layout:  # nothing went out of band (no contiguous arrays in the result)
             return pickle.loads(skeleton)
         base = self._by_name[slot_name].base
-        return pickle.loads(skeleton, buffers=[base[offset:offset + nbytes]
-                                               for offset, nbytes in layout])
+        views = [base[offset:offset + nbytes] for offset, nbytes in layout]
+        if self.held_retired() >= self.MAX_HELD_RETIRED:
+            views = [view.copy() for view in views]
+        return pickle.loads(skeleton, buffers=views)
 
     def _release(self, key) -> None:
         slot = self._slots.pop(key, None)

@@ -138,6 +138,10 @@ def _worker_environment():
 def _describe_exit(process) -> str:
     code = process.exitcode
     if code is not None and code < 0:
+        if -code == getattr(signal, "SIGBUS", None):
+            return ("was killed by signal SIGBUS, which usually means that shared memory "
+                    "(/dev/shm) is full; in Docker, start the container with a larger "
+                    "--shm-size (the default is 64 MB), or lower worker_buffer_size")
         with contextlib.suppress(ValueError):
             return f"was killed by signal {signal.Signals(-code).name}"
         return f"was killed by signal {-code}"

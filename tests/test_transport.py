@@ -156,3 +156,22 @@ def test_no_arena_while_an_array_from_an_earlier_unit_still_views_the_slot(endpo
     assert writer.arena(name) is None, "the next unit would overwrite an array still in use"
     del kept
     assert writer.arena(name) is not None
+
+
+def test_results_are_copied_once_too_many_retired_slots_are_held(endpoints):
+    """Held batches pin shared memory, which may be small: past a few retired slots, results
+    come back as copies, so their slot is free again at once."""
+    owner, writer = endpoints
+    held = []
+    for value in range(SlotOwner.MAX_HELD_RETIRED + 1):
+        held.append(_send(owner, writer, _batch(float(value)))[1])
+    assert owner.held_retired() == SlotOwner.MAX_HELD_RETIRED
+    name, copied = _send(owner, writer, _batch(9.0))
+    assert not np.shares_memory(copied["x"], owner._by_name[name].base)
+    again, _ = _send(owner, writer, _batch(10.0))
+    assert again == name, "a slot whose result was copied out was not reused"
+    assert [float(batch["x"][0, 0]) for batch in held] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert np.all(copied["x"] == 9.0)
+    del held
+    gc.collect()
+    assert owner.held_retired() == 0

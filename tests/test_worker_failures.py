@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import course_lib.workers
 from course_lib import (
     ArrayDataSource,
     Batch,
@@ -137,6 +138,15 @@ def test_a_killed_worker_raises_worker_error_quickly(victim):
     assert f"worker {victim} (pid {workers[victim].pid})" in message and "SIGKILL" in message
     iterator.close()
     assert not _worker_children()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGBUS"), reason="no SIGBUS on this platform")
+def test_a_worker_killed_by_sigbus_points_at_full_shared_memory():
+    class Killed:  # what WorkerPool._died reads from a multiprocessing.Process
+        exitcode = -signal.SIGBUS
+
+    message = course_lib.workers._describe_exit(Killed())
+    assert "SIGBUS" in message and "/dev/shm" in message and "--shm-size" in message
 
 
 @pytest.mark.timeout(30)
