@@ -8,7 +8,7 @@ PORT ?= 8888
 HOST ?= 127.0.0.1
 STAMP := $(VENV)/.installed
 
-.PHONY: install lab test lint bench clean
+.PHONY: install lab test lint bench clean notebooks sync-notebooks colab-check
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed; run make PYTHON=python3.11 ...")'
@@ -31,6 +31,21 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# Re-executes every lesson in place, in full mode, so the committed notebooks show real
+# outputs (a few minutes per lesson on 2 cores).
+notebooks: $(STAMP)
+	$(BIN)/python tools/notebooks.py execute notebooks/*.ipynb
+
+# Rewrites every notebook's badges and Colab setup cell from pyproject.toml's Source URL.
+sync-notebooks: $(STAMP)
+	$(BIN)/python tools/notebooks.py sync
+
+# Colab's stack (Python 3.12, jax 0.7.2, flax 0.11.2, optax 0.2.8, numpy 2.x, no chex) in its
+# own environment, .colab-venv/: installs the course the way the setup cell does, then runs
+# every notebook in fast mode. Not part of `make test`: it installs a second JAX.
+colab-check: $(STAMP)
+	$(BIN)/python tools/colab_check.py
 
 # Benchmarks compare against real Grain and torch, which the course itself does not need.
 bench: $(STAMP)

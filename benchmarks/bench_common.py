@@ -77,6 +77,24 @@ class InMemorySource:
         return f"InMemorySource({len(self)} records)"
 
 
+def check_batch(batch) -> None:
+    """Raise AssertionError unless `batch` is a normalised batch of the reference pipeline."""
+    images, labels = (np.asarray(batch[key]) for key in ("image", "label"))
+    assert images.shape == (BATCH_SIZE, *IMAGE_SHAPE), f"image batch shape {images.shape}"
+    assert images.dtype == np.float32, f"image dtype {images.dtype}"
+    assert labels.shape == (BATCH_SIZE,), f"label batch shape {labels.shape}"
+    low, high = float(OFFSET), float(255 * MULTIPLIER + OFFSET)
+    assert low - 1e-4 <= images.min() and images.max() <= high + 1e-4, "values not normalised"
+
+
+def check_raw_batch(batch) -> None:
+    """Raise AssertionError unless `batch` is a batch of the raw uint8 images and labels."""
+    images, labels = (np.asarray(batch[key]) for key in ("image", "label"))
+    assert images.shape == (BATCH_SIZE, *IMAGE_SHAPE), f"image batch shape {images.shape}"
+    assert images.dtype == np.uint8, f"image dtype {images.dtype}"
+    assert labels.shape == (BATCH_SIZE,), f"label batch shape {labels.shape}"
+
+
 # -- the speed limit: vectorised NumPy, no loader at all -----------------------------------
 def numpy_epoch(data: dict, seed: int = SEED):
     """One shuffled epoch: a permutation, then per batch a fancy index, scale and flip."""
@@ -90,5 +108,5 @@ def numpy_epoch(data: dict, seed: int = SEED):
 
 
 def build_numpy(options: dict, data: dict):
-    """`(make_iterator, info)`; see run_benchmarks.py for the builder protocol."""
+    """`(make_iterator, info)`; see bench_configs.py for the builder protocol."""
     return (lambda: numpy_epoch(data)), {"implementation": "NumPy, vectorised per batch"}

@@ -1,4 +1,4 @@
-"""The course_lib configurations of the reference pipeline.
+"""The course_lib configurations of every pipeline (reference, decode, compute, sources).
 
 `build_course_lib(options, data)` returns `(make_iterator, info)`: `make_iterator()` starts
 one epoch (the benchmark times from this call), `info` says what was built.
@@ -111,4 +111,63 @@ def build_course_lib_decode(options: dict, data: dict):
         "read_options": repr(read_options),
         "worker_count": loader.worker_count,
     }
+    return (lambda: iter(loader)), info
+
+
+# -- the compute-bound pipeline (bench_compute.py) ----------------------------------------------
+class ComputeRecord(course_lib.MapTransform):
+    def map(self, element):
+        from bench_compute import compute_record
+
+        return compute_record(element)
+
+
+def build_course_lib_compute(options: dict, data: dict):
+    """Images -> compute_record -> Batch(64), one shuffled epoch."""
+    import bench_compute as comp
+
+    source = course_lib.ArrayDataSource(data["image"])
+    sampler = course_lib.IndexSampler(len(source), shard_options=course_lib.NoSharding(),
+                                      shuffle=True, num_epochs=1, seed=comp.SEED)
+    read_threads = options.get("read_threads")
+    read_options = (course_lib.ReadOptions() if read_threads is None
+                    else course_lib.ReadOptions(num_threads=read_threads))
+    loader = course_lib.DataLoader(
+        data_source=source, sampler=sampler,
+        operations=[ComputeRecord(), course_lib.Batch(comp.BATCH_SIZE, drop_remainder=True)],
+        worker_count=options.get("worker_count", 0), read_options=read_options)
+    info = {"transforms": "bench_compute.compute_record as a MapTransform, per record",
+            "read_options": repr(read_options), "worker_count": loader.worker_count}
+    return (lambda: iter(loader)), info
+
+
+# -- sharing a source's arrays with the workers ---------------------------------------------------
+class HeldArraysSource(course_lib.RandomAccessDataSource):
+    """The lessons' pattern: a custom source that keeps the arrays in its attributes."""
+
+    def __init__(self, images, labels):
+        self.images = images
+        self.labels = labels
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, record_key: int) -> dict:
+        return {"image": self.images[record_key], "label": self.labels[record_key]}
+
+
+def build_course_lib_sources(options: dict, data: dict):
+    """The raw images and labels, Batch(64) only: what reaching the arrays costs."""
+    if options["source"] == "custom":
+        source = HeldArraysSource(data["image"], data["label"])
+    else:
+        source = course_lib.ArrayDataSource(data)
+    sampler = course_lib.IndexSampler(len(source), shard_options=course_lib.NoSharding(),
+                                      shuffle=True, num_epochs=1, seed=SEED)
+    loader = course_lib.DataLoader(
+        data_source=source, sampler=sampler,
+        operations=[course_lib.Batch(BATCH_SIZE, drop_remainder=True)],
+        worker_count=options.get("worker_count", 0))
+    info = {"source": type(source).__name__, "records": len(source),
+            "worker_count": loader.worker_count}
     return (lambda: iter(loader)), info

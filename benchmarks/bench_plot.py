@@ -1,6 +1,6 @@
 """The worker-scaling figure of RESULTS.md: records/s against worker count, per library.
 
-Two panels (the in-memory reference pipeline and the decode-bound one); x is the worker
+One panel per pipeline (in-memory reference, decode-bound, compute-bound); x is the worker
 count, y the median records/s over the repetitions with min-max error bars, one line per
 library; a vertical line marks the number of cores. Only the numbers of the run in `report`
 are used.
@@ -12,13 +12,15 @@ from pathlib import Path
 
 FAMILIES = {  # family -> (label, colour, marker)
     "course_lib": ("course_lib", "tab:blue", "o"),
-    "grain": ("Grain 0.2.18", "tab:orange", "s"),
+    "grain": ("Grain 0.2.18 (best API)", "tab:orange", "s"),
     "torch": ("torch DataLoader", "tab:green", "^"),
 }
 PANELS = [  # pipeline -> (title, log y axis)
     ("reference", "In-memory reference pipeline\n(28×28 uint8, normalize + flip, batch 64)", True),
     ("decode", "Decode-bound pipeline\n(PNG files, Pillow decode + crop + flip + normalize, "
                "batch 32)", False),
+    ("compute", "Compute-bound pipeline\n(about 1 ms of NumPy per record, batch 64, jax "
+                "imported)", False),
 ]
 WORKER_COUNTS = (0, 1, 2)
 

@@ -1,6 +1,6 @@
-"""The reference pipeline on torch.utils.data.DataLoader, for comparison.
+"""The pipelines on torch.utils.data.DataLoader, for comparison.
 
-`build_torch(options, data)` returns `(make_iterator, info)`; see run_benchmarks.py.
+`build_torch(options, data)` returns `(make_iterator, info)`; see bench_configs.py.
 Per-record NumPy normalize and flip in a map-style Dataset, default collate.
 """
 
@@ -94,5 +94,39 @@ def build_torch_decode(options: dict, data: dict):
         "num_workers": workers,
         "torch_num_threads": torch.get_num_threads(),
         "multiprocessing_context": "default (fork on Linux)" if workers else None,
+    }
+    return (lambda: iter(loader)), info
+
+
+# -- the compute-bound pipeline (bench_compute.py) ----------------------------------------------
+class ComputeDataset(Dataset):
+    """Record `k`: bench_compute.compute_record of image `k`."""
+
+    def __init__(self, images: np.ndarray):
+        self.images = images
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        from bench_compute import compute_record
+
+        return compute_record(self.images[index])
+
+
+def build_torch_compute(options: dict, data: dict):
+    import bench_compute as comp
+
+    workers = options.get("worker_count", 0)
+    generator = torch.Generator()
+    generator.manual_seed(comp.SEED)
+    loader = DataLoader(ComputeDataset(data["image"]), batch_size=comp.BATCH_SIZE,
+                        shuffle=True, drop_last=True, num_workers=workers,
+                        generator=generator, persistent_workers=False)
+    info = {
+        "transforms": "bench_compute.compute_record in Dataset.__getitem__",
+        "collate": "default_collate",
+        "num_workers": workers,
+        "torch_num_threads": torch.get_num_threads(),
     }
     return (lambda: iter(loader)), info

@@ -33,6 +33,7 @@ _LAZY = {
     "profiling": ["StepProfiler"],
     "launch": ["LaunchError", "LaunchResult", "initialize_from_env", "launch"],
     "workers": ["WorkerError"],
+    "padding": ["PadAndMask"],
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+import numpy as np
+
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, fix: str = "") -> int:
     """Return `value` as an int after checking it is an integer no smaller than `minimum`."""
@@ -30,7 +32,8 @@ def check_optional_int(name: str, value: Any, *, minimum: int | None = None, fix
 
 
 def check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool | numbers.Integral) or value not in (0, 1):
+    """Return `value` as a Python bool; NumPy booleans and the integers 0 and 1 pass too."""
+    if not isinstance(value, bool | np.bool_ | numbers.Integral) or value not in (0, 1):
         raise TypeError(f"{name}={value!r} must be True or False.")
     return bool(value)
 

@@ -6,6 +6,11 @@ items, each written by a *handler*. `IteratorHandler` is the handler for a loade
 every JAX process writes its own small JSON file (`process_0-of-2.json`, ...), because every
 process reads a different shard and so stands at its own position.
 
+The iterator to save is the one the training loop draws from. With device prefetching that
+is the `prefetch_to_device` iterator, not the loader iterator under it: the loader has read
+a few batches ahead, and saving its position would skip them on resume. The prefetch
+iterator reports the position of the last batch it handed out.
+
 The state is plain JSON, so `iterator.get_state()` / `set_state()` also work without Orbax.
 """
 
@@ -61,9 +66,23 @@ def checkpoint_manager(directory, *, max_to_keep: int | None = 3) -> ocp.Checkpo
     return ocp.CheckpointManager(directory, options=options)
 
 
+def _check_iterator(iterator: Any) -> None:
+    missing = [name for name in ("get_state", "set_state")
+               if not callable(getattr(iterator, name, None))]
+    if missing:
+        raise TypeError(
+            f"iterator={iterator!r} has no {'() or '.join(missing)}(), so its position "
+            "cannot be saved or restored. Pass the iterator the training loop draws from: "
+            "iter(loader), or prefetch_to_device(iter(loader)) when batches are prefetched.")
+
+
 def save_training(manager: ocp.CheckpointManager, step: int, model: nnx.Module,
                   optimizer: nnx.Optimizer, iterator) -> None:
-    """Save model, optimizer state and data position together as checkpoint `step`."""
+    """Save model, optimizer state and data position together as checkpoint `step`.
+
+    `iterator` is what the loop draws from: a loader iterator or a prefetch iterator.
+    """
+    _check_iterator(iterator)
     manager.save(step, args=ocp.args.Composite(
         model=ocp.args.StandardSave(nnx.state(model)),
         optimizer=ocp.args.StandardSave(nnx.state(optimizer)),
@@ -77,8 +96,9 @@ def restore_training(manager: ocp.CheckpointManager, model: nnx.Module,
     """Restore checkpoint `step` (default: the latest) into the given objects, in place.
 
     `model` and `optimizer` must be freshly built with the same shapes; `iterator` is a new
-    iterator of an equal loader. Returns the step that was restored.
+    iterator of an equal loader, or a prefetch iterator over one. Returns the restored step.
     """
+    _check_iterator(iterator)
     step = manager.latest_step() if step is None else step
     if step is None:
         raise FileNotFoundError(f"no checkpoint in {manager.directory}: nothing to restore.")

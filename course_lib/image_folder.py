@@ -81,6 +81,42 @@ def write_image_folder(images: np.ndarray, labels: np.ndarray, directory: str | 
     return directory
 
 
+# What each manifest entry must be; `write_image_folder` writes all of them.
+_MANIFEST_TYPES = {"count": int, "format": str, "extension": str, "digits": int, "labels": str}
+
+
+def _read_manifest(path: Path, how: str) -> dict:
+    """The manifest's entries, or an error naming the file and what is wrong with it."""
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{str(path)!r} is truncated or damaged: it is not valid JSON "
+                         f"({error}). {how}") from None
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{str(path)!r} holds a JSON {type(manifest).__name__}, not the "
+                         f"manifest object of an image folder. {how}")
+    for key, kind in _MANIFEST_TYPES.items():
+        if key not in manifest:
+            raise ValueError(f"{str(path)!r} has no {key!r} entry (it has {sorted(manifest)}), "
+                             f"so it is not the manifest of a complete image folder. {how}")
+        if not isinstance(manifest[key], kind) or isinstance(manifest[key], bool):
+            raise ValueError(f"{str(path)!r} has {key}={manifest[key]!r}, which should be a "
+                             f"{kind.__name__}. {how}")
+    return manifest
+
+
+def _read_labels(path: Path, count: int, how: str) -> np.ndarray:
+    try:
+        labels = np.load(path, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as error:
+        raise ValueError(f"{str(path)!r} is missing, truncated or not a NumPy file of labels "
+                         f"({type(error).__name__}). {how}") from None
+    if labels.shape != (count,):
+        raise ValueError(f"{str(path)!r} holds labels of shape {labels.shape}, but the "
+                         f"manifest counts {count} records. {how}")
+    return labels
+
+
 class ImageFolderDataSource:
     """Records `{"image": <encoded bytes>, "label": int}` from a folder on disk.
 
@@ -99,11 +135,11 @@ class ImageFolderDataSource:
             raise FileNotFoundError(
                 f"{str(manifest_path)!r} is missing, so directory={str(self.directory)!r} is "
                 f"not a complete image folder (or its writing was interrupted). {how}")
-        manifest = json.loads(manifest_path.read_text())
+        manifest = _read_manifest(manifest_path, how)
         self._count = manifest["count"]
         self._extension = manifest["extension"]
         self._digits = manifest["digits"]
-        self.labels = np.load(self.directory / manifest["labels"])
+        self.labels = _read_labels(self.directory / manifest["labels"], self._count, how)
 
     def __len__(self) -> int:
         return self._count

@@ -18,80 +18,69 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from course_lib import allocator
 from course_lib._checks import check_int
-from course_lib.pipeline import Batcher, Pipeline
+from course_lib.pipeline import Pipeline
 from course_lib.reader import ChunkReader, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
+from course_lib.stream import in_process_elements
 from course_lib.transforms import Batch
-
-# Positions are read in chunks of about this many records: enough to amortise the
-# per-chunk work (vectorised key computation, one batched read), small enough to start fast.
-MIN_CHUNK_RECORDS = 64
-
-
-def chunk_size_for(pipeline: Pipeline) -> int:
-    """A whole number of batches, at least `MIN_CHUNK_RECORDS` records."""
-    if pipeline.batch is None:
-        return MIN_CHUNK_RECORDS
-    size = pipeline.batch.batch_size
-    return size * max(1, -(-MIN_CHUNK_RECORDS // size))
-
-
-def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
-    """`(start, record_keys)` for consecutive chunks of the stream from `start` on."""
-    total = sampler.total_length
-    while total is None or start < total:
-        stop = start + chunk_size if total is None else min(start + chunk_size, total)
-        yield start, sampler.record_keys(start, stop)
-        start = stop
-
-
-def in_process_elements(sampler: IndexSampler, pipeline: Pipeline, start: int,
-                        reader: ChunkReader):
-    """Yield `(element, next_index)` pairs, computed here: steps 1 to 4 of the docstring."""
-    batcher = Batcher(pipeline) if pipeline.batch is not None else None
-    end = start
-    chunks = stream_chunks(sampler, start, chunk_size_for(pipeline))
-    for chunk_start, record_keys, records in reader.read(chunks):
-        end = chunk_start + len(record_keys)
-        positions, survivors = pipeline.process_chunk(chunk_start, record_keys, records)
-        if batcher is None:
-            for position, record in zip(positions, survivors, strict=True):
-                yield record, position + 1
-        else:
-            yield from batcher.extend(positions, survivors)
-    if batcher is not None:
-        last = batcher.flush(end)
-        if last is not None:
-            yield last
+from course_lib.workers import worker_elements
 
 
 class DataLoaderIterator(Iterator):
-    """Iterates a loader's elements and knows how to save and restore its position."""
+    """Iterates a loader's elements and knows how to save and restore its position.
+
+    An error while preparing an element (a transform's exception, a dead worker, Ctrl-C)
+    stops the iterator: the error is raised, and every later `next()` says that the iterator
+    stopped, where, and why, instead of ending as if the epoch were over. `set_state` makes it
+    usable again, from any saved position (`set_state(get_state())` retries where it stopped).
+    """
 
     def __init__(self, loader: DataLoader, next_index: int = 0):
         self._loader = loader
         self._next_index = next_index
         self._elements = None
         self._closed = False
+        self._failure: str | None = None  # why the last element could not be prepared
+        self._holds_allocator = False
         if loader.worker_count > 0:
             self._start()  # workers start with the iterator, as in Grain
 
     def _start(self):
+        if not self._holds_allocator:  # freed memory is kept for reuse: allocator.py
+            allocator.loader_started()
+            self._holds_allocator = True
         self._elements = self._loader._elements_from(self._next_index)
 
     def __next__(self):
-        if self._closed:
-            raise RuntimeError("This iterator was closed; call iter(loader) for a new one.")
         if self._elements is None:
+            self._check_usable()
             self._start()
-        element, self._next_index = next(self._elements)
+        try:
+            element, self._next_index = next(self._elements)
+        except StopIteration:
+            raise
+        except BaseException as error:
+            self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
+            self._stop_elements()
+            raise
         return element
 
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise RuntimeError("This iterator was closed; call iter(loader) for a new one.")
+        if self._failure is not None:
+            raise RuntimeError(
+                f"This iterator stopped at index {self._next_index} because of "
+                f"{self._failure}. Build a new one with iter(loader), or call "
+                "set_state(state) to resume from a saved state (set_state(get_state()) "
+                f"retries from index {self._next_index}).")
+
     def get_state(self) -> bytes:
-        """The position after the last element returned, as JSON bytes."""
+        """The position after the last element returned, as JSON bytes: see `state.py`."""
         loader = self._loader
         return encode_state(self._next_index, loader.sampler, loader.data_source,
                             loader.worker_count)
@@ -102,6 +91,7 @@ class DataLoaderIterator(Iterator):
         next_index = decode_state(state, loader.sampler, loader.data_source)
         self._stop_elements()
         self._next_index = next_index
+        self._failure = None
 
     def _stop_elements(self) -> None:
         if self._elements is not None:
@@ -113,6 +103,9 @@ class DataLoaderIterator(Iterator):
         if not self._closed:
             self._closed = True
             self._stop_elements()
+            if self._holds_allocator:
+                self._holds_allocator = False
+                allocator.loader_stopped()
 
     def __enter__(self):
         return self
@@ -181,8 +174,6 @@ class DataLoader:
 
     def _elements_from(self, next_index: int):
         if self.worker_count > 0:
-            from course_lib.workers import worker_elements
-
             elements = worker_elements(self, next_index)
             next(elements)  # start the workers now, so start-up errors surface here
             return elements

@@ -4,29 +4,38 @@ A loader's `operations` list reads like a recipe: per-record maps, random maps a
 then `Batch`, then transforms that see whole batches. `Pipeline` checks the recipe once and
 offers the three steps every execution strategy needs:
 
-1. `apply_record_ops(record, position)`: run the per-record part on one record.
+1. `process_chunk(start, record_keys, records, run)`: run the per-record part on records.
 2. `Batcher`: group surviving records into batches, in stream order.
-3. `finish_batch(records, first_position)`: stack a batch and run the batch-level part.
+3. `finish_batch(records, first_position, run)`: stack a batch and run the batch-level part.
 
 The in-process loader and the worker processes both use exactly these functions, which is why
 their output is identical.
+
+A `Pipeline` is shared by every iterator of its loader, so it holds nothing that changes while
+records flow. What does change, the random generators being rewound record after record, lives
+in a `PipelineRun`, one per iterator (and one per worker process): two iterators read in two
+threads then never rewind each other's generator in the middle of a draw.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from course_lib.randomness import BATCH_STREAM, RECORD_STREAM, RecordRng
 from course_lib.transforms import (
     Batch,
+    FilterTransform,
     MapTransform,
     RandomMapTransform,
     StackedRecords,
     check_operation,
 )
 
-DROPPED = object()  # what `apply_record_ops` returns for a record a filter removed
+if TYPE_CHECKING:
+    from course_lib.sampler import IndexSampler
+
+DROPPED = object()  # what `Pipeline._apply` returns for a record a filter removed
 
 MAP, RANDOM_MAP, FILTER = "map", "random_map", "filter"
 
@@ -68,8 +77,6 @@ class Pipeline:
             raise ValueError(
                 "A FilterTransform after Batch would have to drop whole batches. Move it "
                 "before Batch so that it filters records.")
-        self._record_rng: RecordRng | None = None
-        self._batch_rng: RecordRng | None = None
 
     @property
     def filters_records(self) -> bool:
@@ -80,18 +87,14 @@ class Pipeline:
         return [repr(op) if isinstance(op, Batch) else type(op).__name__
                 for op in self.operations]
 
-    # The generators are rebuilt lazily in each process: they are caches, not state.
-    def __getstate__(self):
-        return {**self.__dict__, "_record_rng": None, "_batch_rng": None}
+    def filter_names(self) -> list[str]:
+        return [type(op).__name__ for op in self.operations[:len(self.record_ops)]
+                if isinstance(op, FilterTransform)]
 
-    def _rng(self, stream: int) -> RecordRng:
-        if stream == RECORD_STREAM:
-            if self._record_rng is None:
-                self._record_rng = RecordRng(self.seed, RECORD_STREAM)
-            return self._record_rng
-        if self._batch_rng is None:
-            self._batch_rng = RecordRng(self.seed, BATCH_STREAM)
-        return self._batch_rng
+    def start_run(self, sampler: IndexSampler | None = None) -> PipelineRun:
+        """The per-iterator part: see `PipelineRun`. The process that sees every record of
+        the stream passes the sampler, so that it can notice a filter that keeps nothing."""
+        return PipelineRun(self, sampler)
 
     @staticmethod
     def _apply(ops, element, position: int, rngs: RecordRng | None):
@@ -107,28 +110,24 @@ class Pipeline:
                 return DROPPED
         return element
 
-    def apply_record_ops(self, record, position: int):
-        """Run the per-record operations; returns the record or `DROPPED`."""
-        rngs = self._rng(RECORD_STREAM) if self.seed is not None else None
-        return self._apply(self.record_ops, record, position, rngs)
-
-    def process_chunk(self, start: int, record_keys: Sequence[int], records: Sequence[Any]):
+    def process_chunk(self, start: int, record_keys: Sequence[int], records: Sequence[Any],
+                      run: PipelineRun):
         """Apply the per-record operations to records read for positions `start, start+1,
         ...`; return the survivors' positions and the survivors, in order.
 
         A failing transform keeps its exception type and traceback, with a note naming the
-        record, so the learner knows which input broke it.
+        record, so the learner knows which input broke it (a `KeyboardInterrupt` too).
         """
         if not self.record_ops:  # nothing to do per record: keep the chunk as it was read
             return range(start, start + len(records)), records
-        rngs = self._rng(RECORD_STREAM) if self.seed is not None else None
+        rngs = run.record_rng
         ops, apply = self.record_ops, self._apply
         keep_all = not self.filters_records
         positions, survivors = [], []
         for position, record in enumerate(records, start):
             try:
                 record = apply(ops, record, position, rngs)
-            except Exception as error:
+            except BaseException as error:
                 error.add_note(f"(raised while transforming the record at index {position}, "
                                f"record_key {int(record_keys[position - start])})")
                 raise
@@ -139,9 +138,11 @@ class Pipeline:
                 survivors.append(record)
         if keep_all:
             return range(start, start + len(survivors)), survivors
+        run.count_kept(len(records), len(survivors))
         return positions, survivors
 
-    def finish_batch(self, records: Sequence[Any], first_position: int, stack=None):
+    def finish_batch(self, records: Sequence[Any], first_position: int, run: PipelineRun,
+                     stack=None):
         """Stack `records` with the batch function, then run the batch-level operations.
 
         `stack` replaces the default stacking (not a custom `batch_fn`); workers use it to
@@ -155,9 +156,8 @@ class Pipeline:
                 batch = self.batch.batch_fn(records)
             if not self.batch_ops:
                 return batch
-            rngs = self._rng(BATCH_STREAM) if self.seed is not None else None
-            return self._apply(self.batch_ops, batch, first_position, rngs)
-        except Exception as error:
+            return self._apply(self.batch_ops, batch, first_position, run.batch_rng)
+        except BaseException as error:
             error.add_note(f"(raised while building the batch that starts at index "
                            f"{first_position})")
             raise
@@ -170,8 +170,8 @@ class Batcher:
     which is all a resumed loader needs to continue exactly.
     """
 
-    def __init__(self, pipeline: Pipeline, stack=None):
-        self._pipeline = pipeline
+    def __init__(self, pipeline: Pipeline, run: PipelineRun, stack=None):
+        self._pipeline, self._run = pipeline, run
         self._stack = stack  # see Pipeline.finish_batch
         self._size = pipeline.batch.batch_size
         self._positions: list[int] = []
@@ -186,7 +186,7 @@ class Batcher:
             while len(records) - used >= size:
                 batch_records = records[used:used + size]
                 finished.append((self._pipeline.finish_batch(batch_records, positions[used],
-                                                              self._stack),
+                                                              self._run, self._stack),
                                  positions[used + size - 1] + 1))
                 used += size
         self._positions += positions[used:]
@@ -205,4 +205,46 @@ class Batcher:
     def _emit(self, count: int, next_index: int):
         records, first_position = self._records[:count], self._positions[0]
         del self._records[:count], self._positions[:count]
-        return self._pipeline.finish_batch(records, first_position, self._stack), next_index
+        return (self._pipeline.finish_batch(records, first_position, self._run, self._stack),
+                next_index)
+
+
+class PipelineRun:
+    """What one iterator of a pipeline changes as it goes: its random generators, and how
+    many records in a row its filters have removed.
+
+    Every iterator (and every worker process) starts its own run, so a generator is only ever
+    rewound by the thread that draws from it. Building one costs a generator or two, once
+    per iterator.
+
+    An endless stream whose filters remove every record would never yield anything: the run
+    that sees the whole stream (the main process's) counts the records removed in a row, and
+    after a whole pass over the shard with none kept, says so instead of spinning forever.
+    """
+
+    def __init__(self, pipeline: Pipeline, sampler: IndexSampler | None = None):
+        self.record_rng = _generators_for(pipeline.record_ops, pipeline.seed, RECORD_STREAM)
+        self.batch_rng = _generators_for(pipeline.batch_ops, pipeline.seed, BATCH_STREAM)
+        endless = sampler is not None and sampler.total_length is None
+        self._pass_length = sampler.shard_size if endless and pipeline.filters_records else None
+        self._filters = pipeline.filter_names()
+        self._removed_in_a_row = 0
+
+    def count_kept(self, records: int, kept: int) -> None:
+        """Note that `kept` of `records` consecutive records survived the filters."""
+        if self._pass_length is None:
+            return
+        self._removed_in_a_row = 0 if kept else self._removed_in_a_row + records
+        if self._removed_in_a_row >= self._pass_length:
+            raise ValueError(
+                f"The filters {self._filters} removed every record of a whole pass over the "
+                f"shard ({self._pass_length} records), and with num_epochs=None the loader "
+                "would look for a record to keep forever. Check what the filter returns "
+                "(it must be True for records to keep), for example on data_source[0].")
+
+
+def _generators_for(ops, seed: int | None, stream: int) -> RecordRng | None:
+    """A rewindable generator, if any of `ops` is random (a random op implies a seed)."""
+    if seed is None or all(kind != RANDOM_MAP for kind, _ in ops):
+        return None
+    return RecordRng(seed, stream)

@@ -10,13 +10,20 @@ seeds give unrelated keys, so seed 7 at position 1 shares nothing with seed 8 at
 Building a fresh `numpy.random.Generator` costs several microseconds, which would dominate a
 cheap pipeline. `RecordRng` keeps one generator and rewinds it to each record's stream, which
 costs under a microsecond and yields exactly the same numbers as a fresh one.
+
+Each iteration of a loader has its own `RecordRng` (see `pipeline.PipelineRun`): two threads
+rewinding one generator would hand each other's records the wrong numbers.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import sys
 
 import numpy as np
+
+_references = sys.getrefcount
 
 # Counter word 3 separates the streams handed to per-record transforms from those handed to
 # transforms that run after `Batch` (which are keyed on the batch's first position).
@@ -41,26 +48,34 @@ def record_rng(seed: int, position: int, stream: int = RECORD_STREAM) -> np.rand
 class RecordRng:
     """One reusable generator, rewound to `record_rng(seed, position)` by `at(position)`.
 
-    The generator handed out is only valid until the next call of `at`: a transform should
-    draw what it needs during its call and not keep the generator.
+    A transform should draw what it needs during its call. One that keeps the generator and
+    draws from it later still gets its own record's stream, as with a fresh generator per
+    record: before rewinding, `at` checks whether anyone but this object still holds the
+    generator it handed out (its reference count, one C call), and if so leaves it to its
+    holder and builds a new one. Only records whose generator is kept pay for that.
 
     Rewinding through the public `bit_generator.state` setter costs about a microsecond,
     as much as a cheap transform. Philox keeps its counter in a small C struct, so when that
-    struct has the layout we expect (checked once, against the public setter) we write the
-    counter and the buffer flags directly through NumPy views of it, about three times
-    faster. Any mismatch falls back to the setter.
+    struct has the layout we expect (checked once per process, against the public setter) we
+    write the counter and the buffer flags directly through NumPy views of it, about three
+    times faster. Any mismatch falls back to the setter.
     """
 
     def __init__(self, seed: int, stream: int = RECORD_STREAM):
-        self._bit_generator = np.random.Philox(counter=_counter(0, stream), key=_philox_key(seed))
+        self._key, self._stream = _philox_key(seed), stream
+        self._new_generator()
+        self._unshared = _references(self.generator)  # how many there are when nobody kept it
+
+    def _new_generator(self) -> None:
+        self._bit_generator = np.random.Philox(counter=_counter(0, self._stream), key=self._key)
         self.generator = np.random.Generator(self._bit_generator)
         self._fresh_state = self._bit_generator.state
         self._counter = self._fresh_state["state"]["counter"]
-        self._fast = _PhiloxViews.attach(self._bit_generator)
-        if self._fast is not None and not self._fast_rewind_matches(seed, stream):
-            self._fast = None
+        self._fast = _PhiloxViews.attach(self._bit_generator) if _fast_rewind_works() else None
 
     def at(self, position: int) -> np.random.Generator:
+        if _references(self.generator) > self._unshared:  # it was kept: leave it to its holder
+            self._new_generator()
         if self._fast is not None:
             self._fast.rewind(position)
             return self.generator
@@ -70,17 +85,25 @@ class RecordRng:
         self._bit_generator.state = self._fresh_state
         return self.generator
 
-    def _fast_rewind_matches(self, seed: int, stream: int) -> bool:
-        for position in (3, 1 << 40):
-            expected = record_rng(seed, position, stream)
-            want = (expected.random(3), expected.integers(0, 1 << 30, 3, dtype=np.uint32))
-            self.generator.integers(0, 7, 5, dtype=np.uint32)  # leave a half-used draw behind
-            self._fast.rewind(position)
-            got = (self.generator.random(3),
-                   self.generator.integers(0, 1 << 30, 3, dtype=np.uint32))
-            if not all(np.array_equal(a, b) for a, b in zip(want, got, strict=True)):
-                return False
-        return True
+
+@functools.cache
+def _fast_rewind_works() -> bool:
+    """Whether writing Philox's counter directly gives the public setter's streams; one
+    answer per process."""
+    bit_generator = np.random.Philox(counter=_counter(0, RECORD_STREAM), key=_philox_key(0))
+    views = _PhiloxViews.attach(bit_generator)
+    if views is None:
+        return False
+    generator = np.random.Generator(bit_generator)
+    for position in (3, 1 << 40):
+        expected = record_rng(0, position)
+        want = (expected.random(3), expected.integers(0, 1 << 30, 3, dtype=np.uint32))
+        generator.integers(0, 7, 5, dtype=np.uint32)  # leave a half-used 64-bit draw behind
+        views.rewind(position)
+        got = (generator.random(3), generator.integers(0, 1 << 30, 3, dtype=np.uint32))
+        if not all(np.array_equal(a, b) for a, b in zip(want, got, strict=True)):
+            return False
+    return True
 
 
 class _PhiloxViews:

@@ -67,6 +67,43 @@ def write_record_file(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
     return path
 
 
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _read_header(path: Path) -> tuple[np.dtype, int]:
+    """The record dtype and count from the file's header, after checking that the file is
+    a record file and holds every record its header promises.
+
+    The header is parsed here, without `np.load`, so that a damaged file gets an error that
+    says so (NumPy would talk about mmap lengths, or suggest loading pickled objects, which
+    can run arbitrary code and is never needed for a record file)."""
+    how = "Write it with write_record_file(path, arrays)."
+    try:
+        with path.open("rb") as file:
+            version = np.lib.format.read_magic(file)
+            if version not in _HEADER_READERS:
+                raise ValueError(f"unsupported .npy format version {version}")
+            shape, _, dtype = _HEADER_READERS[version](file)
+            header_bytes = file.tell()
+    except (ValueError, EOFError, OSError, SyntaxError) as error:
+        raise ValueError(f"path={str(path)!r} is not a record file: it does not start with "
+                         f"a valid .npy header ({error}). {how}") from None
+    if dtype.names is None or dtype.hasobject or len(shape) != 1:
+        raise ValueError(
+            f"path={str(path)!r} is not a record file: it holds an array of shape {shape} and "
+            f"dtype {dtype}, not a 1-D array of records of a structured dtype. {how}")
+    count, file_bytes = shape[0], path.stat().st_size
+    needed = header_bytes + count * dtype.itemsize
+    if file_bytes < needed:
+        raise ValueError(
+            f"path={str(path)!r} is truncated: its header promises {count} records of "
+            f"{dtype.itemsize} bytes ({needed} bytes with the header), but the file holds only "
+            f"{file_bytes} bytes. It was cut off while being written or copied; copy it "
+            f"again, or {how[0].lower()}{how[1:]}")
+    return dtype, count
+
+
 class RecordFileDataSource:
     """Records `{field: value}` read from a file written by `write_record_file`.
 
@@ -80,14 +117,7 @@ class RecordFileDataSource:
             raise FileNotFoundError(
                 f"path={str(self.path)!r} does not exist. Call write_record_file(path, arrays) "
                 "to create it.")
-        peek = np.load(self.path, mmap_mode="r")  # reads the header; pages in no records
-        if peek.dtype.names is None or peek.ndim != 1:
-            raise ValueError(
-                f"path={str(self.path)!r} holds an array of shape {peek.shape} and dtype "
-                f"{peek.dtype}, not a 1-D array of records. Write it with write_record_file.")
-        self.dtype = peek.dtype
-        self._length = len(peek)
-        del peek
+        self.dtype, self._length = _read_header(self.path)
         self._records = None
 
     def _map(self) -> np.ndarray:

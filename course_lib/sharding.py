@@ -23,17 +23,23 @@ class ShardOptions:
     drop_remainder: bool = False
 
     def __post_init__(self):
-        check_int("shard_count", self.shard_count, minimum=1,
-                  fix="Use shard_count=1 (or NoSharding()) for a single process.")
-        check_int("shard_index", self.shard_index, minimum=0,
-                  fix=f"Pass a shard_index in [0, {self.shard_count}).")
+        # Stored as Python int and bool (a NumPy integer from `jax.process_index() + 1` or an
+        # array size is accepted), so that a saved iterator state is plain JSON.
+        self._set("shard_count", check_int(
+            "shard_count", self.shard_count, minimum=1,
+            fix="Use shard_count=1 (or NoSharding()) for a single process."))
+        self._set("shard_index", check_int("shard_index", self.shard_index, minimum=0,
+                                           fix=f"Pass a shard_index in [0, {self.shard_count})."))
         if self.shard_index >= self.shard_count:
             raise ValueError(
                 f"shard_index={self.shard_index} is out of range for shard_count="
                 f"{self.shard_count}: it must be in [0, {self.shard_count}). Shards are "
                 "numbered from 0, so the last one is shard_count - 1."
             )
-        check_bool("drop_remainder", self.drop_remainder)
+        self._set("drop_remainder", check_bool("drop_remainder", self.drop_remainder))
+
+    def _set(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)  # the dataclass is frozen once built
 
     def _key(self) -> tuple[int, int, bool]:
         return self.shard_index, self.shard_count, bool(self.drop_remainder)

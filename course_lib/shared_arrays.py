@@ -1,86 +1,135 @@
-"""Sharing in-memory arrays with worker processes, once.
+"""Sharing the arrays of a pipeline with worker processes, once, whatever object holds them.
 
-Pickling a 50 MB array to each of eight workers copies it eight times and delays the first
-batch. Instead the arrays are copied once into a shared memory segment; what the workers
-receive is a small handle that they turn back into an `ArrayDataSource` over mapped views.
-The main process owns the segment and unlinks it when the iterator closes.
+Workers need the data source and the transforms, and those often hold large NumPy arrays:
+an `ArrayDataSource`, a custom source with `self.images`, a dict of arrays, a transform with
+a lookup table. Pickled, every array would be copied into every worker: eight workers, eight
+copies, and a slow start. Instead, while the payload for the workers is pickled, each large
+array met anywhere in it is replaced by a small reference (`SharedArrays.reduce`):
+
+- an array that views a file (`np.load(path, mmap_mode="r")`, `np.memmap`) travels as the
+  file's path and the array's place in it; each worker maps the file itself;
+- any other array is copied once into a shared memory segment of its own, which every worker
+  maps read-only.
+
+Writing into a shared array in a worker raises "assignment destination is read-only": every
+worker sees the same data as the main process, never a private, diverging copy.
+
+Some arrays are pickled as before: small ones (copying them is cheaper than mapping them),
+arrays of Python objects (their bytes are pointers into the main process's memory, which
+mean nothing in a worker), subclasses such as masked arrays (they carry more than their
+bytes), and arrays that would not fit in /dev/shm (Docker gives a container 64 MB; running
+out of it while copying would kill the process with a bus error).
+
+The main process creates and unlinks every segment, when the iterator closes or at once if
+the payload fails to pickle, so a worker that dies cannot leak one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
+import os
 from multiprocessing import shared_memory
 
 import numpy as np
 
-from course_lib.sources import ArrayDataSource
+from course_lib.transport import (
+    SharedMemoryFull,
+    new_segment,
+    own_mapping,
+    shared_memory_free_bytes,
+)
+
+MIN_SHARED_BYTES = 1 << 20  # smaller arrays are pickled: cheaper than a segment and a map
+ROOM_FOR_RESULTS = 16 << 20  # /dev/shm left free for the slots that carry batches back
 
 
 class SharedArrays:
-    """NumPy arrays copied once into one shared memory segment; pickles as a reference."""
+    """The segments holding one payload's arrays; the main process unlinks them at the end."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], segment=None, layout=None):
-        if segment is None:
-            layout, offset = {}, 0
-            for name, array in arrays.items():
-                layout[name] = (offset, array.shape, array.dtype.str)
-                offset += -(-array.nbytes // 64) * 64
-            segment = shared_memory.SharedMemory(create=True, size=max(offset, 1))
-            for name, array in arrays.items():
-                self._view(segment, layout[name])[...] = array
-        self.segment, self.layout = segment, layout
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.not_shared_bytes = 0  # arrays left to pickling: /dev/shm had no room for them
+        self.free_bytes: int | None = None  # /dev/shm's free space when that happened
+        self._segments: list[shared_memory.SharedMemory] = []
 
-    @staticmethod
-    def _view(segment, entry) -> np.ndarray:
-        offset, shape, dtype = entry
-        return np.ndarray(shape, dtype=np.dtype(dtype), buffer=segment.buf, offset=offset)
+    def reduce(self, array: np.ndarray) -> tuple | None:
+        """How to pickle `array` as a reference, or None to pickle it as usual."""
+        if (type(array) not in (np.ndarray, np.memmap) or array.dtype.hasobject
+                or array.nbytes < MIN_SHARED_BYTES):
+            return None
+        place = _place_in_file(array)
+        if place is not None:
+            return _map_file, place
+        name = self._copy_in(array)
+        if name is None:
+            return None
+        return _map_segment, (name, array.shape, array.dtype)
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        views = {name: self._view(self.segment, entry) for name, entry in self.layout.items()}
-        for view in views.values():
-            view.flags.writeable = False
-        return views
-
-    def __reduce__(self):
-        return _attach_shared_arrays, (self.segment.name, self.layout)
+    def _copy_in(self, array: np.ndarray) -> str | None:
+        """Copy `array` into a new segment and return its name; None when it does not fit."""
+        free = shared_memory_free_bytes()
+        name = f"{self.prefix}_data{len(self._segments)}"
+        try:
+            if free is not None and array.nbytes + ROOM_FOR_RESULTS > free:
+                raise SharedMemoryFull(f"{array.nbytes:,} bytes do not fit in {free:,}")
+            segment = new_segment(name, array.nbytes)
+        except SharedMemoryFull:
+            self.not_shared_bytes += array.nbytes
+            self.free_bytes = free
+            return None
+        self._segments.append(segment)  # from now on, unlink() removes it whatever happens
+        copy = np.ndarray(array.shape, array.dtype, buffer=segment.buf)
+        copy[...] = array  # the full dtype, structured fields included
+        del copy
+        segment.close()
+        return segment.name
 
     def unlink(self) -> None:
-        self.segment.close()
-        self.segment.unlink()
+        for segment in self._segments:
+            segment.close()
+            with contextlib.suppress(FileNotFoundError):
+                segment.unlink()
+        self._segments.clear()
 
 
-def _attach_shared_arrays(name: str, layout) -> SharedArrays:
-    return SharedArrays({}, shared_memory.SharedMemory(name=name), layout)
+def _place_in_file(array: np.ndarray) -> tuple | None:
+    """`(path, offset, shape, dtype, strides)` when `array` views a file that holds what it
+    shows (mapped read-only or read-write, not copy-on-write), else None."""
+    mapped = array
+    while not (isinstance(mapped, np.memmap) and getattr(mapped, "_mmap", None) is not None):
+        mapped = mapped.base
+        if not isinstance(mapped, np.ndarray):
+            return None
+    if mapped.mode not in ("r", "r+", "w+") or not mapped.filename:
+        return None
+    # np.memmap maps from the file position `offset`, rounded down to the allocation
+    # granularity; `_mmap` (no public accessor) is that mapping.
+    mapping_start = mapped.offset - mapped.offset % mmap.ALLOCATIONGRANULARITY
+    mapping_address = np.frombuffer(mapped._mmap, np.uint8).__array_interface__["data"][0]
+    offset = mapping_start + array.__array_interface__["data"][0] - mapping_address
+    # The bytes the array spans around its first element (strides may be negative).
+    reach = [stride * (length - 1) for stride, length in zip(array.strides, array.shape,
+                                                             strict=True)]
+    lowest = offset + sum(step for step in reach if step < 0)
+    highest = offset + sum(step for step in reach if step > 0) + array.itemsize
+    try:
+        if lowest < 0 or os.path.getsize(mapped.filename) < highest:
+            return None  # the file changed since it was mapped
+    except OSError:
+        return None  # it was removed, for instance
+    return os.fspath(mapped.filename), offset, array.shape, array.dtype, array.strides
 
 
-class SharedArraySourceHandle:
-    """Stands in for an `ArrayDataSource` in the payload: it pickles as a reference to the
-    shared segment, and unpickles in a worker as an `ArrayDataSource` over mapped views."""
-
-    def __init__(self, shared: SharedArrays, single: bool):
-        self.shared, self.single = shared, single
-
-    def __reduce__(self):
-        return _open_shared_source, (self.shared, self.single)
+def _map_file(path: str, offset: int, shape, dtype, strides) -> np.ndarray:
+    """In a worker: the array, mapped read-only from its file."""
+    with open(path, "rb") as file:
+        mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.ndarray(shape, dtype, buffer=mapping, offset=offset, strides=strides)
 
 
-def _open_shared_source(shared: SharedArrays, single: bool) -> ArrayDataSource:
-    arrays = shared.arrays()
-    source = ArrayDataSource(arrays["_"] if single else arrays)
-    # NumPy views do not keep the mapping open: if `shared` were collected, its segment
-    # would be unmapped under the arrays. The source keeps it alive.
-    source._keep_mapped = shared
-    return source
-
-
-def share_source(data_source, owned: list):
-    """Replace an in-memory source by a shared-memory handle, so workers map, never copy."""
-    if type(data_source) is not ArrayDataSource:
-        return data_source
-    arrays = data_source._arrays
-    single = not isinstance(arrays, dict)
-    shared = SharedArrays({"_": arrays} if single else arrays)
-    owned.append(shared)
-    return SharedArraySourceHandle(shared, single)
-
-
-# -- the payload every worker receives ------------------------------------------------------
+def _map_segment(name: str, shape, dtype) -> np.ndarray:
+    """In a worker: the array, mapped read-only from its segment. The array keeps the
+    mapping alive; it is unmapped once the array is garbage collected."""
+    segment = own_mapping(shared_memory.SharedMemory(name=name), writable=False)
+    return np.ndarray(shape, dtype, buffer=segment)

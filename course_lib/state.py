@@ -6,6 +6,14 @@ out. Records that were read ahead or dropped by a filter are simply recomputed o
 The state also records the facts that fix the stream (sampler settings, source type and
 length) so that restoring into a loader over different data fails loudly instead of silently
 continuing somewhere else. It does not record the worker count: any count continues exactly.
+
+A state looks like this (`STATE_SHAPE`), and `set_state` checks every part of it, so that a
+file that is not a state, or was edited by hand, is refused with what is wrong:
+
+    {"version": 1, "next_index": 4096,
+     "sampler": {"num_records": 60000, "shard_index": 0, "shard_count": 1,
+                 "drop_remainder": false, "shuffle": true, "num_epochs": null, "seed": 0},
+     "data_source": {"type": "ArrayDataSource", "length": 60000}, "worker_count": 0}
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ def source_facts(data_source) -> dict[str, Any]:
 def encode_state(next_index: int, sampler, data_source, worker_count: int) -> bytes:
     state = {
         "version": STATE_VERSION,
-        "next_index": next_index,
+        "next_index": int(next_index),
         "sampler": sampler.describe(),
         "data_source": source_facts(data_source),
         "worker_count": worker_count,
@@ -32,45 +40,85 @@ def encode_state(next_index: int, sampler, data_source, worker_count: int) -> by
     return json.dumps(state, sort_keys=True).encode()
 
 
+# What `get_state()` returns, as a learner should picture it (errors quote it).
+STATE_SHAPE = ('{"version": 1, "next_index": <int>, "sampler": {<the sampler settings>}, '
+               '"data_source": {"type": <str>, "length": <int>}, "worker_count": <int>}')
+
+# Stream positions are int64 inside the sampler; one read ahead of a position must still fit.
+MAX_NEXT_INDEX = 2**62
+
+
+def _not_a_state(problem: str) -> ValueError:
+    return ValueError(f"{problem}, so it is not a state. A state is the JSON object that "
+                      f"get_state() returns, {STATE_SHAPE}. Pass exactly what get_state() "
+                      "returned (bytes, or that JSON as str or dict).")
+
+
 def _as_dict(state) -> dict:
-    if isinstance(state, dict):
-        return state
     if isinstance(state, bytes | bytearray | str):
         try:
-            return json.loads(state)
-        except json.JSONDecodeError as error:
+            state = json.loads(state)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(
                 f"state is not valid JSON ({error}). Pass exactly what get_state() returned."
             ) from None
+        if not isinstance(state, dict):
+            raise _not_a_state(f"state is the JSON {type(state).__name__} {state!r:.60}")
+        return state
+    if isinstance(state, dict):
+        return state
     raise TypeError(
         f"state must be the bytes returned by get_state() (or that JSON as str or dict), "
         f"got {type(state).__name__}.")
 
 
+def _check_part(state: dict, part: str, expected: dict) -> dict:
+    """`state[part]` must be an object with exactly the keys this loader describes."""
+    saved = state.get(part)
+    if not isinstance(saved, dict):
+        raise _not_a_state(f"state[{part!r}] is {saved!r:.60}, not a JSON object")
+    if set(saved) != set(expected):
+        missing, extra = sorted(set(expected) - set(saved)), sorted(set(saved) - set(expected))
+        differences = [f"{name} {keys}" for name, keys in (("missing", missing),
+                                                           ("unexpected", extra)) if keys]
+        raise _not_a_state(f"state[{part!r}] has keys {sorted(saved)} "
+                           f"({', '.join(differences)})")
+    return saved
+
+
 def _mismatch(what: str, saved: dict, current: dict) -> str | None:
-    for name in sorted(set(saved) | set(current)):
-        if saved.get(name) != current.get(name):
-            return (f"the state was saved with {what} {name}={saved.get(name)!r}, but this "
-                    f"loader has {name}={current.get(name)!r}")
+    for name in sorted(current):
+        if saved[name] != current[name] or type(saved[name]) is not type(current[name]):
+            return (f"the state was saved with {what} {name}={saved[name]!r}, but this "
+                    f"loader has {name}={current[name]!r}")
     return None
+
+
+def _check_next_index(next_index, total: int | None) -> int:
+    upper = MAX_NEXT_INDEX - 1 if total is None else total
+    if isinstance(next_index, bool) or not isinstance(next_index, int) or not (
+            0 <= next_index <= upper):
+        rule = ("an integer in [0, 2**62) (an endless stream)" if total is None else
+                f"an integer in [0, {total}], the length of this loader's stream")
+        raise ValueError(f"state has next_index={next_index!r}, but it must be {rule}. Pass a "
+                         "state from get_state() of a loader with the same settings.")
+    return next_index
 
 
 def decode_state(state, sampler, data_source) -> int:
     """Check `state` against this loader and return the `next_index` to resume from."""
     state = _as_dict(state)
-    if state.get("version") != STATE_VERSION or "next_index" not in state:
+    version = state.get("version")
+    if version != STATE_VERSION or isinstance(version, bool) or "next_index" not in state:
         raise ValueError(
-            f"state has version {state.get('version')!r} and keys {sorted(state)}; expected "
+            f"state has version {version!r} and keys {sorted(state)}; expected "
             f"version {STATE_VERSION} with 'next_index'. Pass a state from get_state().")
-    problem = (_mismatch("sampler setting", state.get("sampler", {}), sampler.describe())
-               or _mismatch("data source", state.get("data_source", {}),
+    problem = (_mismatch("sampler setting", _check_part(state, "sampler", sampler.describe()),
+                         sampler.describe())
+               or _mismatch("data source", _check_part(state, "data_source",
+                                                       source_facts(data_source)),
                             source_facts(data_source)))
     if problem:
         raise ValueError(f"Cannot restore: {problem}. Rebuild the loader with the same data "
                          "source and sampler settings that produced the state.")
-    next_index = state["next_index"]
-    total = sampler.total_length
-    if not isinstance(next_index, int) or next_index < 0 or (
-            total is not None and next_index > total):
-        raise ValueError(f"state has next_index={next_index!r}, outside [0, {total}].")
-    return next_index
+    return _check_next_index(state["next_index"], sampler.total_length)

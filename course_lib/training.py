@@ -41,13 +41,31 @@ def loss_fn(model: MLP, images: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-@nnx.jit
-def train_step(model: MLP, optimizer: nnx.Optimizer, images: jax.Array,
-               labels: jax.Array) -> jax.Array:
-    """One step of gradient descent; returns the loss before the update."""
+def update(model: MLP, optimizer: nnx.Optimizer, images: jax.Array,
+           labels: jax.Array) -> jax.Array:
+    """One step of gradient descent, not yet jitted; returns the loss before the update.
+
+    Kept apart from `train_step` so that a lesson can wrap it before jitting, e.g. with
+    `chex.assert_max_traces` to count how often it is traced."""
     loss, grads = nnx.value_and_grad(loss_fn)(model, images, labels)
     optimizer.update(model, grads)
     return loss
+
+
+train_step = nnx.jit(update)
+
+
+def correct_predictions(model: MLP, images: jax.Array, labels: jax.Array,
+                        mask: jax.Array | None = None) -> jax.Array:
+    """How many rows the model classifies correctly, counting only rows where `mask` is
+    True (the real records of a padded batch)."""
+    hits = jnp.argmax(model(images), axis=-1) == labels
+    if mask is not None:
+        hits = hits & mask
+    return hits.sum()
+
+
+count_correct = nnx.jit(correct_predictions)
 
 
 @nnx.jit

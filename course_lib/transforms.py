@@ -35,7 +35,16 @@ class MapTransform:
 
 
 class RandomMapTransform:
-    """Override `random_map(element, rng) -> element`; draw randomness only from `rng`."""
+    """Override `random_map(element, rng) -> element`; draw randomness only from `rng`.
+
+    `rng` is the record's own generator: what it yields depends only on the seed and the
+    record's position. Draw from it during the call. A transform that keeps `rng` and draws
+    from it later still gets that record's stream, continued where it left off (as in
+    Grain): the loader notices the kept generator and hands the next record a new one, so
+    keeping it costs a generator per record instead of a rewind, and never changes a draw.
+    We chose to keep the stream rather than forbid keeping it, because the kept generator is
+    then exactly what a fresh generator per record would have been.
+    """
 
     def random_map(self, element, rng: np.random.Generator):
         """Return the transformed element, using `rng` for every random choice."""
@@ -92,8 +101,13 @@ def _map_leaves(tree, function):
 def stack_records(records: Sequence[Any], empty: Callable | None = None):
     """Stack a list of records into one with a leading batch axis.
 
-    Records may be arrays, numbers, or any nesting of dicts, tuples and lists of them; the
-    batch has the same structure with each leaf stacked.
+    Records may be arrays, numbers, bytes, or any nesting of dicts, tuples and lists of them;
+    the batch has the same structure with each leaf stacked. Every record of a batch must
+    have that same structure (the same keys, the same tuple lengths, arrays of one shape):
+    a record that differs is an error naming it, never a silently dropped key.
+
+    `bytes` are stacked into an array of Python `bytes` objects (dtype object): NumPy's
+    fixed-width `S` strings would cut off trailing zero bytes, which binary data has.
 
     `empty(shape, dtype)`, when given, provides the memory for stacked arrays (or None when
     it has none left). A worker process passes one that hands out shared memory, so a batch
@@ -101,26 +115,91 @@ def stack_records(records: Sequence[Any], empty: Callable | None = None):
     """
     if isinstance(records, StackedRecords):
         return records.tree
+    return _stack(records, empty, "")
+
+
+def _stack(records: Sequence[Any], empty: Callable | None, where: str):
+    """`stack_records` for the leaves at `where` (e.g. "['image']"), which errors name."""
     first = records[0]
     if isinstance(first, dict):
-        return {key: stack_records([record[key] for record in records], empty) for key in first}
-    if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple
-        return type(first)(*(stack_records(column, empty)
-                             for column in zip(*records, strict=True)))
+        try:  # equal sizes, and every key of the first found in each: the same keys
+            columns = ({key: [record[key] for record in records] for key in first}
+                       if len(set(map(len, records))) == 1 else None)
+        except (KeyError, TypeError):
+            columns = None
+        if columns is None:
+            raise _other_keys(records, where)
+        return {key: _stack(column, empty, f"{where}[{key!r}]")
+                for key, column in columns.items()}
     if isinstance(first, tuple | list):
-        return type(first)(stack_records(column, empty)
-                           for column in zip(*records, strict=True))
+        columns = _columns(records, where)
+        stacked = (_stack(column, empty, f"{where}[{i}]") for i, column in enumerate(columns))
+        if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple
+            return type(first)(*stacked)
+        return type(first)(stacked)
     if isinstance(first, np.ndarray):
         if empty is not None and all(type(record) is np.ndarray and record.dtype == first.dtype
                                      for record in records):
             out = empty((len(records), *first.shape), first.dtype)
             if out is not None:
-                return np.stack(records, out=out)
+                try:
+                    return np.stack(records, out=out)
+                except ValueError:
+                    _raise_ragged(records, where)
+                    raise
         try:
             return np.array(records)  # same result as np.stack, with less work per record
         except ValueError:
-            return np.stack(records)  # shapes differ: np.stack says so more clearly
+            _raise_ragged(records, where)
+            return np.stack(records)  # shapes agree: let NumPy say what else is wrong
+    if isinstance(first, bytes) and not isinstance(first, np.generic):
+        stacked = np.empty(len(records), dtype=object)
+        stacked[:] = records
+        return stacked
     return np.asarray(records)
+
+
+def _differs(index: int, where: str, what: str, first_what: str) -> ValueError:
+    at = f" at {where}" if where else ""
+    return ValueError(
+        f"record {index} of the batch has {what}{at}, but record 0 has {first_what}. The "
+        "records of one batch must have the same shape and structure: make every record "
+        "alike before Batch (pad, crop or resize, and give every record the same keys), or "
+        "pass Batch(batch_fn=...) to combine them yourself.")
+
+
+def _other_keys(records: Sequence[Any], where: str) -> ValueError:
+    """The error for the first record whose keys differ from record 0's."""
+    keys = set(records[0])
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            return _differs(index, where, f"a {type(record).__name__} instead of a dict",
+                            "a dict")
+        if set(record) != keys:
+            return _differs(index, where, f"keys {_names(record)}",
+                            f"keys {_names(keys)} (they differ in {_names(set(record) ^ keys)})")
+    return ValueError(f"the records of this batch do not all have the keys {_names(keys)}.")
+
+
+def _names(keys) -> str:
+    return f"[{', '.join(sorted(map(repr, keys)))}]"
+
+
+def _columns(records: Sequence[tuple | list], where: str) -> list[tuple]:
+    try:
+        return list(zip(*records, strict=True))
+    except ValueError:
+        length = len(records[0])
+        index = next(i for i, record in enumerate(records) if len(record) != length)
+        raise _differs(index, where, f"{len(records[index])} items", str(length)) from None
+
+
+def _raise_ragged(records: Sequence[np.ndarray], where: str) -> None:
+    """Raise naming the first record whose shape differs from record 0's, if one does."""
+    shape = np.shape(records[0])
+    for index, record in enumerate(records):
+        if np.shape(record) != shape:
+            raise _differs(index, where, f"shape {np.shape(record)}", f"shape {shape}") from None
 
 
 class Batch:

@@ -7,12 +7,20 @@ pickle protocol 5, which hands every contiguous array's data out of band; data a
 the slot stays where it is, anything else is copied in. The main process rebuilds the
 result around views of the slot: the batch the training loop gets *is* the shared memory.
 
-A slot is written again only once nothing in the main process refers to it any more (its
-reference count says so). A slot whose batch is still held, say in a list, is retired
-instead: its name is removed at once, and its memory stays mapped until the last array
-viewing it is garbage collected, so a held batch is never overwritten. Shared memory can be
-small (Docker gives 64 MB by default), so once a few retired slots are still alive, results
-are copied out into ordinary memory instead, which frees their slot at once.
+Each worker has a few slots (`SlotOwner`). A unit is written into a free one: a slot that
+nothing in the main process refers to any more (its reference count says so). While the
+training loop holds a few batches (a prefetcher does), their slots are not free and the
+worker is given another one. Past a few per worker, the oldest slot still held is retired:
+its name is removed at once, the worker is told to unmap it with its next task, and its
+memory stays mapped in the main process until the last array viewing it is garbage
+collected. So a held batch is never overwritten, and a retired slot's memory is freed as
+soon as the training loop lets go of it.
+
+Shared memory can be small (Docker gives 64 MB by default), and a process that touches a page
+of a full /dev/shm dies of SIGBUS. So every slot's pages are reserved when it is created
+(`new_segment`), which fails cleanly instead; results then come back through the pipe. And
+once a few retired slots are still alive, results are copied out into ordinary memory, which
+frees their slot at once.
 
 The main process creates and unlinks every segment. Workers only attach to them, so a worker
 that dies cannot leak one.
@@ -20,8 +28,10 @@ that dies cannot leak one.
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
+import os
 import pickle
 import secrets
 import sys
@@ -40,19 +50,64 @@ def _aligned(size: int) -> int:
     return -(-size // _ALIGN) * _ALIGN
 
 
-def _own_mapping(segment: shared_memory.SharedMemory) -> np.ndarray:
+class SharedMemoryFull(OSError):
+    """/dev/shm has no room for a new segment of the size asked for."""
+
+
+def new_segment(name: str, size: int) -> shared_memory.SharedMemory:
+    """Create a segment and reserve its pages now.
+
+    Pages of shared memory are normally allocated when first touched; if /dev/shm is full by
+    then, the process touching one is killed by SIGBUS, with no traceback. Reserving them at
+    creation (`posix_fallocate`, where the platform has it) turns that into an error here.
+    """
+    segment = shared_memory.SharedMemory(name=name, create=True, size=size)
+    try:
+        if hasattr(os, "posix_fallocate"):
+            # `_fd` is the descriptor SharedMemory opened (POSIX); it has no public accessor.
+            os.posix_fallocate(segment._fd, 0, segment.size)
+    except OSError as error:
+        segment.close()
+        segment.unlink()
+        if error.errno in (errno.ENOSPC, errno.ENOMEM):
+            raise SharedMemoryFull(error.errno, f"/dev/shm has no room for {size:,} more "
+                                   "bytes of shared memory") from None
+        raise
+    return segment
+
+
+def shared_memory_free_bytes() -> int | None:
+    """Free bytes in /dev/shm, or None where there is no such directory (macOS)."""
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def own_mapping(segment: shared_memory.SharedMemory, writable: bool = True) -> np.ndarray:
     """Map `segment` a second time, as NumPy bytes that we own, and close SharedMemory's map.
 
     SharedMemory's own mapping refuses to close while arrays view it; a bare mmap is simply
     unmapped once the last array viewing it is garbage collected. The name stays until
-    someone unlinks it.
+    someone unlinks it. A read-only mapping makes every array viewing it read-only for good.
     """
+    access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
     try:
-        # `_fd` is the descriptor SharedMemory opened (POSIX); it has no public accessor.
-        mapping = mmap.mmap(segment._fd, segment.size)
+        mapping = mmap.mmap(segment._fd, segment.size, access=access)
     finally:
         segment.close()
     return np.frombuffer(mapping, np.uint8)
+
+
+def _viewed(base: np.ndarray, own_references: int) -> bool:
+    """Whether some array still views `base`, besides the `own_references` the caller holds.
+
+    Every NumPy view keeps a reference to the array it views (its `.base`), so any reference
+    beyond the caller's own is an array still in use. `getrefcount` also counts its own
+    argument, and this function's parameter is one more.
+    """
+    return sys.getrefcount(base) > own_references + 2
 
 
 def _address(array: np.ndarray) -> int:
@@ -103,7 +158,7 @@ class SlotWriter:
     def _slot(self, slot_name: str) -> np.ndarray:
         slot = self._mapped.get(slot_name)
         if slot is None:
-            slot = self._mapped[slot_name] = _own_mapping(
+            slot = self._mapped[slot_name] = own_mapping(
                 shared_memory.SharedMemory(name=slot_name))
         return slot
 
@@ -113,8 +168,7 @@ class SlotWriter:
         if not slot_name:
             return None
         slot = self._slot(slot_name)
-        # References when nothing views the slot: `_mapped`, `slot`, getrefcount's argument.
-        return SlotArena(slot) if sys.getrefcount(slot) == 3 else None
+        return None if _viewed(slot, own_references=2) else SlotArena(slot)  # _mapped, slot
 
     def write(self, slot_name: str, buffers: list[pickle.PickleBuffer],
               arena: SlotArena | None = None) -> list[tuple[int, int]] | None:
@@ -143,9 +197,10 @@ class SlotWriter:
             slot[offset:offset + data.size] = data
         return layout
 
-    def forget(self, slot_name: str) -> None:
-        """Drop our mapping; arrays still viewing it keep it alive until they are freed."""
-        self._mapped.pop(slot_name, None)
+    def forget(self, *slot_names: str) -> None:
+        """Drop our mappings; arrays still viewing one keep it alive until they are freed."""
+        for slot_name in slot_names:
+            self._mapped.pop(slot_name, None)
 
     def close(self) -> None:
         self._mapped.clear()
@@ -161,18 +216,17 @@ class _Slot:
     """
 
     def __init__(self, name: str, size: int):
-        segment = shared_memory.SharedMemory(name=name, create=True, size=size)
+        segment = new_segment(name, size)
         self.name, self.size = segment.name, segment.size
         try:
-            self.base = _own_mapping(segment)
+            self.base = own_mapping(segment)
         except BaseException:
             segment.unlink()
             raise
         self.segment = segment  # closed; kept to unlink the name (and tell resource_tracker)
 
     def in_use(self) -> bool:
-        # References when free: `self.base` and getrefcount's own argument.
-        return sys.getrefcount(self.base) > 2
+        return _viewed(self.base, own_references=1)  # self.base
 
     def unlink(self) -> None:
         """Remove the name; memory still viewed by a result stays valid until it is freed."""
@@ -181,57 +235,88 @@ class _Slot:
 
 @dataclass
 class SlotOwner:
-    """Creates, reuses, retires and finally unlinks the shared memory slots of all workers."""
+    """Creates, hands out, reuses, retires and finally unlinks the slots of all workers.
 
+    Each worker has a few slots of its own, at most `slots_per_worker`. A unit is given one
+    that is free: no other unit is waiting to be written into it, and no result the training
+    loop holds views it. When none is free, the unit gets none and the worker asks for a new
+    one (`grow`); at the cap, a slot still held is retired to make room.
+    """
+
+    slots_per_worker: int = 4
     MAX_HELD_RETIRED: ClassVar[int] = 4  # retired slots kept alive by held results
 
     prefix: str = field(default_factory=lambda: "ftb" + secrets.token_hex(4))
-    _slots: dict[tuple[int, int], _Slot] = field(default_factory=dict)
+    _slots: dict[int, list[_Slot]] = field(default_factory=dict)  # a worker's, oldest first
     _by_name: dict[str, _Slot] = field(default_factory=dict)
+    _claimed: dict[int, _Slot] = field(default_factory=dict)  # unit -> the slot it writes into
     _retired: list[weakref.ref] = field(default_factory=list)
-    _generation: int = 0
+    _to_unmap: dict[int, list[str]] = field(default_factory=dict)
+    _created: int = 0
 
-    def slot(self, worker: int, ring_index: int) -> tuple[str, int]:
-        """Name and size of a slot a worker may write into; size 0 until the first result
-        asks for space, or when the slot's last result is still in use (it is retired)."""
-        slot = self._slots.get((worker, ring_index))
-        if slot is not None and slot.in_use():
-            self._retired.append(weakref.ref(slot.base))  # dead once its last view is freed
-            self._release((worker, ring_index))
-            slot = None
-        return (slot.name, slot.size) if slot is not None else ("", 0)
+    def slot(self, worker: int, unit: int) -> str:
+        """The name of a free slot of `worker` for `unit` to write into, or "" when none is
+        free (the worker then asks to `grow` one)."""
+        slots = self._slots.setdefault(worker, [])
+        claimed = set(map(id, self._claimed.values()))
+        for slot in slots:
+            if id(slot) not in claimed and not slot.in_use():
+                self._claimed[unit] = slot
+                return slot.name
+        held = next((slot for slot in slots if id(slot) not in claimed), None)
+        if held is not None and len(slots) >= self.slots_per_worker:  # make room: retire it
+            self._retired.append(weakref.ref(held.base))  # dead once its last view is freed
+            self._release(worker, held)
+        return ""
+
+    def to_unmap(self, worker: int) -> tuple[str, ...]:
+        """The slots `worker` still maps that were replaced or retired since it was last
+        told; it unmaps them, so their memory is freed once the main process lets go too."""
+        return tuple(self._to_unmap.pop(worker, ()))
 
     def held_retired(self) -> int:
         """How many retired slots results still keep alive."""
         self._retired = [ref for ref in self._retired if ref() is not None]
         return len(self._retired)
 
-    def grow(self, worker: int, ring_index: int, nbytes: int) -> tuple[str, int]:
-        """Replace a slot by one of at least `nbytes` (with headroom for later growth)."""
-        self._release((worker, ring_index))
-        self._generation += 1
+    def grow(self, worker: int, unit: int, nbytes: int) -> str:
+        """Give `unit` a new slot of at least `nbytes` (with headroom for later growth) in
+        place of the one too small for it, and return its name; "" when /dev/shm has no
+        room for it (the worker then sends the result through its pipe)."""
+        too_small = self._claimed.pop(unit, None)
+        if too_small is not None:
+            self._release(worker, too_small)
+        self._created += 1
         size = max(nbytes + nbytes // 4, 1 << 16)
-        slot = _Slot(f"{self.prefix}_{worker}_{ring_index}_{self._generation}", size)
-        self._slots[(worker, ring_index)] = self._by_name[slot.name] = slot
-        return slot.name, slot.size
+        try:
+            slot = _Slot(f"{self.prefix}_{worker}_{self._created}", size)
+        except SharedMemoryFull:
+            return ""
+        self._slots.setdefault(worker, []).append(slot)
+        self._by_name[slot.name] = self._claimed[unit] = slot
+        return slot.name
 
-    def read(self, slot_name: str, skeleton: bytes, layout: list[tuple[int, int]]):
-        """Rebuild the result around views of the slot (no copy of the array data), or
-        around copies while too many retired slots are held (see the module docstring)."""
-        if not layout:  # nothing went out of band (no contiguous arrays in the result)
-            return pickle.loads(skeleton)
+    def read(self, unit: int, slot_name: str, skeleton: bytes, layout: list):
+        """Rebuild `unit`'s result around views of its slot (no copy of the array data), or
+        around copies while too many retired slots are held (see the module docstring).
+        Without a slot, `layout` holds the array data itself (it came through the pipe)."""
+        self._claimed.pop(unit, None)  # free again once the result's arrays are
+        if not slot_name or not layout:  # in the pipe, or nothing went out of band
+            return pickle.loads(skeleton, buffers=layout)
         base = self._by_name[slot_name].base
         views = [base[offset:offset + nbytes] for offset, nbytes in layout]
         if self.held_retired() >= self.MAX_HELD_RETIRED:
             views = [view.copy() for view in views]
         return pickle.loads(skeleton, buffers=views)
 
-    def _release(self, key) -> None:
-        slot = self._slots.pop(key, None)
-        if slot is not None:
-            del self._by_name[slot.name]
-            slot.unlink()
+    def _release(self, worker: int, slot: _Slot) -> None:
+        self._slots[worker].remove(slot)
+        del self._by_name[slot.name]
+        self._to_unmap.setdefault(worker, []).append(slot.name)
+        slot.unlink()
 
     def close(self) -> None:
-        for key in list(self._slots):
-            self._release(key)
+        for worker, slots in self._slots.items():
+            for slot in list(slots):
+                self._release(worker, slot)
+        self._claimed.clear()

@@ -9,6 +9,7 @@ back too, with their traceback as text, so the main process can raise them.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import signal
@@ -23,16 +24,16 @@ from course_lib.transforms import stack_records
 from course_lib.transport import SlotArena, SlotWriter, needed_bytes, serialize
 
 
-def _compute_unit(sampler, pipeline, reader, start: int, stop: int, is_last: bool,
+def _compute_unit(sampler, pipeline, run, reader, start: int, stop: int, is_last: bool,
                   arena: SlotArena | None = None):
     """Everything `worker_count=0` does for positions [start, stop); batches are stacked
     into `arena` (the slot the main process will read them from) when there is one."""
     keys = sampler.record_keys(start, stop)
     (_, _, records), = reader.read(iter([(start, keys)]))
-    positions, survivors = pipeline.process_chunk(start, keys, records)
+    positions, survivors = pipeline.process_chunk(start, keys, records, run)
     if pipeline.batch is None or pipeline.filters_records:
         return "records", (positions, survivors)
-    batcher = Batcher(pipeline, functools.partial(stack_records, empty=arena.empty)
+    batcher = Batcher(pipeline, run, functools.partial(stack_records, empty=arena.empty)
                       if arena is not None else None)
     batches = batcher.extend(positions, survivors)
     if is_last:
@@ -74,9 +75,35 @@ def _serialize_unit(result, start: int, stop: int):
         raise
 
 
+_READ_ONLY_NOTE = (
+    "(in a worker process, the large arrays of the data source and of the transforms are "
+    "mapped read-only from memory shared by every worker, so that all of them see the same "
+    "data; copy an array before changing it, e.g. `image = self.images[record_key].copy()`)")
+
+
+def _explain(error: Exception) -> Exception:
+    """Add what a worker knows about an error the user's code cannot know."""
+    if isinstance(error, ValueError) and "read-only" in str(error):
+        error.add_note(_READ_ONLY_NOTE)
+    return error
+
+
+def _ask_for_slot(unit: int, nbytes: int, tasks, results, pending) -> str | None:
+    """Ask the main process for a slot of `nbytes`; tasks that arrive meanwhile wait in
+    `pending`. Returns the slot's name, "" when there is no room for one, None on stop."""
+    results.send(("grow", unit, nbytes))
+    reply = tasks.recv()
+    while reply is not None and reply[0] != "slot":
+        pending.append(reply)
+        reply = tasks.recv()
+    return None if reply is None else reply[1]
+
+
 def _serve(parts, tasks, results) -> None:
-    """Loop: receive `(unit, start, stop, is_last, slot)`, compute, reply; `None` stops."""
+    """Loop: receive `(unit, start, stop, is_last, slot_name, to_unmap)`, compute, reply;
+    `None` stops."""
     data_source, sampler, pipeline, read_options = parts
+    run = pipeline.start_run()  # this worker's generators; the main process watches filters
     reader, writer = ChunkReader(data_source, read_options), SlotWriter()
     pending: collections.deque = collections.deque()
     try:
@@ -84,30 +111,28 @@ def _serve(parts, tasks, results) -> None:
             task = pending.popleft() if pending else tasks.recv()
             if task is None:
                 return
-            unit, start, stop, is_last, (slot_name, _) = task
+            unit, start, stop, is_last, slot_name, to_unmap = task
+            writer.forget(*to_unmap)  # retired by the main process: free them here too
             try:
                 arena = writer.arena(slot_name)
-                result = _compute_unit(sampler, pipeline, reader, start, stop, is_last, arena)
+                result = _compute_unit(sampler, pipeline, run, reader, start, stop, is_last,
+                                       arena)
                 skeleton, buffers = _serialize_unit(result, start, stop)
             except Exception as error:
                 arena = None
-                results.send(_error_message(error))
+                results.send(_error_message(_explain(error)))
                 continue
             finally:
                 result = None  # the skeleton and buffers are all that is sent
             layout = writer.write(slot_name, buffers, arena) if buffers else []
             arena = None
             if layout is None:  # the slot is too small (or there is none yet): ask for one
-                results.send(("grow", unit, needed_bytes(buffers)))
-                reply = tasks.recv()
-                while reply is not None and reply[0] != "slot":
-                    pending.append(reply)
-                    reply = tasks.recv()
-                if reply is None:
-                    return
                 writer.forget(slot_name)
-                slot_name = reply[1]
-                layout = writer.write(slot_name, buffers)
+                slot_name = _ask_for_slot(unit, needed_bytes(buffers), tasks, results, pending)
+                if slot_name is None:
+                    return
+                layout = (writer.write(slot_name, buffers) if slot_name else
+                          [bytearray(buffer.raw()) for buffer in buffers])  # through the pipe
             buffers = None
             results.send(("ok", unit, slot_name, skeleton, layout))
     finally:
@@ -126,6 +151,21 @@ def _refuse(error: Exception, worker_index: int, tasks, results) -> None:
         results.send(failure)
 
 
+def _report_stop(error: BaseException, worker_index: int, results) -> None:
+    """Send back a KeyboardInterrupt or SystemExit raised by the pipeline's code, as a
+    RuntimeError (raising KeyboardInterrupt in the main process would look like Ctrl-C)."""
+    stand_in = RuntimeError(
+        f"{error!r} was raised in worker {worker_index} by the pipeline's own code, and "
+        "stopped the worker. Workers ignore Ctrl-C, so it came from a transform or the data "
+        "source (sys.exit(), raise KeyboardInterrupt). Raise an ordinary exception there "
+        "instead, or use worker_count=0 to debug the pipeline in this process.")
+    for note in getattr(error, "__notes__", ()):
+        stand_in.add_note(note)
+    stand_in.__cause__ = error  # so that the traceback sent back reaches the user's line
+    with contextlib.suppress(OSError, ValueError):
+        results.send(_error_message(stand_in))
+
+
 def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
     """A worker's whole life: unpickle the pipeline, serve tasks, leave without noise."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
@@ -137,9 +177,12 @@ def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
             _refuse(error, worker_index, tasks, results)
         else:
             _serve(parts, tasks, results)
-    except (EOFError, BrokenPipeError, KeyboardInterrupt):
+    except (EOFError, BrokenPipeError):
         pass  # the main process went away or is shutting us down
-    except BaseException:  # SystemExit from a transform, or a bug here: show it, then leave
+    except (KeyboardInterrupt, SystemExit) as error:  # from the pipeline: SIGINT is ignored
+        _report_stop(error, worker_index, results)
+        exit_code = 1
+    except BaseException:  # a bug here: show it, then leave
         traceback.print_exc()
         exit_code = 1
     finally:

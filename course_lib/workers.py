@@ -11,7 +11,8 @@ not run in parallel in threads. Processes do. The plan:
 - Workers are started with `spawn` (a fresh interpreter: safe after JAX has started threads,
   unlike `fork`) and receive the pipeline with cloudpickle, so transforms defined in a
   notebook cell or inside a function work. They never import JAX.
-- In-memory arrays are copied once into shared memory and mapped by every worker, instead of
+- Large arrays held by the source or the transforms are copied once into shared memory and
+  mapped by every worker (arrays that view a file are mapped from the file), instead of
   being pickled to each of them (`shared_arrays.py`). What a worker does with its units is in
   `worker_process.py`; results come back through shared memory (`transport.py`).
 - A worker that raises sends its exception back; one that dies is noticed through its
@@ -37,9 +38,11 @@ from multiprocessing import connection
 from typing import ClassVar
 
 import cloudpickle
+import numpy as np
 
 from course_lib.pipeline import Batcher
-from course_lib.shared_arrays import SharedArrays, share_source
+from course_lib.shared_arrays import MIN_SHARED_BYTES, SharedArrays
+from course_lib.stream import chunk_bounds, chunk_size_for
 from course_lib.transport import SlotOwner
 from course_lib.worker_process import worker_main
 
@@ -66,30 +69,59 @@ def _reduce_code_keeping_filename(code: types.CodeType):
 
 
 class _PayloadPickler(cloudpickle.Pickler):
+    """cloudpickle, keeping file names in shipped code, and sending large arrays as
+    references to shared memory (`shared`), or as empty stand-ins when `shared` is None."""
+
     dispatch_table: ClassVar = collections.ChainMap({types.CodeType: _reduce_code_keeping_filename},
                                           cloudpickle.Pickler.dispatch_table)
 
+    def __init__(self, file, shared: SharedArrays | None):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.shared = shared
 
-def _dumps(obj) -> bytes:
+    def reducer_override(self, obj):
+        if isinstance(obj, np.ndarray):
+            if self.shared is None:
+                if obj.nbytes >= MIN_SHARED_BYTES:
+                    return np.empty, (0,)  # only pickling itself is being checked
+            else:
+                reduced = self.shared.reduce(obj)
+                if reduced is not None:
+                    return reduced
+        return super().reducer_override(obj)
+
+
+def _dumps(obj, shared: SharedArrays | None) -> bytes:
     with io.BytesIO() as file:
-        _PayloadPickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        _PayloadPickler(file, shared).dump(obj)
         return file.getvalue()
 
 
-def _pickle_payload(loader, data_source) -> bytes:
-    parts = {"data_source": data_source, "sampler": loader.sampler,
+def _pickle_payload(loader, shared: SharedArrays) -> bytes:
+    """The source, sampler and pipeline, pickled once for all workers; their large arrays
+    go into `shared` and travel as references."""
+    try:
+        return _dumps((loader.data_source, loader.sampler, loader.pipeline,
+                       loader.read_options), shared)
+    except Exception:
+        _raise_for_unpicklable_part(loader)
+        raise
+
+
+def _raise_for_unpicklable_part(loader) -> None:
+    """Say which part of the loader cannot be pickled, and what to do about it."""
+    parts = {"data_source": loader.data_source, "sampler": loader.sampler,
              "read_options": loader.read_options}
     parts.update({f"operations[{i}]": op for i, op in enumerate(loader.operations)})
     for name, part in parts.items():
         try:
-            _dumps(part)
+            _dumps(part, shared=None)
         except Exception as error:
             raise TypeError(
                 f"{name} ({type(part).__name__}) cannot be pickled, so it cannot be sent to "
                 f"worker processes: {error}. Keep open files, locks, generators and live "
                 "connections out of it (open them lazily inside the worker), or use "
                 "worker_count=0.") from error
-    return _dumps((data_source, loader.sampler, loader.pipeline, loader.read_options))
 
 
 @contextlib.contextmanager
@@ -141,31 +173,40 @@ def _describe_exit(process) -> str:
         if -code == getattr(signal, "SIGBUS", None):
             return ("was killed by signal SIGBUS, which usually means that shared memory "
                     "(/dev/shm) is full; in Docker, start the container with a larger "
-                    "--shm-size (the default is 64 MB), or lower worker_buffer_size")
+                    "--shm-size, e.g. --shm-size=1g (the default is 64 MB)")
+        if -code == signal.SIGKILL:
+            return ("was killed by signal SIGKILL, which usually means that the system ran "
+                    "out of memory and the kernel stopped the largest process; lower "
+                    "worker_count or worker_buffer_size")
         with contextlib.suppress(ValueError):
             return f"was killed by signal {signal.Signals(-code).name}"
         return f"was killed by signal {-code}"
-    return f"exited unexpectedly with exit code {code}"
+    if code == 0:
+        return ("ended (exit code 0) without sending its result: something in the pipeline "
+                "ended the process, such as os._exit()")
+    return (f"ended with exit code {code}: something in the pipeline ended the process, or "
+            "the worker failed; its own error, if any, is printed above")
 
 
 class WorkerPool:
     """Starts the workers, hands out units, and tears everything down exactly once."""
 
-    def __init__(self, loader, ring_size: int):
+    def __init__(self, loader, slots_per_worker: int):
         self.worker_count = loader.worker_count
         if self.worker_count > (os.cpu_count() or 1):
             print(f"course_lib: worker_count={self.worker_count} is more than the "
                   f"{os.cpu_count()} CPU cores here; extra workers will not add speed.",
                   file=sys.stderr)
-        self.ring_size = ring_size
-        self.slots = SlotOwner()
-        self._shared: list[SharedArrays] = []
+        self.slots = SlotOwner(slots_per_worker)
+        self._shared = SharedArrays(self.slots.prefix)
         self.processes, self.task_conns, self.result_conns = [], [], []
         self._closed = False
+        self._noted_full_shm = False
         self._close_lock = threading.Lock()  # atexit and a prefetch thread may both close
-        data_source = share_source(loader.data_source, self._shared)
         try:
-            payload = _pickle_payload(loader, data_source)
+            payload = _pickle_payload(loader, self._shared)
+            if self._shared.not_shared_bytes:
+                _note_arrays_not_shared(self._shared)
             self._start(payload)
         except BaseException:
             self.close()
@@ -190,8 +231,9 @@ class WorkerPool:
 
     def submit(self, unit: int, start: int, stop: int, is_last: bool) -> None:
         worker = unit % self.worker_count
-        slot = self.slots.slot(worker, (unit // self.worker_count) % self.ring_size)
-        self._send(worker, (unit, start, stop, is_last, slot), start)
+        slot_name = self.slots.slot(worker, unit)
+        self._send(worker, (unit, start, stop, is_last, slot_name, self.slots.to_unmap(worker)),
+                   start)
 
     def _send(self, worker: int, message, start: int) -> None:
         """Send to a worker; a broken pipe means it died, which is a WorkerError too."""
@@ -204,9 +246,8 @@ class WorkerPool:
         process = self.processes[worker]
         process.join(JOIN_TIMEOUT_S)  # the exit code says how it died
         return WorkerError(
-            f"worker {worker} (pid {process.pid}) {_describe_exit(process)} while "
-            f"preparing the element that starts at index {start}. If it ran out of "
-            "memory, lower worker_count or worker_buffer_size; use worker_count=0 to "
+            f"worker {worker} (pid {process.pid}) {_describe_exit(process)}, while "
+            f"preparing the element that starts at index {start}. Use worker_count=0 to "
             "debug the pipeline in this process.")
 
     def _receive(self, worker: int, start: int):
@@ -225,12 +266,17 @@ class WorkerPool:
     def collect(self, unit: int, start: int):
         """Wait for `unit`'s result (growing its slot if asked) and return it."""
         worker = unit % self.worker_count
-        ring_index = (unit // self.worker_count) % self.ring_size
         while True:
             message = self._receive(worker, start)
             if message[0] == "grow":
-                name, size = self.slots.grow(worker, ring_index, message[2])
-                self._send(worker, ("slot", name, size), start)
+                name = self.slots.grow(worker, message[1], message[2])
+                if not name and not self._noted_full_shm:
+                    self._noted_full_shm = True
+                    print("course_lib: shared memory (/dev/shm) is full, so workers send "
+                          "batches through a pipe, which is slower. In Docker, start the "
+                          "container with a larger --shm-size, e.g. --shm-size=1g.",
+                          file=sys.stderr)
+                self._send(worker, ("slot", name), start)
             elif message[0] == "error":
                 _, pickled, text = message
                 error = cloudpickle.loads(pickled)
@@ -239,7 +285,7 @@ class WorkerPool:
             else:
                 _, done_unit, slot_name, skeleton, layout = message
                 assert done_unit == unit, f"worker {worker} answered unit {done_unit}, not {unit}"
-                return self.slots.read(slot_name, skeleton, layout)
+                return self.slots.read(unit, slot_name, skeleton, layout)
 
     def _close_at_exit(self) -> None:
         self.close()
@@ -268,17 +314,14 @@ class WorkerPool:
         for conn in self.task_conns:
             conn.close()
         self.slots.close()
-        for shared in self._shared:
-            shared.unlink()
+        self._shared.unlink()
 
 
-def _units(sampler, start: int, unit_size: int):
-    """`(start, stop, is_last)` for consecutive units of the stream."""
-    total = sampler.total_length
-    while total is None or start < total:
-        stop = start + unit_size if total is None else min(start + unit_size, total)
-        yield start, stop, total is not None and stop >= total
-        start = stop
+def _note_arrays_not_shared(shared: SharedArrays) -> None:
+    free = "" if shared.free_bytes is None else f" (it has {shared.free_bytes / 2**20:.0f} MB free)"
+    print(f"course_lib: {shared.not_shared_bytes / 2**20:.0f} MB of arrays do not fit in shared "
+          f"memory (/dev/shm){free}, so each worker gets its own copy. In Docker, start the "
+          "container with a larger --shm-size, e.g. --shm-size=1g.", file=sys.stderr)
 
 
 def worker_elements(loader, next_index: int):
@@ -287,19 +330,18 @@ def worker_elements(loader, next_index: int):
     The workers start when the generator is first advanced; the loader does that at once
     (the first `yield` hands back nothing), so start-up errors surface at `iter(loader)`.
     """
-    from course_lib.loader import chunk_size_for
-
     pipeline = loader.pipeline
     depth = loader.worker_buffer_size + 1
-    # One slot per worker more than its units in flight: the slot a new unit is written into
-    # then last held a unit collected a whole round earlier, whose batches the training loop
-    # has normally let go of, so the slot is reused rather than retired (transport.py).
-    pool = WorkerPool(loader, ring_size=depth + 1)
+    # Slots per worker: one for each unit in flight, and two for batches the training loop
+    # still holds (the one it is working on, and one a prefetcher has read ahead), so that
+    # slots are reused rather than retired and replaced (transport.py).
+    pool = WorkerPool(loader, slots_per_worker=depth + 2)
     try:
         yield None
-        units = _units(loader.sampler, next_index, chunk_size_for(pipeline))
+        units = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
         submitted: collections.deque = collections.deque()
-        batcher = Batcher(pipeline) if pipeline.batch is not None else None
+        run = pipeline.start_run(loader.sampler)  # this iterator's own generators
+        batcher = Batcher(pipeline, run) if pipeline.batch is not None else None
         unit_id, end = 0, next_index
         while True:
             while len(submitted) < pool.worker_count * depth:
@@ -313,6 +355,8 @@ def worker_elements(loader, next_index: int):
                 break
             current, start, end, _ = submitted.popleft()
             kind, result = pool.collect(current, start)
+            if kind == "records":  # filters ran: notice one that keeps nothing
+                run.count_kept(end - start, len(result[1]))
             if kind == "batches":
                 yield from result
             elif batcher is None:

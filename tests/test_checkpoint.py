@@ -19,10 +19,19 @@ def _run(*args) -> list[dict]:
     return [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
 
 
+def _steps(rows: list[dict]) -> list[dict]:
+    return [row for row in rows if "step" in row]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> list[dict]:
+    """The reference: every step in one process, no checkpoint, no prefetch."""
+    return _run(tmp_path_factory.mktemp("uninterrupted"), TOTAL_STEPS, "run")
+
+
 @pytest.mark.timeout(240)
-def test_restore_in_fresh_process_continues_batches_and_losses_exactly(tmp_path):
+def test_restore_in_fresh_process_continues_batches_and_losses_exactly(tmp_path, uninterrupted):
     save_at = random.Random().randint(1, TOTAL_STEPS - 1)
-    uninterrupted = _run(tmp_path / "a", TOTAL_STEPS, "run")
     before = _run(tmp_path / "b", TOTAL_STEPS, "save-at", save_at)
     after = _run(tmp_path / "b", TOTAL_STEPS, "resume")
 
@@ -45,3 +54,33 @@ def test_iterator_state_works_without_orbax():
     fresh = iter(loader)
     fresh.set_state(json.loads(state))
     assert next(fresh).tolist() == expected.tolist()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("worker_count", [0, 2])
+def test_restore_with_prefetch_continues_exactly_and_saves_the_consumed_position(
+        tmp_path, uninterrupted, worker_count):
+    save_at = 4
+    options = ("--prefetch", "--worker-count", worker_count)
+    before = _run(tmp_path / "b", TOTAL_STEPS, "save-at", save_at, *options)
+    after = _run(tmp_path / "b", TOTAL_STEPS, "resume", *options)
+
+    assert [row["step"] for row in _steps(after)] == list(range(save_at, TOTAL_STEPS))
+    assert _steps(before) + _steps(after) == uninterrupted, (
+        f"resume with prefetch and worker_count={worker_count} diverged")
+    state_file = tmp_path / "b" / str(save_at) / "data" / "process_0-of-1.json"
+    saved = json.loads(state_file.read_text())["next_index"]
+    assert saved == 32 * save_at, "the checkpoint holds the position the loop consumed"
+    [read_ahead] = [row["loader_next_index"] for row in before if "loader_next_index" in row]
+    assert read_ahead > saved, "the loader had read ahead, so saving its own state would skip"
+
+
+def test_save_training_rejects_an_object_without_a_position(tmp_path):
+    import course_lib as grain
+    from course_lib.checkpoint import checkpoint_manager, save_training
+    from course_lib.training import create_model
+
+    loader = grain.load(grain.RangeDataSource(0, 50, 1), batch_size=4)
+    model, optimizer = create_model(4, seed=0)
+    with pytest.raises(TypeError, match=r"has no get_state\(\) or set_state\(\).*iter\(loader\)"):
+        save_training(checkpoint_manager(tmp_path), 1, model, optimizer, loader)

@@ -122,6 +122,22 @@ def test_context_manager_closes_after_a_break():
 
 
 @pytest.mark.timeout(30)
+def test_close_after_the_end_of_the_data_closes_the_source():
+    class FiniteSource(EndlessSource):
+        def __next__(self):
+            if self.produced == 3:
+                raise StopIteration
+            return super().__next__()
+
+    source = FiniteSource()
+    iterator = prefetch_to_device(source)
+    assert len(list(iterator)) == 3
+    assert not source.closed  # still open, so that set_state could start it again
+    iterator.close()
+    assert source.closed
+
+
+@pytest.mark.timeout(30)
 def test_abandoned_iterator_does_not_leave_its_thread_behind():
     source = EndlessSource()
     iterator = prefetch_to_device(source, size=2)

@@ -92,9 +92,20 @@ def test_record_rng_at_returns_the_same_position_twice_in_a_row():
     assert _mixed_draws(rewound.at(4)) == first
 
 
-def test_record_rng_at_reuses_one_generator():
+def test_record_rng_at_reuses_one_generator_that_nobody_kept():
     rewound = RecordRng(0)
-    assert rewound.at(0) is rewound.at(1)
+    first = id(rewound.at(0))  # the generator is let go of at once, as a transform should
+    assert all(id(rewound.at(position)) == first for position in range(1, 100))
+
+
+def test_record_rng_at_leaves_a_kept_generator_to_continue_its_own_stream():
+    rewound = RecordRng(4)
+    kept = rewound.at(7)
+    kept.random()
+    other = rewound.at(8)
+    assert other is not kept
+    assert kept.random() == record_rng(4, 7).random(2)[1]
+    assert other.random() == record_rng(4, 8).random()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2**63 - 1])

@@ -1,5 +1,6 @@
 """Results cross from worker to main process through shared memory and are used in place."""
 
+import collections
 import gc
 import os
 import sys
@@ -9,13 +10,21 @@ import pytest
 
 from course_lib.transport import SlotOwner, SlotWriter, needed_bytes, serialize
 
+_units = iter(range(10**6))
 
-def _send(owner: SlotOwner, writer: SlotWriter, result, worker: int = 0, ring_index: int = 0):
+
+def _send(owner: SlotOwner, writer: SlotWriter, result, worker: int = 0):
+    """What a unit's round trip does: get a slot, write (growing one if needed), read."""
+    unit = next(_units)
     skeleton, buffers = serialize(result)
-    name, size = owner.slot(worker, ring_index)
-    if needed_bytes(buffers) > size:
-        name, _ = owner.grow(worker, ring_index, needed_bytes(buffers))
-    return name, owner.read(name, skeleton, writer.write(name, buffers))
+    name = owner.slot(worker, unit)
+    writer.forget(*owner.to_unmap(worker))
+    layout = writer.write(name, buffers)
+    if layout is None:
+        writer.forget(name)
+        name = owner.grow(worker, unit, needed_bytes(buffers))
+        layout = writer.write(name, buffers)
+    return name, owner.read(unit, name, skeleton, layout)
 
 
 def _batch(value: float) -> dict:
@@ -95,12 +104,12 @@ def _stacked_into_arena(owner, writer, records):
     """What a worker does: stack into the slot's arena, then write and read back."""
     from course_lib.transforms import stack_records
 
-    name, _ = owner.grow(0, 0, 1 << 20)
+    name = owner.grow(0, 0, 1 << 20)
     arena = writer.arena(name)
     batch = stack_records(records, empty=arena.empty)
     skeleton, buffers = serialize(batch)
     layout = writer.write(name, buffers, arena)
-    return name, batch, arena, owner.read(name, skeleton, layout)
+    return name, batch, arena, owner.read(0, name, skeleton, layout)
 
 
 def test_a_batch_stacked_into_the_arena_is_sent_without_a_copy(endpoints):
@@ -116,7 +125,7 @@ def test_a_batch_stacked_into_the_arena_is_sent_without_a_copy(endpoints):
 
 def test_copies_go_after_what_the_arena_handed_out(endpoints):
     owner, writer = endpoints
-    name, _ = owner.grow(0, 0, 1 << 16)
+    name = owner.grow(0, 0, 1 << 16)
     arena = writer.arena(name)
     in_slot = arena.empty((10,), np.float64)
     in_slot[:] = 7.0
@@ -124,14 +133,15 @@ def test_copies_go_after_what_the_arena_handed_out(endpoints):
     skeleton, buffers = serialize((in_slot, elsewhere))
     layout = writer.write(name, buffers, arena)
     assert layout[0][0] == 0 and layout[1][0] >= arena.used
-    got = owner.read(name, skeleton, layout)
+    got = owner.read(0, name, skeleton, layout)
     np.testing.assert_array_equal(got[0], np.full(10, 7.0))
     np.testing.assert_array_equal(got[1], elsewhere)
 
 
 def test_arena_refuses_what_does_not_fit_or_holds_objects(endpoints):
     owner, writer = endpoints
-    name, size = owner.grow(0, 0, 1000)
+    name = owner.grow(0, 0, 1000)
+    size = owner._by_name[name].size
     arena = writer.arena(name)
     assert arena.empty((3,), object) is None
     assert arena.empty((size + 1,), np.uint8) is None
@@ -140,18 +150,19 @@ def test_arena_refuses_what_does_not_fit_or_holds_objects(endpoints):
 
 def test_write_asks_for_a_bigger_slot_when_the_result_does_not_fit(endpoints):
     owner, writer = endpoints
-    name, size = owner.grow(0, 0, 100)
+    name = owner.grow(0, 0, 100)
+    size = owner._by_name[name].size
     skeleton, buffers = serialize(np.ones(size + 1, np.uint8))
     assert writer.write(name, buffers) is None
     assert writer.write("", buffers) is None  # no slot yet
-    bigger, _ = owner.grow(0, 0, needed_bytes(buffers))
-    got = owner.read(bigger, skeleton, writer.write(bigger, buffers))
+    bigger = owner.grow(0, 0, needed_bytes(buffers))
+    got = owner.read(0, bigger, skeleton, writer.write(bigger, buffers))
     assert got.sum() == size + 1
 
 
 def test_no_arena_while_an_array_from_an_earlier_unit_still_views_the_slot(endpoints):
     owner, writer = endpoints
-    name, _ = owner.grow(0, 0, 1 << 16)
+    name = owner.grow(0, 0, 1 << 16)
     kept = writer.arena(name).empty((4,), np.float32)  # e.g. a transform kept it
     assert writer.arena(name) is None, "the next unit would overwrite an array still in use"
     del kept
@@ -163,15 +174,43 @@ def test_results_are_copied_once_too_many_retired_slots_are_held(endpoints):
     come back as copies, so their slot is free again at once."""
     owner, writer = endpoints
     held = []
-    for value in range(SlotOwner.MAX_HELD_RETIRED + 1):
+    count = owner.slots_per_worker + SlotOwner.MAX_HELD_RETIRED
+    for value in range(count):
         held.append(_send(owner, writer, _batch(float(value)))[1])
     assert owner.held_retired() == SlotOwner.MAX_HELD_RETIRED
     name, copied = _send(owner, writer, _batch(9.0))
     assert not np.shares_memory(copied["x"], owner._by_name[name].base)
     again, _ = _send(owner, writer, _batch(10.0))
     assert again == name, "a slot whose result was copied out was not reused"
-    assert [float(batch["x"][0, 0]) for batch in held] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert [float(batch["x"][0, 0]) for batch in held] == [float(v) for v in range(count)]
     assert np.all(copied["x"] == 9.0)
     del held
     gc.collect()
     assert owner.held_retired() == 0
+
+
+def test_a_few_held_batches_reuse_the_slots_instead_of_creating_new_ones(endpoints):
+    """A prefetcher holds a few batches at any time; their slots are reused in turn, not
+    retired and replaced by a new segment for every unit."""
+    owner, writer = endpoints
+    held = collections.deque(maxlen=owner.slots_per_worker - 1)
+    names = set()
+    for value in range(50):
+        name, result = _send(owner, writer, _batch(float(value)))
+        held.append(result)
+        names.add(name)
+        assert np.all(result["x"] == value)
+    assert len(names) == owner.slots_per_worker  # the held ones and one being written
+    assert owner.held_retired() == 0
+
+
+def test_past_the_cap_the_oldest_held_slot_is_retired_and_the_worker_told_to_unmap_it(
+        endpoints):
+    owner, writer = endpoints
+    held = [_send(owner, writer, _batch(float(value)), worker=1)
+            for value in range(owner.slots_per_worker)]
+    assert owner.slot(1, unit=999) == "", "every slot is held: none may be handed out"
+    assert owner.to_unmap(1) == (held[0][0],), "the oldest held slot was not retired"
+    assert owner.to_unmap(1) == (), "a worker is told once"
+    assert not os.path.exists(f"/dev/shm/{held[0][0]}"), "a retired slot kept its name"
+    assert float(held[0][1]["x"][0, 0]) == 0.0, "retiring invalidated a batch still held"

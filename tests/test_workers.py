@@ -217,8 +217,8 @@ def test_in_memory_arrays_are_shared_not_pickled(monkeypatch, assert_same):
     payload_sizes = []
     pickle_payload = course_lib.workers._pickle_payload
 
-    def measured(loader, data_source):
-        payload = pickle_payload(loader, data_source)
+    def measured(*args):
+        payload = pickle_payload(*args)
         payload_sizes.append(len(payload))
         return payload
 

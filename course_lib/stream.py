@@ -1,0 +1,68 @@
+"""Cutting the stream of positions into chunks, and the in-process loop over them.
+
+The sampler defines an endless (or finite) stream of positions 0, 1, 2, ... Work is done a
+chunk of consecutive positions at a time: the sampler computes a chunk's record keys in one
+vectorised call, the reader fetches its records in one batched read, and the pipeline
+transforms them together. Chunks hold a whole number of batches, so that a worker process
+handed one chunk (a *unit*, in `workers.py`) returns whole batches.
+
+Both the in-process loader (`loader.py`) and the worker processes (`workers.py`) cut the
+stream the same way, which is one reason their batches are identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from course_lib.pipeline import Batcher, Pipeline
+from course_lib.reader import ChunkReader
+from course_lib.sampler import IndexSampler
+
+# Positions are read in chunks of about this many records: enough to amortise the
+# per-chunk work (vectorised key computation, one batched read), small enough to start fast.
+MIN_CHUNK_RECORDS = 64
+
+
+def chunk_size_for(pipeline: Pipeline) -> int:
+    """A whole number of batches, at least `MIN_CHUNK_RECORDS` records."""
+    if pipeline.batch is None:
+        return MIN_CHUNK_RECORDS
+    size = pipeline.batch.batch_size
+    return size * max(1, -(-MIN_CHUNK_RECORDS // size))
+
+
+def chunk_bounds(sampler: IndexSampler, start: int,
+                 chunk_size: int) -> Iterator[tuple[int, int, bool]]:
+    """`(start, stop, is_last)` for consecutive chunks of the stream from `start` on."""
+    total = sampler.total_length
+    while total is None or start < total:
+        stop = start + chunk_size if total is None else min(start + chunk_size, total)
+        yield start, stop, total is not None and stop >= total
+        start = stop
+
+
+def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
+    """`(start, record_keys)` for consecutive chunks of the stream from `start` on."""
+    for chunk_start, chunk_stop, _ in chunk_bounds(sampler, start, chunk_size):
+        yield chunk_start, sampler.record_keys(chunk_start, chunk_stop)
+
+
+def in_process_elements(sampler: IndexSampler, pipeline: Pipeline, start: int,
+                        reader: ChunkReader):
+    """Yield `(element, next_index)` pairs, computed here: read, transform, batch."""
+    run = pipeline.start_run(sampler)  # this iterator's own generators
+    batcher = Batcher(pipeline, run) if pipeline.batch is not None else None
+    end = start
+    chunks = stream_chunks(sampler, start, chunk_size_for(pipeline))
+    for chunk_start, record_keys, records in reader.read(chunks):
+        end = chunk_start + len(record_keys)
+        positions, survivors = pipeline.process_chunk(chunk_start, record_keys, records, run)
+        if batcher is None:
+            for position, record in zip(positions, survivors, strict=True):
+                yield record, position + 1
+        else:
+            yield from batcher.extend(positions, survivors)
+    if batcher is not None:
+        last = batcher.flush(end)
+        if last is not None:
+            yield last

@@ -1,0 +1,164 @@
+"""The notebook helpers: the mode switch, lesson data, honest sentences, plots, failing cells."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pytest
+
+from course_lib import course
+
+matplotlib.use("Agg")
+
+
+def test_fast_mode_follows_the_environment(monkeypatch):
+    monkeypatch.setenv(course.FAST_ENV, "1")
+    assert course.fast_mode() and course.choose(fast=10, full=1000) == 10
+    monkeypatch.setenv(course.FAST_ENV, "0")
+    assert not course.fast_mode() and course.choose(fast=10, full=1000) == 1000
+    monkeypatch.delenv(course.FAST_ENV)
+    assert not course.fast_mode()
+
+
+def test_print_mode_names_the_mode_and_the_switch(monkeypatch, capsys):
+    monkeypatch.setenv(course.FAST_ENV, "1")
+    course.print_mode()
+    assert "Fast mode" in capsys.readouterr().out
+    monkeypatch.delenv(course.FAST_ENV)
+    course.print_mode()
+    assert "Full mode" in capsys.readouterr().out
+
+
+def test_compare_says_faster_or_slower_from_the_numbers():
+    assert "2.0x faster than" in course.compare("workers", 1.0, "none", 2.0)
+    assert "2.0x slower than" in course.compare("workers", 2.0, "none", 1.0)
+    assert "about as long as" in course.compare("workers", 1.0, "none", 1.01)
+    with pytest.raises(ValueError, match="positive"):
+        course.compare("workers", 0.0, "none", 1.0)
+
+
+def test_format_seconds_picks_a_readable_unit():
+    assert course.format_seconds(2.5e-6) == "2.5 µs"
+    assert course.format_seconds(0.0123) == "12.30 ms"
+    assert course.format_seconds(3.0) == "3.00 s"
+
+
+def test_median_time_runs_the_warmup_and_every_repeat():
+    calls = []
+    seconds = course.median_time(lambda: calls.append(1), repeats=4, warmup=2)
+    assert len(calls) == 6 and seconds >= 0
+
+
+def test_digit_images_on_disk_are_the_real_digits_upscaled(tmp_path):
+    import course_lib as grain
+
+    folder = course.digit_images_on_disk(side=16, directory=tmp_path / "digits")
+    source = grain.ImageFolderDataSource(folder)
+    decoded = grain.DecodeImage().map(source[5])
+    digits = course.digits()
+    assert len(source) == len(digits["label"]) == 1797
+    assert decoded["image"].shape == (16, 16) and decoded["image"].dtype == np.uint8
+    assert decoded["label"] == digits["label"][5]
+    np.testing.assert_array_equal(decoded["image"], course.upscale(digits["image"][5:6], 16)[0])
+    assert course.digit_images_on_disk(side=16, directory=folder) == folder  # cached
+
+
+def test_mnist_or_digits_falls_back_offline_and_says_so(monkeypatch, capsys):
+    from course_lib import datasets
+
+    def offline(**kwargs):
+        raise datasets.DownloadError("no network")
+
+    monkeypatch.setattr(datasets, "load_mnist", offline)
+    data = course.mnist_or_digits()
+    assert "scikit-learn digits" in capsys.readouterr().out
+    assert len(data["train"]["label"]) + len(data["test"]["label"]) == 1797
+    assert data["train"]["image"].shape[1:] == (8, 8)
+
+
+def test_plots_label_their_axes():
+    figure = course.bar_chart({"a": 1.0, "b": 2.0}, ylabel="seconds", title="t")
+    ax = figure.axes[0]
+    assert ax.get_ylabel() == "seconds" and ax.get_title() == "t"
+    figure = course.plot_scaling({"in memory": {0: 1.0, 1: 2.0, 4: 3.0}}, ylabel="records/s",
+                                 title="scaling", cores=2)
+    ax = figure.axes[0]
+    assert ax.get_xlabel() == "worker_count" and ax.get_ylabel() == "records/s"
+    assert any("more workers than" in text.get_text() for text in ax.get_legend().get_texts())
+
+
+def test_must_raise_lets_the_error_through_and_check_raised_confirms_it(capsys):
+    with pytest.raises(KeyError), course.must_raise(KeyError):
+        raise KeyError("missing")
+    course.check_raised(KeyError, "missing")
+    assert "raised KeyError" in capsys.readouterr().out
+
+
+def test_a_cell_that_does_not_raise_fails_both_ways():
+    with pytest.raises(AssertionError, match="meant to raise KeyError"), \
+            course.must_raise(KeyError):
+        pass
+    with pytest.raises(AssertionError, match="did not raise"):
+        course.check_raised(KeyError)
+
+
+def test_check_raised_rejects_the_wrong_message():
+    with pytest.raises(ValueError), course.must_raise(ValueError):
+        raise ValueError("something else")
+    with pytest.raises(AssertionError, match="does not mention"):
+        course.check_raised(ValueError, "seed")
+
+
+def test_jax_messages_explain_a_retrace_without_printing(capfd):
+    import jax
+    import jax.numpy as jnp
+
+    double = jax.jit(lambda values: values * 2)
+    with course.jax_messages() as messages:
+        double(jnp.ones(3))
+        double(jnp.ones(4))
+    assert any("f32[4]" in message and "f32[3]" in message for message in messages)
+    assert "CACHE MISS" not in capfd.readouterr().err
+    assert not jax.config.jax_explain_cache_misses, "the setting is restored"
+
+
+def test_naive_batches_are_shifted_scaled_digits(tmp_path):
+    folder = course.digit_images_on_disk(side=24, directory=tmp_path / "digits")
+    batch = next(course.naive_batches(folder, 5, num_records=20))
+    assert batch["image"].shape == (5, 24, 24) and batch["image"].dtype == np.float32
+    assert batch["image"].min() >= 0.0 and batch["image"].max() <= 1.0
+    assert batch["label"].dtype == np.int32 and batch["label"].shape == (5,)
+
+
+def test_plot_training_labels_both_panels():
+    figure = course.plot_training([2.0, 1.0, 0.5], {3: 0.8})
+    loss_ax, accuracy_ax = figure.axes
+    assert loss_ax.get_xlabel() == "step" and "loss" in loss_ax.get_ylabel()
+    assert "accuracy" in accuracy_ax.get_ylabel()
+
+
+def test_both_shard_policies_split_an_epoch_into_disjoint_covering_shards():
+    for policy in (course.contiguous_shard_keys, course.strided_shard_keys):
+        shards = [policy(11, shard_index=index, shard_count=2, seed=0) for index in range(2)]
+        assert sorted(np.concatenate(shards).tolist()) == list(range(11)), policy.__name__
+    assert course.contiguous_shard_keys(11, shard_index=0, shard_count=2, seed=0).max() < 5
+    assert course.strided_shard_keys(100, shard_index=0, shard_count=2, seed=0).max() > 50
+
+
+def test_shard_plots_label_their_axes():
+    sizes = {drop: {2: [5, 6] if not drop else [5, 5]} for drop in (False, True)}
+    figure = course.plot_shard_sizes(sizes, 11)
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in figure.axes)
+    keys = course.strided_shard_keys(40, shard_index=0, shard_count=2, seed=0)
+    figure = course.plot_shard_policies({"stride": keys}, np.sort(np.arange(40) % 4),
+                                        batch_size=4, num_steps=3)
+    assert figure.axes[0].get_xlabel() == "label" and figure.axes[0].get_ylabel() == "step"
+
+
+def test_plot_resume_draws_three_labelled_curves():
+    rows = [{"step": step, "loss": 1.0 / step} for step in range(1, 7)]
+    figure = course.plot_resume(rows, rows[:3], rows[3:])
+    ax = figure.axes[0]
+    assert ax.get_xlabel() == "step" and ax.get_ylabel() == "training loss"
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert "uninterrupted run" in labels and "checkpoint saved" in labels

@@ -1,0 +1,146 @@
+"""The lesson 3 helpers in course_lib.course: stream fingerprints, cycle-walks, memory, plots."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import matplotlib
+import numpy as np
+import pytest
+
+import course_lib as grain
+from course_lib import course
+from course_lib.permutation import FeistelPermutation
+from course_lib.randomness import record_rng
+
+matplotlib.use("Agg")
+
+
+class _Record:
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+
+class SeedPlusIndexSampler:
+    """A sampler keyed the way Grain 0.2.18 keys it: Philox(key=seed + index)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def __getitem__(self, index: int) -> _Record:
+        return _Record(np.random.Generator(np.random.Philox(key=self.seed + index)))
+
+
+def test_first_draws_are_the_first_draw_of_each_records_generator():
+    sampler = grain.IndexSampler(20, seed=5, num_epochs=1)
+    expected = [record_rng(5, position).integers(0, 2**63 - 1) for position in range(6)]
+    assert course.first_draws(sampler, 6).tolist() == expected
+
+
+def test_shared_stream_count_finds_the_shift_of_a_seed_plus_index_scheme():
+    assert course.shared_stream_count(SeedPlusIndexSampler(7), SeedPlusIndexSampler(8), 10) == 9
+    assert course.shared_stream_count(SeedPlusIndexSampler(7), SeedPlusIndexSampler(7), 10) == 10
+
+
+def test_shared_stream_count_is_zero_for_course_lib_seeds_seven_and_eight():
+    seven = grain.IndexSampler(200, seed=7, num_epochs=1)
+    eight = grain.IndexSampler(200, seed=8, num_epochs=1)
+    assert course.shared_stream_count(seven, eight, 200) == 0
+
+
+def test_first_draw_grid_holds_one_draw_per_seed_and_position():
+    grid = course.first_draw_grid(record_rng, [3, 4, 5], 4)
+    assert grid.shape == (3, 4)
+    assert grid[2, 1] == record_rng(5, 1).random()
+    assert len(np.unique(grid)) == grid.size
+
+
+def test_first_draw_grid_shows_equal_draws_along_seed_plus_index_diagonals():
+    grid = course.first_draw_grid(
+        lambda seed, position: np.random.Generator(np.random.Philox(key=seed + position)),
+        range(4), 4)
+    assert grid[0, 1] == grid[1, 0]
+    assert grid[0, 3] == grid[3, 0] == grid[2, 1]
+
+
+@pytest.mark.parametrize("num_records", [1, 2, 10, 17, 100])
+def test_cycle_walks_end_at_the_permutation_and_walk_only_outside_the_records(num_records):
+    permutation = FeistelPermutation(num_records, seed=2)
+    walks = course.cycle_walks(permutation)
+    assert sorted(walks) == list(range(num_records))
+    for index, path in walks.items():
+        assert path[0] == index
+        assert path[-1] == permutation(index)
+        assert all(value >= num_records for value in path[1:-1])
+        assert all(value < course.feistel_domain(permutation) for value in path)
+
+
+@pytest.mark.parametrize(("num_records", "domain"), [(1, 4), (4, 4), (10, 16), (16, 16),
+                                                     (17, 64), (10**9, 4**15)])
+def test_feistel_domain_is_the_smallest_power_of_four_holding_the_records(num_records, domain):
+    assert course.feistel_domain(FeistelPermutation(num_records, seed=0)) == domain
+
+
+def test_traced_peak_bytes_sees_a_numpy_array_and_stops_tracing():
+    result, peak = course.traced_peak_bytes(lambda: np.ones(1_000_000).sum())
+    assert result == 1_000_000
+    assert peak >= 8_000_000
+    assert not tracemalloc.is_tracing()
+
+
+def test_traced_peak_bytes_of_a_small_computation_is_small():
+    _, peak = course.traced_peak_bytes(lambda: FeistelPermutation(10**9, seed=0)(5))
+    assert peak < 100_000
+
+
+@pytest.mark.parametrize(("count", "text"), [(0, "0 B"), (784, "784 B"), (1500, "1.5 kB"),
+                                             (8e6, "8.0 MB"), (8e9, "8.0 GB")])
+def test_format_bytes_picks_the_readable_unit(count, text):
+    assert course.format_bytes(count) == text
+
+
+def test_plot_lines_labels_axes_and_dashes_the_named_curves():
+    figure = course.plot_lines({"measured": {10: 1.0, 100: 10.0}, "guess": {100: 10, 1000: 100}},
+                               xlabel="records", ylabel="bytes", title="memory",
+                               dashed=["guess"])
+    ax = figure.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("records", "bytes", "memory")
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    styles = {line.get_label(): line.get_linestyle() for line in ax.get_lines()}
+    assert styles == {"measured": "-", "guess": "--"}
+    assert ax.get_legend() is not None
+
+
+def test_plot_cycle_walks_draws_one_path_and_one_arrow_per_record():
+    figure = course.plot_cycle_walks(FeistelPermutation(10, seed=0))
+    walk_ax, arrow_ax = figure.axes
+    assert len(walk_ax.get_lines()) == 10
+    assert len(arrow_ax.texts) == 10
+    assert walk_ax.get_ylabel() and walk_ax.get_xlabel() and walk_ax.get_title()
+    assert arrow_ax.get_ylabel() and arrow_ax.get_title()
+
+
+def test_plot_draw_grids_draws_one_labelled_heat_map_per_scheme():
+    grid = course.first_draw_grid(record_rng, range(3), 5)
+    figure = course.plot_draw_grids({"a": grid, "b": grid}, list(range(3)), title="draws")
+    maps = [ax for ax in figure.axes if ax.get_images()]
+    assert [ax.get_title() for ax in maps] == ["a", "b"]
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in maps)
+    assert len(figure.axes) == 3  # the two maps and their colour bar
+
+
+def test_show_image_rows_puts_each_row_side_by_side_one_pixel_apart():
+    rows = {"zeros": [np.zeros((2, 3))] * 4, "ones": [np.ones((2, 3))] * 2}
+    figure = course.show_image_rows(rows, title="rows")
+    strips = [ax.get_images()[0].get_array() for ax in figure.axes]
+    assert strips[0].shape == (2, 4 * 3 + 3)
+    assert strips[1].shape == (2, 2 * 3 + 1)
+    assert np.all(strips[0][:, 3] == 255) and np.all(strips[0][:, :3] == 0)
+    assert [ax.get_ylabel() for ax in figure.axes] == ["zeros", "ones"]
+
+
+@pytest.mark.parametrize(("num_records", "chunk_size"), [(1, None), (10, 3), (5000, None)])
+def test_all_keys_in_chunks_sums_every_key_once(num_records, chunk_size):
+    permutation = FeistelPermutation(num_records, seed=1)
+    total = course.all_keys_in_chunks(permutation, chunk_size)
+    assert total == num_records * (num_records - 1) // 2
