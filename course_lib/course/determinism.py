@@ -1,0 +1,216 @@
+"""Lesson 3, determinism: per-record streams, seed collisions and the Feistel shuffle,
+measured and drawn."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from course_lib.course.basics import (
+    _axes,
+)
+
+
+def first_draws(sampler: Any, count: int) -> np.ndarray:
+    """The first 63-bit integer each of the `count` first records' generators draws.
+
+    Two records whose generators give the same first draw share their whole stream, so
+    these numbers fingerprint the streams. Works with any sampler whose `[index]` has an
+    `.rng` (course_lib's and Grain's `IndexSampler`).
+    """
+    return np.array([sampler[index].rng.integers(0, 2**63 - 1) for index in range(count)],
+                    dtype=np.int64)
+
+
+def shared_stream_count(sampler_a: Any, sampler_b: Any, count: int) -> int:
+    """How many of `sampler_b`'s first `count` record streams also occur among
+    `sampler_a`'s first `count` (0 when the two seeds' streams are independent)."""
+    return int(np.isin(first_draws(sampler_b, count), first_draws(sampler_a, count)).sum())
+
+
+def first_draw_grid(make_rng: Callable[[int, int], np.random.Generator],
+                    seeds: Sequence[int], positions: int) -> np.ndarray:
+    """A (seeds, positions) array: the first uniform draw of each record's generator.
+
+    `make_rng(seed, position)` returns the generator of that record; equal values in the
+    grid are streams that two (seed, position) pairs share.
+    """
+    return np.array([[make_rng(seed, position).random() for position in range(positions)]
+                     for seed in seeds])
+
+
+def plot_draw_grids(grids: Mapping[str, np.ndarray], seeds: Sequence[int], *, title: str):
+    """Heat maps of `first_draw_grid` results side by side: seed down, position across."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(grids), figsize=(4.2 * len(grids) + 1.2, 4.2),
+                                squeeze=False, layout="constrained")
+    for ax, (name, grid) in zip(axes[0], grids.items(), strict=True):
+        image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, origin="upper",
+                          extent=(-0.5, grid.shape[1] - 0.5, seeds[-1] + 0.5, seeds[0] - 0.5))
+        ax.set_title(name, fontsize="medium")
+        ax.set_xticks(range(0, grid.shape[1], max(1, grid.shape[1] // 8)))
+        ax.set_xlabel("position in the stream (index)")
+        ax.set_ylabel("seed")
+    figure.colorbar(image, ax=axes[0].tolist(), label="first draw of the record's generator")
+    figure.suptitle(title)
+    return figure
+
+
+def show_image_rows(rows: Mapping[str, Sequence[np.ndarray]], *, title: str,
+                    size: float = 0.9):
+    """One row of grey images per entry of `rows`, the entry's name written at the left.
+
+    Each row is drawn as a single picture (the images side by side, one pixel apart), which
+    is much faster than one matplotlib axis per image.
+    """
+    import matplotlib.pyplot as plt
+
+    columns = max(len(images) for images in rows.values())
+    figure, axes = plt.subplots(len(rows), 1, squeeze=False,
+                                figsize=(size * columns + 2.4, size * len(rows) + 0.6))
+    for ax, (name, images) in zip(axes[:, 0], rows.items(), strict=True):
+        ax.imshow(_side_by_side(images), cmap="gray", vmin=0, vmax=255)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_frame_on(False)
+        ax.set_ylabel(name, rotation=0, ha="right", va="center", fontsize="small")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def _side_by_side(images: Sequence[np.ndarray], gap: int = 1) -> np.ndarray:
+    """Equal-sized 2-D images in one array, `gap` white pixels apart."""
+    height, width = np.asarray(images[0]).shape
+    strip = np.full((height, len(images) * (width + gap) - gap), 255, dtype=np.float64)
+    for column, image in enumerate(images):
+        strip[:, column * (width + gap):column * (width + gap) + width] = image
+    return strip
+
+
+def cycle_walks(permutation: Any) -> dict[int, list[int]]:
+    """For a `FeistelPermutation`, each index's path: the index, then every value the
+    Feistel network visits until one falls inside `[0, num_records)`.
+
+    The last value of each path is `permutation(index)`; the values between are the
+    cycle-walk, all outside the data set.
+    """
+    size = permutation.num_records
+    walks = {}
+    for index in range(size):
+        path = [index, permutation._network(index)]
+        while path[-1] >= size:
+            path.append(permutation._network(path[-1]))
+        walks[index] = path
+    return walks
+
+
+def feistel_domain(permutation: Any) -> int:
+    """The size of the power-of-four domain a `FeistelPermutation`'s network permutes."""
+    return 4 ** permutation._bits
+
+
+def plot_cycle_walks(permutation: Any):
+    """Two panels for a small `FeistelPermutation`: on the left every index's walk through
+    the network (steps across, values up, the out-of-range band shaded); on the right the
+    permutation that results, as arrows from position to record key."""
+    import matplotlib.pyplot as plt
+
+    size, domain = permutation.num_records, feistel_domain(permutation)
+    walks = cycle_walks(permutation)
+    longest = max(len(path) for path in walks.values()) - 1
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.4),
+                                         gridspec_kw={"width_ratios": [1.6, 1]})
+    left.axhspan(size - 0.5, domain - 0.5, color="tab:red", alpha=0.1,
+                 label=f"values {size}..{domain - 1}: outside the data, walk again")
+    colors = plt.get_cmap("tab10")
+    for index, path in walks.items():
+        left.plot(range(len(path)), path, marker="o", color=colors(index % 10),
+                  linewidth=2.5 if len(path) > 2 else 1.2, alpha=0.9)
+        left.annotate(str(path[-1]), (len(path) - 1, path[-1]), textcoords="offset points",
+                      xytext=(6, -3), fontsize="small", color=colors(index % 10))
+    left.set_xticks(range(longest + 1))
+    left.set_xticklabels(["index"] + [f"after pass {step}" for step in range(1, longest + 1)])
+    left.set_yticks(range(domain))
+    left.set_ylabel("value")
+    left.set_xlabel("passes through the Feistel network")
+    left.set_title(f"Cycle-walking: domain of {domain}, data set of {size}", fontsize="medium")
+    left.legend(loc="upper left", fontsize="small")
+    for index, path in walks.items():
+        right.annotate("", xy=(1, path[-1]), xytext=(0, index),
+                       arrowprops={"arrowstyle": "->", "color": colors(index % 10)})
+    right.set_xlim(-0.2, 1.2)
+    right.set_ylim(-0.7, size - 0.3)
+    right.set_xticks([0, 1])
+    right.set_xticklabels(["position", "record key"])
+    right.set_yticks(range(size))
+    right.set_ylabel("index")
+    right.set_title(f"The permutation of [0, {size})", fontsize="medium")
+    figure.tight_layout()
+    return figure
+
+
+def traced_peak_bytes(function: Callable[[], Any]) -> tuple[Any, int]:
+    """Run `function()` and return its result with the peak memory it allocated, in bytes,
+    as `tracemalloc` sees it (Python objects and NumPy arrays)."""
+    import tracemalloc
+
+    already_tracing = tracemalloc.is_tracing()
+    if not already_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    baseline = tracemalloc.get_traced_memory()[0]
+    try:
+        result = function()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        if not already_tracing:
+            tracemalloc.stop()
+    return result, max(0, peak - baseline)
+
+
+def format_bytes(count: float) -> str:
+    """Bytes in the unit a person reads most easily (B, kB, MB or GB, powers of 1000)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count:.0f} B"
+
+
+def plot_lines(curves: Mapping[str, Mapping[float, float]], *, xlabel: str, ylabel: str,
+               title: str, dashed: Sequence[str] = (), log: bool = True, ax=None):
+    """One line per entry of `curves` ({x: y}); names in `dashed` are drawn dashed (for an
+    extrapolation). Both axes are logarithmic unless `log=False`."""
+    figure, ax = _axes(ax, (6.0, 3.8))
+    for name, curve in curves.items():
+        xs = sorted(curve)
+        ax.plot(xs, [curve[x] for x in xs], marker="" if name in dashed else "o",
+                linestyle="--" if name in dashed else "-", label=name)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize="medium")
+    ax.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def all_keys_in_chunks(permutation: Any, chunk_size: int | None = None) -> int:
+    """Compute every key of a `FeistelPermutation`, `chunk_size` at a time (default: the
+    sampler's block, as the loader does), and return their sum (`n * (n - 1) / 2` when it
+    is a permutation), so the work cannot be skipped and the result can be checked."""
+    from course_lib.sampler import KEY_BLOCK
+
+    chunk_size = chunk_size or KEY_BLOCK
+    total = 0
+    for start in range(0, permutation.num_records, chunk_size):
+        stop = min(start + chunk_size, permutation.num_records)
+        total += int(permutation.permute_many(np.arange(start, stop, dtype=np.int64)).sum())
+    return total
+
+
