@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import pickle
-from multiprocessing import shared_memory
 
 import numpy as np
 import pytest
+from segments import existing_segments, record_created_segments
 
 import course_lib
 from course_lib import Batch, DataLoader, IndexSampler, MapTransform
@@ -86,25 +86,10 @@ def _measure_payloads(monkeypatch) -> list[int]:
     return sizes
 
 
-def _record_created_segments(monkeypatch) -> list[str]:
-    created: list[str] = []
-    original_init = shared_memory.SharedMemory.__init__
-
-    def recording_init(self, name=None, create=False, size=0):
-        original_init(self, name, create, size)
-        if create:
-            created.append(self.name)
-
-    monkeypatch.setattr(shared_memory.SharedMemory, "__init__", recording_init)
-    return created
-
 
 def _data_segments(names) -> list[str]:
     return [name for name in names if "_data" in name]
 
-
-def _existing(names) -> list[str]:
-    return [name for name in names if os.path.exists(f"/dev/shm/{name}")]
 
 
 def _first_batches(loader: DataLoader, count: int = 8) -> list:
@@ -115,19 +100,19 @@ def _first_batches(loader: DataLoader, count: int = 8) -> list:
 @pytest.mark.timeout(60)
 def test_a_custom_source_sends_its_arrays_as_shared_memory_not_pickled(monkeypatch,
                                                                       assert_same):
-    sizes, created = _measure_payloads(monkeypatch), _record_created_segments(monkeypatch)
+    sizes, created = _measure_payloads(monkeypatch), record_created_segments(monkeypatch)
     source = MNISTSource(*_arrays())
     got = _first_batches(_loader(source))
     assert sizes and max(sizes) < 64 * 1024, f"payload of {sizes} bytes: the images went too"
     assert len(_data_segments(created)) == 1, "the images were not copied into one segment"
     assert_same(got, _first_batches(_loader(source, worker_count=0)))
-    assert _existing(created) == []
+    assert existing_segments(created) == []
 
 
 @pytest.mark.timeout(60)
 def test_arrays_in_dicts_lists_tuples_and_transforms_are_shared_each_once(monkeypatch,
                                                                          assert_same):
-    sizes, created = _measure_payloads(monkeypatch), _record_created_segments(monkeypatch)
+    sizes, created = _measure_payloads(monkeypatch), record_created_segments(monkeypatch)
     images, labels = _arrays()
     features = np.random.default_rng(1).random((NUM_RECORDS, 128), np.float32)  # 2 MiB
     source = NestedSource(images, features, labels)  # labels: 32 KiB, pickled
@@ -138,12 +123,12 @@ def test_arrays_in_dicts_lists_tuples_and_transforms_are_shared_each_once(monkey
     assert len(_data_segments(created)) == 3, (
         f"expected images, labels and table in one segment each: {created}")
     assert_same(got, _first_batches(_loader(source, operations, worker_count=0)))
-    assert _existing(created) == []
+    assert existing_segments(created) == []
 
 
 @pytest.mark.timeout(60)
 def test_small_arrays_stay_pickled(monkeypatch, assert_same):
-    created = _record_created_segments(monkeypatch)
+    created = record_created_segments(monkeypatch)
     images, labels = _arrays()
     source = MNISTSource(images[:256, :8, :8], labels[:256])  # 16 KiB
     assert source.images.nbytes < MIN_SHARED_BYTES
@@ -170,7 +155,7 @@ def test_writing_into_a_shared_array_in_a_worker_is_a_clear_error():
 @pytest.mark.timeout(60)
 def test_a_memory_mapped_array_of_a_custom_source_travels_as_its_file(tmp_path, monkeypatch,
                                                                      assert_same):
-    sizes, created = _measure_payloads(monkeypatch), _record_created_segments(monkeypatch)
+    sizes, created = _measure_payloads(monkeypatch), record_created_segments(monkeypatch)
     images, labels = _arrays()
     np.save(tmp_path / "images.npy", images)
     source = MNISTSource(np.load(tmp_path / "images.npy", mmap_mode="r"), labels)

@@ -17,10 +17,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-from multiprocessing import shared_memory
 
 import numpy as np
 import pytest
+from segments import existing_segments, record_created_segments
 
 import course_lib
 from course_lib import (
@@ -59,22 +59,6 @@ def _run_with_small_shm(code: str, size_mb: int, timeout: float = 120):
                               os.path.abspath(__file__))))
 
 
-def _record_created_segments(monkeypatch) -> list[str]:
-    """Names of the shared memory segments this process creates from now on."""
-    created: list[str] = []
-    original_init = shared_memory.SharedMemory.__init__
-
-    def recording_init(self, name=None, create=False, size=0):
-        original_init(self, name, create, size)
-        if create:
-            created.append(self.name)
-
-    monkeypatch.setattr(shared_memory.SharedMemory, "__init__", recording_init)
-    return created
-
-
-def _existing(names) -> list[str]:
-    return [name for name in names if os.path.exists(f"/dev/shm/{name}")]
 
 
 def _worker_pids() -> list[int]:
@@ -111,7 +95,7 @@ def test_holding_the_last_batches_keeps_every_process_mapping_a_bounded_number_o
     """Holding the last eight batches, more than the spare slots, retires a slot per
     unit; each retired slot must be unmapped by the worker once the main process lets go of
     it, or /dev/shm grows by one slot per batch until a worker dies of SIGBUS."""
-    created = _record_created_segments(monkeypatch)
+    created = record_created_segments(monkeypatch)
     held = collections.deque(maxlen=8)
     with iter(_wide_loader()) as iterator:
         for _ in range(150):
@@ -128,7 +112,7 @@ def test_holding_the_last_batches_keeps_every_process_mapping_a_bounded_number_o
         f"workers still map {per_worker} slots after 150 batches (at most {bound} each is "
         f"expected); {len(created)} slots were created in all")
     assert in_main <= 2 * cap, f"the main process maps {in_main} slots once nothing is held"
-    assert _existing(created) == []
+    assert existing_segments(created) == []
 
 
 @needs_private_tmpfs
@@ -257,18 +241,18 @@ def _both_ways(source, operations=()) -> tuple[list, list]:
 def test_an_object_array_source_works_with_workers(monkeypatch):
     """Object arrays hold pointers into the main process: sharing their bytes made every
     worker segfault. They are pickled instead."""
-    created = _record_created_segments(monkeypatch)
+    created = record_created_segments(monkeypatch)
     captions = np.array([f"caption number {i} " * (i % 7 + 1) for i in range(50_000)],
                         dtype=object)
     got, want = _both_ways(ArrayDataSource(captions))
     assert got == want and got[123] == captions[123]
-    assert _existing(created) == []
+    assert existing_segments(created) == []
 
 
 @pytest.mark.timeout(60)
 def test_a_structured_array_source_works_with_workers_and_leaves_no_segment(monkeypatch,
                                                                           assert_same):
-    created = _record_created_segments(monkeypatch)
+    created = record_created_segments(monkeypatch)
     records = np.zeros(5000, [("image", "u1", (28, 28)), ("label", "<i8")])
     records["image"] = np.arange(5000 * 784).reshape(5000, 28, 28) % 251
     records["label"] = np.arange(5000) % 10
@@ -276,7 +260,7 @@ def test_a_structured_array_source_works_with_workers_and_leaves_no_segment(monk
     got, want = _both_ways(ArrayDataSource(records), [Batch(100)])
     assert got[0].dtype == records.dtype
     assert_same(got, want)
-    assert _existing(created) == []
+    assert existing_segments(created) == []
 
 
 @pytest.mark.timeout(60)
@@ -285,7 +269,7 @@ def test_a_payload_that_fails_to_pickle_leaves_no_segment(monkeypatch):
     pipeline cannot be pickled."""
     import threading
 
-    created = _record_created_segments(monkeypatch)
+    created = record_created_segments(monkeypatch)
 
     class LockedSource:
         def __init__(self):
@@ -303,14 +287,14 @@ def test_a_payload_that_fails_to_pickle_leaves_no_segment(monkeypatch):
     with pytest.raises(TypeError, match="cannot be pickled"):
         iter(loader)
     assert [name for name in created if "_data" in name], "the images were never shared"
-    assert _existing(created) == []
+    assert existing_segments(created) == []
 
 
 @pytest.mark.timeout(60)
 def test_a_memory_mapped_array_travels_as_its_file(tmp_path, monkeypatch, assert_same):
     """`np.load(mmap_mode="r")` data is mapped by the workers from its file, never copied
     into /dev/shm."""
-    created = _record_created_segments(monkeypatch)
+    created = record_created_segments(monkeypatch)
     path = tmp_path / "images.npy"
     np.save(path, np.arange(4096 * 1024, dtype=np.uint32).reshape(4096, 1024) % 65521)
     images = np.load(path, mmap_mode="r")
@@ -321,7 +305,7 @@ def test_a_memory_mapped_array_travels_as_its_file(tmp_path, monkeypatch, assert
         got = [next(iterator) for _ in range(4)]
         with open(f"/proc/{_worker_pids()[0]}/maps") as maps:
             mapped_by_worker = str(path) in maps.read()
-        copied = [name for name in _existing(created)
+        copied = [name for name in existing_segments(created)
                   if os.path.getsize(f"/dev/shm/{name}") >= images.nbytes]
     assert mapped_by_worker, "the worker does not map the .npy file itself"
     assert copied == [], f"the mapped array was copied into /dev/shm: {copied}"

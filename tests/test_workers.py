@@ -12,11 +12,11 @@ import sys
 import threading
 import time
 import tracemalloc
-from multiprocessing import shared_memory
 from pathlib import Path
 
 import numpy as np
 import pytest
+from segments import existing_segments, record_created_segments
 
 import course_lib.workers
 from course_lib import (
@@ -234,27 +234,11 @@ def test_in_memory_arrays_are_shared_not_pickled(monkeypatch, assert_same):
     assert_same(np.concatenate(batches), images[keys])
 
 
-def _record_created_segments(monkeypatch) -> list[str]:
-    """Names of the shared memory segments this process creates from now on."""
-    created: list[str] = []
-    original_init = shared_memory.SharedMemory.__init__
-
-    def recording_init(self, name=None, create=False, size=0):
-        original_init(self, name, create, size)
-        if create:
-            created.append(self.name)
-
-    monkeypatch.setattr(shared_memory.SharedMemory, "__init__", recording_init)
-    return created
-
-
-def _existing(names) -> list[str]:
-    return [name for name in names if os.path.exists(f"/dev/shm/{name}")]
 
 
 @pytest.mark.timeout(60)
 def test_memory_and_shared_memory_stay_flat_over_a_long_run(monkeypatch):
-    created = _record_created_segments(monkeypatch)
+    created = record_created_segments(monkeypatch)
     source = ArrayDataSource({"x": np.ones((256, 8), np.float32), "y": np.arange(256)})
     loader = DataLoader(data_source=source,
                         sampler=IndexSampler(256, shuffle=True, seed=0, num_epochs=None),
@@ -269,14 +253,14 @@ def test_memory_and_shared_memory_stay_flat_over_a_long_run(monkeypatch):
                     warm_bytes = tracemalloc.get_traced_memory()[0]
                     warm_created = len(created)
                 if step >= 200 and step % 100 == 0:
-                    segment_counts.append(len(_existing(created)))
+                    segment_counts.append(len(existing_segments(created)))
             end_bytes = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
     assert end_bytes - warm_bytes < 256 * 1024, (warm_bytes, end_bytes)
     assert len(created) == warm_created, "a new shared memory segment after warm-up"
     assert len(set(segment_counts)) == 1 and segment_counts[0] == len(created), segment_counts
-    assert _existing(created) == []
+    assert existing_segments(created) == []
 
 
 @pytest.mark.timeout(60)
@@ -284,11 +268,11 @@ def test_batches_held_past_close_stay_intact_and_leave_no_segment(monkeypatch):
     """Batches are views of shared memory (no copy in the main process). Holding all of
     them forces every slot to be retired rather than rewritten; closing unlinks the names at
     once, and the batches stay valid until they are freed."""
-    created = _record_created_segments(monkeypatch)
+    created = record_created_segments(monkeypatch)
     loader = _loader("random+batch", 2)
     with iter(loader) as iterator:
         held = list(iterator)
-    assert _existing(created) == []
+    assert existing_segments(created) == []
     assert len(created) > 2 * 3, "expected retired slots to be replaced by new segments"
     expected = _reference("random+batch")
     assert len(held) == len(expected)
