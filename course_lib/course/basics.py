@@ -259,18 +259,24 @@ def jax_messages(explain_cache_misses: bool = True):
         def emit(self, record: logging.LogRecord) -> None:
             messages.append(record.getMessage())
 
-    logger = logging.getLogger("jax")
-    handler = _Collect(level=logging.DEBUG)
     before = jax.config.jax_explain_cache_misses
-    logger.addHandler(handler)
-    propagate, logger.propagate = logger.propagate, False
     jax.config.update("jax_explain_cache_misses", explain_cache_misses)
+    # Some JAX versions print these messages through handlers of their own (on "jax" or a
+    # child logger): set every JAX logger's handlers aside for the block, ours alone stays.
+    names = ["jax", *(name for name in logging.root.manager.loggerDict
+                      if name.startswith("jax."))]
+    loggers = [logging.getLogger(name) for name in names]
+    saved = [(logger.handlers[:], logger.propagate) for logger in loggers]
+    for logger in loggers:
+        logger.handlers = []
+    loggers[0].handlers = [_Collect(level=logging.DEBUG)]
+    loggers[0].propagate = False
     try:
         yield messages
     finally:
+        for logger, (handlers, propagate) in zip(loggers, saved, strict=True):
+            logger.handlers, logger.propagate = handlers, propagate
         jax.config.update("jax_explain_cache_misses", before)
-        logger.removeHandler(handler)
-        logger.propagate = propagate
 
 
 # -- cells that are meant to raise --------------------------------------------------------
