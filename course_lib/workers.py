@@ -40,6 +40,7 @@ from typing import ClassVar
 import cloudpickle
 import numpy as np
 
+from course_lib import allocator
 from course_lib.pipeline import Batcher
 from course_lib.shared_arrays import MIN_SHARED_BYTES, SharedArrays
 from course_lib.stream import chunk_bounds, chunk_size_for
@@ -149,8 +150,10 @@ _WORKER_ENVIRONMENT = {
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
-    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),  # blocks below 32 MiB come from the heap...
-    "MALLOC_TRIM_THRESHOLD_": str(256 << 20),  # ...which keeps up to 256 MiB free for reuse
+    # The thresholds a loader sets in the main process too (allocator.py): blocks below
+    # 32 MiB come from the heap, which keeps up to 256 MiB free for reuse.
+    "MALLOC_MMAP_THRESHOLD_": str(allocator.MMAP_THRESHOLD_BYTES),
+    "MALLOC_TRIM_THRESHOLD_": str(allocator.TRIM_THRESHOLD_BYTES),
 }
 
 
