@@ -31,7 +31,6 @@ Windows) nothing happens.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 import threading
@@ -54,11 +53,10 @@ _thresholds_raised = False
 @functools.cache
 def _glibc() -> ctypes.CDLL | None:
     """The C library, if it is glibc (the one with `mallopt` and `malloc_trim`), else None."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
     try:
-        libc = ctypes.CDLL(name)
+        # The symbols already loaded into this process, libc's among them: no search for
+        # the library file (ctypes.util.find_library would run ldconfig in a subprocess).
+        libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 - only glibc has it
         libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         libc.malloc_trim.argtypes = [ctypes.c_size_t]

@@ -40,7 +40,7 @@ from course_lib.transport import (
     shared_memory_free_bytes,
 )
 
-MIN_SHARED_BYTES = 1 << 20  # smaller arrays are pickled: cheaper than a segment and a map
+MIN_SHARED_BYTES = 1 << 16  # smaller arrays are pickled: cheaper than a segment and a map
 ROOM_FOR_RESULTS = 16 << 20  # /dev/shm left free for the slots that carry batches back
 
 

@@ -166,13 +166,14 @@ def _report_stop(error: BaseException, worker_index: int, results) -> None:
         results.send(_error_message(stand_in))
 
 
-def worker_main(worker_index: int, payload: bytes, tasks, results) -> None:
-    """A worker's whole life: unpickle the pipeline, serve tasks, leave without noise."""
+def worker_main(worker_index: int, tasks, results) -> None:
+    """A worker's whole life: receive and unpickle the pipeline, serve tasks, leave without
+    noise."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     exit_code = 0
     try:
         try:
-            parts = cloudpickle.loads(payload)
+            parts = cloudpickle.loads(tasks.recv_bytes())
         except Exception as error:
             _refuse(error, worker_index, tasks, results)
         else:

@@ -217,6 +217,13 @@ class WorkerPool:
         atexit.register(self._close_at_exit)
 
     def _start(self, payload: bytes) -> None:
+        """Start every worker, then send each the payload through its task pipe.
+
+        The payload is not an argument of `Process`: spawn writes the arguments into a pipe
+        that the child reads only once its interpreter is up, so a payload larger than the
+        pipe's buffer (64 KiB) would hold the main process until each worker in turn had
+        started, instead of letting them all start at once.
+        """
         context = multiprocessing.get_context(START_METHOD)
         with _main_module_hidden(), _worker_environment():
             for index in range(self.worker_count):
@@ -224,13 +231,18 @@ class WorkerPool:
                 result_recv, result_send = context.Pipe(duplex=False)
                 process = context.Process(target=worker_main, daemon=True,
                                           name=f"course_lib-worker-{index}",
-                                          args=(index, payload, task_recv, result_send))
+                                          args=(index, task_recv, result_send))
                 process.start()
                 task_recv.close()
                 result_send.close()
                 self.processes.append(process)
                 self.task_conns.append(task_send)
                 self.result_conns.append(result_recv)
+        for index, conn in enumerate(self.task_conns):
+            try:
+                conn.send_bytes(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                raise self._died(index, 0) from None
 
     def submit(self, unit: int, start: int, stop: int, is_last: bool) -> None:
         worker = unit % self.worker_count

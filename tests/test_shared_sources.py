@@ -215,3 +215,54 @@ def test_a_shared_array_pickles_as_a_reference_and_maps_read_only():
             view[0, 0] = 1
     finally:
         shared.unlink()
+
+
+class ManyLabelsSource:
+    """A source whose pickled form is large: a Python list, which no segment can hold."""
+
+    def __init__(self, count: int):
+        self.names = [f"record-{index:07d}" for index in range(count)]  # about 1 MB pickled
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, record_key: int) -> dict:
+        return {"id": np.int64(record_key), "length": np.int64(len(self.names[record_key]))}
+
+
+@pytest.mark.timeout(60)
+def test_the_payload_travels_through_the_task_pipe_not_as_a_spawn_argument(monkeypatch,
+                                                                           assert_same):
+    """Spawn writes a child's arguments into a pipe that the child reads only once its
+    interpreter is up: an argument larger than the pipe's 64 KiB buffer would hold the main
+    process until each worker in turn had started. The payload goes after every start."""
+    argument_sizes: list[int] = []
+    process_class = course_lib.workers.multiprocessing.get_context("spawn").Process
+    real_init = process_class.__init__
+
+    def watched_init(self, *args, **kwargs):
+        argument_sizes.append(len(pickle.dumps(
+            [a for a in kwargs.get("args", ()) if isinstance(a, bytes | str | int)])))
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(process_class, "__init__", watched_init)
+    sizes = _measure_payloads(monkeypatch)
+    source = ManyLabelsSource(60_000)
+    got = _first_batches(_loader(source), count=4)
+    assert sizes and max(sizes) > 256 * 1024, f"the payload was only {sizes} bytes"
+    assert len(argument_sizes) == 2 and max(argument_sizes) < 1024, (
+        f"spawn arguments of {argument_sizes} bytes: the payload went with them")
+    assert_same(got, _first_batches(_loader(source, worker_count=0), count=4))
+
+
+@pytest.mark.timeout(60)
+def test_a_data_source_s_labels_travel_as_shared_memory(monkeypatch):
+    """60,000 int64 labels (469 KiB) are shared, so the payload stays far below the 64 KiB
+    a pipe holds without waiting for the worker to read."""
+    sizes = _measure_payloads(monkeypatch)
+    images, _ = _arrays()
+    labels = np.arange(60_000, dtype=np.int64) % 10
+    source = MNISTSource(np.resize(images, (60_000, 8, 8)), labels)
+    _first_batches(_loader(source), count=2)
+    assert labels.nbytes > MIN_SHARED_BYTES
+    assert sizes and max(sizes) < 16 * 1024, f"payload of {sizes} bytes"
