@@ -3,14 +3,15 @@
 The public names and signatures mirror `grain.python`, so `import course_lib as grain`
 today becomes `import grain.python as grain` tomorrow.
 
-The core (sources, sampler, transforms, loader) is imported eagerly and needs only NumPy.
-Everything else is imported on first use, so worker processes start fast and never import
-JAX, Pillow or matplotlib unless a transform needs them.
+The core (sources, sampler, sharding, transforms) is imported eagerly and needs only NumPy.
+Everything else, the loader included, is imported on first use: a worker process imports
+only what it runs (the pipeline, the reader, the transport), so it starts fast and never
+imports JAX, Pillow or matplotlib unless a transform needs them.
 """
 
 import importlib
+import importlib.util
 
-from course_lib.loader import DataLoader, DataLoaderIterator, load
 from course_lib.reader import ReadOptions
 from course_lib.sampler import IndexSampler, RecordMetadata, SequentialSampler
 from course_lib.sharding import NoSharding, ShardByJaxProcess, ShardOptions
@@ -24,6 +25,7 @@ from course_lib.transforms import (
 )
 
 _LAZY = {
+    "loader": ["DataLoader", "DataLoaderIterator", "load"],
     "augment": ["DecodeImage", "Normalize", "RandomCrop", "RandomHorizontalFlip"],
     "image_folder": ["ImageFolderDataSource", "write_image_folder"],
     "record_file": ["RecordFileDataSource", "write_record_file"],
@@ -41,6 +43,8 @@ _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names
 def __getattr__(name: str):
     module = _LAZY_NAMES.get(name)
     if module is None:
+        if importlib.util.find_spec(f"course_lib.{name}") is not None:
+            return importlib.import_module(f"course_lib.{name}")  # a submodule: course_lib.workers
         raise AttributeError(f"module 'course_lib' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"course_lib.{module}"), name)
     globals()[name] = value

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from course_lib._checks import check_bool, check_int
 from course_lib.transforms import MapTransform, RandomMapTransform
@@ -280,6 +279,8 @@ class DecodeImage(MapTransform):
     """
 
     def __init__(self, field: str | None = "image", mode: str | None = None):
+        from PIL import Image  # here, not at the top: workers that decode nothing skip Pillow
+
         self.field = _check_field(field)
         if mode is not None and mode not in Image.MODES:
             raise ValueError(f"mode={mode!r} is not a Pillow mode. Pass None to keep the "
@@ -287,6 +288,8 @@ class DecodeImage(MapTransform):
         self.mode = mode
 
     def map(self, element):
+        from PIL import Image, UnidentifiedImageError
+
         encoded = element[self.field] if isinstance(element, dict) else element
         where = f"element[{self.field!r}]" if isinstance(element, dict) else "the record"
         if not isinstance(encoded, bytes | bytearray | memoryview):
