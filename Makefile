@@ -8,7 +8,7 @@ PORT ?= 8888
 HOST ?= 127.0.0.1
 STAMP := $(VENV)/.installed
 
-.PHONY: install lab test lint bench clean notebooks sync-notebooks colab-check
+.PHONY: install lab test lint bench clean notebooks exercises grade sync-notebooks colab-check
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed; run make PYTHON=python3.11 ...")'
@@ -32,10 +32,18 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-# Re-executes every lesson in place, in full mode, so the committed notebooks show real
-# outputs (a few minutes per lesson on 2 cores).
+# Re-executes every lesson and every solution in place, in full mode, so the committed
+# notebooks show real outputs (under a minute per notebook on 2 cores).
 notebooks: $(STAMP)
-	$(BIN)/python tools/notebooks.py execute notebooks/*.ipynb
+	$(BIN)/python tools/notebooks.py execute notebooks/*.ipynb solutions/*.ipynb
+
+# Writes exercises/ from solutions/ (the SOLUTION regions become stubs); commit both.
+exercises: $(STAMP)
+	$(BIN)/python tools/exercises.py generate
+
+# Grades the exercises (or the notebooks in PATHS) in fresh kernels and prints a scoreboard.
+grade: $(STAMP)
+	$(BIN)/python -m course_lib.grade $(or $(PATHS),exercises)
 
 # Rewrites every notebook's badges and Colab setup cell from pyproject.toml's Source URL.
 sync-notebooks: $(STAMP)

@@ -4,8 +4,8 @@ Colab ships Python 3.12, jax and jaxlib 0.7.2, flax 0.11.2, optax 0.2.8 and nump
 no chex. This script builds that stack in its own environment (`.colab-venv/`, kept between
 runs), then runs the setup cell of a notebook there as Colab would (with `google.colab`
 present), except that the package comes from this checkout instead of GitHub. It checks
-that the setup cell upgraded none of Colab's packages, then runs every notebook in fast
-mode with nbval.
+that the setup cell upgraded none of Colab's packages, then runs every lesson and every
+solution of the exercises in fast mode with nbval.
 
     python tools/colab_check.py [NOTEBOOKS...]
 """
@@ -84,8 +84,8 @@ def main(arguments: list[str]) -> int:
     if changed:
         raise SystemExit(f"the setup cell changed Colab's packages: {changed}")
     print(f"Colab stack kept after the setup cell: {versions}", flush=True)
-    targets = arguments or [str(path.relative_to(ROOT)) for path in sorted(
-        (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    targets = arguments or [str(path.relative_to(ROOT)) for folder in ("notebooks", "solutions")
+                            for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb"))]
     environment = {**os.environ, "COURSE_FAST": "1"}
     environment.pop("PYTHONPATH", None)
     # Run from a copy of the notebooks outside the checkout, so `import course_lib` finds

@@ -101,7 +101,12 @@ def _clean_metadata(notebook) -> None:
 
 def synced(path: Path):
     """The notebook at `path` with its badges, setup cell and metadata as they must be."""
-    notebook = nbformat.read(path, as_version=4)
+    return synced_notebook(nbformat.read(path, as_version=4), path)
+
+
+def synced_notebook(notebook, path: Path):
+    """`notebook`, which lives (or will live) at `path`, with badges, setup cell and
+    metadata as they must be."""
     if len(notebook.cells) < 2 or notebook.cells[0].cell_type != "markdown":
         raise SystemExit(f"{path}: the first cell must be the Markdown header.")
     header = notebook.cells[0].source.splitlines()
