@@ -227,6 +227,37 @@ def test_an_array_source_larger_than_dev_shm_does_not_kill_the_main_process():
     assert "--shm-size" in result.stderr and "MB" in result.stderr, result.stderr
 
 
+@needs_private_tmpfs
+@pytest.mark.timeout(180)
+def test_a_full_dev_shm_found_only_while_copying_falls_back_and_leaves_nothing():
+    """The free space is checked before copying, but /dev/shm can fill up meanwhile (or not
+    say how full it is): the copy then fails with ENOSPC, not a bus error, the array is
+    pickled instead, and the half-written segment is gone."""
+    result = _run_with_small_shm("""
+        import os
+        import numpy as np
+        import course_lib as grain
+        from course_lib import shared_arrays
+
+        if __name__ == "__main__":
+            shared_arrays.shared_memory_free_bytes = lambda: None  # blind to the space left
+            images = np.arange(80 * 2**20, dtype=np.uint64).astype(np.uint8).reshape(-1, 1024)
+            loader = grain.DataLoader(
+                data_source=grain.ArrayDataSource(images),
+                sampler=grain.IndexSampler(len(images), shuffle=True, seed=3, num_epochs=1),
+                operations=[grain.Batch(64)], worker_count=2)
+            with iter(loader) as iterator:
+                got = [next(iterator) for _ in range(4)]
+            keys = loader.sampler.record_keys(0, 256)
+            assert np.array_equal(np.concatenate(got), images[keys]), "batches differ"
+            print(sorted(os.listdir("/dev/shm")), flush=True)
+    """, size_mb=64)
+    assert result.returncode == 0, (
+        f"exit code {result.returncode} (135 or -7 is a bus error)\n{result.stderr[-3000:]}")
+    assert result.stdout.strip() == "[]", f"left in /dev/shm: {result.stdout}"
+    assert "--shm-size" in result.stderr, result.stderr
+
+
 # -- arrays that must not be copied into shared memory as raw bytes --------------------------
 def _both_ways(source, operations=()) -> tuple[list, list]:
     def run(workers):
