@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from course_lib.course.parallel_workers import LoaderTiming, _leading_length
+from course_lib.course.parallel_workers import LoaderTiming, interleaved_medians, timed_pass
 
 READ_AHEAD_THREAD_PREFIX = "course_lib-read"  # the name course_lib.reader gives its threads
 
@@ -42,16 +42,8 @@ def time_pipeline(loader: Any) -> PipelineTiming:
     """Iterate `loader` to its end once, closing the iterator; time it and count threads."""
     earlier_threads = set(read_ahead_threads())  # another loader's, still winding down
     cpu_start = time.process_time()
-    start = time.perf_counter()
-    with iter(loader) as iterator:
-        first = next(iterator)
-        first_batch_s = time.perf_counter() - start
-        records = first_records = _leading_length(first)
-        del first
-        for element in iterator:
-            records += _leading_length(element)
-        threads = len(set(read_ahead_threads()) - earlier_threads)  # before close() ends them
-    timing = LoaderTiming(first_batch_s, time.perf_counter() - start, records, first_records)
+    timing, threads = timed_pass(  # counted before close() ends them
+        loader, before_close=lambda: len(set(read_ahead_threads()) - earlier_threads))
     return PipelineTiming(timing, threads, time.process_time() - cpu_start)
 
 
@@ -59,19 +51,9 @@ def time_pipelines(make_loaders: Mapping[str, Callable[[], Any]], *, repeats: in
                    name: str = "pipelines") -> dict[str, PipelineTiming]:
     """Time the loader each `make_loaders[label]()` builds, `repeats` times, interleaved so
     that a busy moment of the machine does not hit one pipeline only; keep the median run."""
-    from tqdm import tqdm  # a text bar: it renders in Jupyter, Colab and saved notebooks
-
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 3.")
     if not make_loaders:
         raise ValueError("make_loaders is empty: pass {label: function returning a loader}.")
-    runs: dict[str, list[PipelineTiming]] = {label: [] for label in make_loaders}
-    with tqdm(total=repeats * len(runs), desc=name, leave=False) as bar:
-        for _ in range(repeats):
-            for label, make_loader in make_loaders.items():
-                runs[label].append(time_pipeline(make_loader()))
-                bar.update()
-    return {label: sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
-            for label, timings in runs.items()}
+    return interleaved_medians(lambda label: time_pipeline(make_loaders[label]()),
+                               list(make_loaders), repeats=repeats, desc=name)
 
 

@@ -53,23 +53,58 @@ def _leading_length(element: Any) -> int:
     return int(shape[0]) if shape else 1
 
 
-def time_loader(loader: Any) -> LoaderTiming:
+def timed_pass(loader: Any, *, after_first: Callable[[], Any] | None = None,
+               before_close: Callable[[], Any] | None = None) -> tuple[LoaderTiming, Any]:
     """Iterate `loader` to its end once (closing the iterator) and time it.
 
-    The workers' memory is read once, after the first batch; that reading is not timed."""
+    `after_first()` runs once the first batch has come, off the clock; what it returns
+    becomes the timing's `worker_memory_mb`. `before_close()` runs after the last element,
+    while the iterator is still open, and what it returns is the second value returned.
+    """
+    extra = closing = None
     start = time.perf_counter()
     with iter(loader) as iterator:
         first = next(iterator)
         first_batch_s = time.perf_counter() - start
         records = first_records = _leading_length(first)
         del first
-        reading = time.perf_counter()
-        memory = worker_memory_mb()
-        start += time.perf_counter() - reading
+        if after_first is not None:
+            paused = time.perf_counter()
+            extra = after_first()
+            start += time.perf_counter() - paused
         for element in iterator:
             records += _leading_length(element)
-    return LoaderTiming(first_batch_s, time.perf_counter() - start, records, first_records,
-                        memory)
+        if before_close is not None:
+            closing = before_close()
+    timing = LoaderTiming(first_batch_s, time.perf_counter() - start, records, first_records,
+                          extra)
+    return timing, closing
+
+
+def time_loader(loader: Any) -> LoaderTiming:
+    """Iterate `loader` to its end once (closing the iterator) and time it.
+
+    The workers' memory is read once, after the first batch; that reading is not timed."""
+    return timed_pass(loader, after_first=worker_memory_mb)[0]
+
+
+def interleaved_medians(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
+                        repeats: int, desc: str) -> dict[Any, Any]:
+    """`time_one(key)` for every key, `repeats` rounds of all keys in turn (so that a busy
+    moment of the machine does not hit one key only); keep each key's median run, by
+    `total_s`. A text progress bar shows the rounds."""
+    from tqdm import tqdm  # a text bar: it renders in Jupyter, Colab and saved notebooks
+
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 3.")
+    runs: dict[Any, list] = {key: [] for key in keys}
+    with tqdm(total=repeats * len(runs), desc=desc, leave=False) as bar:
+        for _ in range(repeats):
+            for key in runs:
+                runs[key].append(time_one(key))
+                bar.update()
+    return {key: sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
+            for key, timings in runs.items()}
 
 
 def benchmark_workers(make_loader: Callable[[int], Any], worker_counts: Sequence[int], *,
@@ -77,21 +112,10 @@ def benchmark_workers(make_loader: Callable[[int], Any], worker_counts: Sequence
     """Time `make_loader(count)` for each worker count, `repeats` times each (interleaved,
     so that a busy moment of the machine does not hit one count only); keep the median run.
     """
-
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 3.")
     if not worker_counts:
         raise ValueError("worker_counts is empty: pass the counts to time, e.g. [0, 1, 2].")
-    from tqdm import tqdm  # a text bar: it renders in Jupyter, Colab and saved notebooks
-
-    runs: dict[int, list[LoaderTiming]] = {count: [] for count in worker_counts}
-    with tqdm(total=repeats * len(runs), desc=name or "worker counts", leave=False) as bar:
-        for _ in range(repeats):
-            for count in runs:
-                runs[count].append(time_loader(make_loader(count)))
-                bar.update()
-    return {count: sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
-            for count, timings in runs.items()}
+    return interleaved_medians(lambda count: time_loader(make_loader(count)), worker_counts,
+                               repeats=repeats, desc=name or "worker counts")
 
 
 def speedups(timings: Mapping[int, LoaderTiming]) -> dict[int, float]:
