@@ -3,10 +3,11 @@
     python -m course_lib.grade [PATHS ...] [--timeout SECONDS]
     feed-the-beast-grade [PATHS ...]
 
-PATHS are notebooks or folders of them (default: `exercises/`). Each notebook is copied to a
-temporary folder and run there from top to bottom, in fast mode (`COURSE_FAST=1`), so the
-learner's file is never touched. A notebook passes when every cell runs without an error and
-it has at least one check cell (tagged `check`). The scoreboard gives, for each failure, the
+PATHS are notebooks or folders of them (default: `exercises/`). Each notebook is read into
+memory and that copy runs from top to bottom in a fresh kernel, in fast mode
+(`COURSE_FAST=1`), in an empty temporary folder, so the learner's file is never touched.
+A notebook passes when every cell runs without an error and it has at least one check cell
+(tagged `check`). The scoreboard gives, for each failure, the
 first message that explains it: a check's verdict, "not solved yet" with the stub's hint, or
 the error of the first other cell that failed. The exit status is 0 when every notebook
 passed, 1 when one failed, 2 when there was nothing to grade.
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -78,15 +78,14 @@ def _fast_mode():
 
 
 def run_notebook(path: Path, timeout: int = DEFAULT_TIMEOUT_S):
-    """Run a copy of the notebook at `path` in a fresh kernel; return the executed copy."""
+    """Run a copy of the notebook at `path` in a fresh kernel, in an empty temporary folder
+    (what its cells write lands there); return the executed copy."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    notebook = nbformat.read(path, as_version=4)
+    notebook = nbformat.read(path, as_version=4)  # the copy that runs; the file is not written
     with tempfile.TemporaryDirectory(prefix="grade-") as folder:
-        copy = Path(folder) / path.name
-        shutil.copyfile(path, copy)  # the learner's file is never opened for writing
         client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                                 allow_errors=True, resources={"metadata": {"path": folder}})
         with _fast_mode():
