@@ -1,9 +1,12 @@
-"""Watching the shared memory segments a test creates, shared by the worker tests."""
+"""Watching what a worker pool shares and sends: the shared memory segments a test creates,
+and the size of the payload pickled for the workers. Shared by the worker tests."""
 
 from __future__ import annotations
 
 import os
 from multiprocessing import shared_memory
+
+import course_lib.workers
 
 
 def record_created_segments(monkeypatch) -> list[str]:
@@ -23,3 +26,18 @@ def record_created_segments(monkeypatch) -> list[str]:
 def existing_segments(names) -> list[str]:
     """Those of `names` that still exist in /dev/shm."""
     return [name for name in names if os.path.exists(f"/dev/shm/{name}")]
+
+
+def record_payload_sizes(monkeypatch) -> list[int]:
+    """Sizes in bytes of the payloads (source, sampler, pipeline) pickled for the workers
+    from now on, one per worker pool started."""
+    sizes: list[int] = []
+    pickle_payload = course_lib.workers._pickle_payload
+
+    def measured(*args):
+        payload = pickle_payload(*args)
+        sizes.append(len(payload))
+        return payload
+
+    monkeypatch.setattr(course_lib.workers, "_pickle_payload", measured)
+    return sizes

@@ -12,7 +12,7 @@ import pickle
 
 import numpy as np
 import pytest
-from segments import existing_segments, record_created_segments
+from segments import existing_segments, record_created_segments, record_payload_sizes
 
 import course_lib
 from course_lib import Batch, DataLoader, IndexSampler, MapTransform
@@ -73,20 +73,6 @@ def _loader(source, operations=(), worker_count: int = 2) -> DataLoader:
                       operations=[*operations, Batch(64)], worker_count=worker_count)
 
 
-def _measure_payloads(monkeypatch) -> list[int]:
-    sizes: list[int] = []
-    pickle_payload = course_lib.workers._pickle_payload
-
-    def measured(*args):
-        payload = pickle_payload(*args)
-        sizes.append(len(payload))
-        return payload
-
-    monkeypatch.setattr(course_lib.workers, "_pickle_payload", measured)
-    return sizes
-
-
-
 def _data_segments(names) -> list[str]:
     return [name for name in names if "_data" in name]
 
@@ -100,7 +86,7 @@ def _first_batches(loader: DataLoader, count: int = 8) -> list:
 @pytest.mark.timeout(60)
 def test_a_custom_source_sends_its_arrays_as_shared_memory_not_pickled(monkeypatch,
                                                                       assert_same):
-    sizes, created = _measure_payloads(monkeypatch), record_created_segments(monkeypatch)
+    sizes, created = record_payload_sizes(monkeypatch), record_created_segments(monkeypatch)
     source = MNISTSource(*_arrays())
     got = _first_batches(_loader(source))
     assert sizes and max(sizes) < 64 * 1024, f"payload of {sizes} bytes: the images went too"
@@ -112,7 +98,7 @@ def test_a_custom_source_sends_its_arrays_as_shared_memory_not_pickled(monkeypat
 @pytest.mark.timeout(60)
 def test_arrays_in_dicts_lists_tuples_and_transforms_are_shared_each_once(monkeypatch,
                                                                          assert_same):
-    sizes, created = _measure_payloads(monkeypatch), record_created_segments(monkeypatch)
+    sizes, created = record_payload_sizes(monkeypatch), record_created_segments(monkeypatch)
     images, labels = _arrays()
     features = np.random.default_rng(1).random((NUM_RECORDS, 128), np.float32)  # 2 MiB
     source = NestedSource(images, features, labels)  # labels: 32 KiB, pickled
@@ -155,7 +141,7 @@ def test_writing_into_a_shared_array_in_a_worker_is_a_clear_error():
 @pytest.mark.timeout(60)
 def test_a_memory_mapped_array_of_a_custom_source_travels_as_its_file(tmp_path, monkeypatch,
                                                                      assert_same):
-    sizes, created = _measure_payloads(monkeypatch), record_created_segments(monkeypatch)
+    sizes, created = record_payload_sizes(monkeypatch), record_created_segments(monkeypatch)
     images, labels = _arrays()
     np.save(tmp_path / "images.npy", images)
     source = MNISTSource(np.load(tmp_path / "images.npy", mmap_mode="r"), labels)
@@ -246,7 +232,7 @@ def test_the_payload_travels_through_the_task_pipe_not_as_a_spawn_argument(monke
         real_init(self, *args, **kwargs)
 
     monkeypatch.setattr(process_class, "__init__", watched_init)
-    sizes = _measure_payloads(monkeypatch)
+    sizes = record_payload_sizes(monkeypatch)
     source = ManyLabelsSource(60_000)
     got = _first_batches(_loader(source), count=4)
     assert sizes and max(sizes) > 256 * 1024, f"the payload was only {sizes} bytes"
@@ -259,7 +245,7 @@ def test_the_payload_travels_through_the_task_pipe_not_as_a_spawn_argument(monke
 def test_a_data_source_s_labels_travel_as_shared_memory(monkeypatch):
     """60,000 int64 labels (469 KiB) are shared, so the payload stays far below the 64 KiB
     a pipe holds without waiting for the worker to read."""
-    sizes = _measure_payloads(monkeypatch)
+    sizes = record_payload_sizes(monkeypatch)
     images, _ = _arrays()
     labels = np.arange(60_000, dtype=np.int64) % 10
     source = MNISTSource(np.resize(images, (60_000, 8, 8)), labels)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from segments import existing_segments, record_created_segments
+from segments import existing_segments, record_created_segments, record_payload_sizes
 
 import course_lib.workers
 from course_lib import (
@@ -214,15 +214,7 @@ def test_state_continues_exactly_under_another_worker_count(saved_with, restored
 @pytest.mark.timeout(30)
 def test_in_memory_arrays_are_shared_not_pickled(monkeypatch, assert_same):
     images = np.random.default_rng(0).random((2560, 1024))  # 20 MiB
-    payload_sizes = []
-    pickle_payload = course_lib.workers._pickle_payload
-
-    def measured(*args):
-        payload = pickle_payload(*args)
-        payload_sizes.append(len(payload))
-        return payload
-
-    monkeypatch.setattr(course_lib.workers, "_pickle_payload", measured)
+    payload_sizes = record_payload_sizes(monkeypatch)
     sampler = IndexSampler(len(images), shuffle=True, seed=2, num_epochs=1)
     loader = DataLoader(data_source=ArrayDataSource(images), sampler=sampler,
                         operations=[Batch(16)], worker_count=2)
