@@ -242,7 +242,7 @@ class WorkerPool:
             try:
                 conn.send_bytes(payload)
             except (BrokenPipeError, ConnectionResetError):
-                raise self._died(index, 0) from None
+                raise self._died(index, start=None) from None
 
     def submit(self, unit: int, start: int, stop: int, is_last: bool) -> None:
         worker = unit % self.worker_count
@@ -257,13 +257,16 @@ class WorkerPool:
         except (BrokenPipeError, ConnectionResetError):
             raise self._died(worker, start) from None
 
-    def _died(self, worker: int, start: int) -> WorkerError:
+    def _died(self, worker: int, start: int | None) -> WorkerError:
+        """The error for a dead worker; `start` is the element it was preparing, None when
+        it died starting, before it was sent the pipeline."""
         process = self.processes[worker]
         process.join(JOIN_TIMEOUT_S)  # the exit code says how it died
+        doing = ("while starting, before it received the pipeline" if start is None else
+                 f"while preparing the element that starts at index {start}")
         return WorkerError(
-            f"worker {worker} (pid {process.pid}) {_describe_exit(process)}, while "
-            f"preparing the element that starts at index {start}. Use worker_count=0 to "
-            "debug the pipeline in this process.")
+            f"worker {worker} (pid {process.pid}) {_describe_exit(process)}, {doing}. Use "
+            "worker_count=0 to debug the pipeline in this process.")
 
     def _receive(self, worker: int, start: int):
         conn, process = self.result_conns[worker], self.processes[worker]
