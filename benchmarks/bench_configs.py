@@ -139,6 +139,11 @@ def _reference_configs() -> list[Config]:
                {"worker_count": 1, "read_threads": None}),
         Config("course_lib_w2", "course_lib", "per-record augment transforms, worker_count=2",
                {"worker_count": 2, "read_threads": None}),
+        Config("course_lib_w2_spawn", "course_lib",
+               "per-record augment transforms, worker_count=2, workers started with spawn "
+               "instead of the fork server (what the fork server saves)",
+               {"worker_count": 2, "read_threads": None, "start_method": "spawn"},
+               scaling=False),
         Config("grain_w1", "grain", "Grain DataLoader, worker_count=1, default ReadOptions()",
                {"worker_count": 1, "read_threads": None}),
         Config("grain_w2", "grain", "Grain DataLoader, worker_count=2, default ReadOptions()",
@@ -211,6 +216,9 @@ def _compute_configs() -> list[Config]:
         compute("course_lib_compute_w2", "course_lib", "worker_count=2", two),
         compute("course_lib_compute_w2_no_jax", "course_lib", "worker_count=2",
                 {**two, **NO_JAX}, scaling=False),
+        compute("course_lib_compute_w2_spawn", "course_lib",
+                "worker_count=2, workers started with spawn instead of the fork server",
+                {**two, "start_method": "spawn"}, scaling=False),
         compute("grain_ds_compute_w0_read_t0", "grain",
                 "Grain MapDataset, ReadOptions(num_threads=0)", read_t0),
         compute("grain_ds_compute_w0_prefetch_t2", "grain",
@@ -328,6 +336,16 @@ def ratios() -> list[Ratio]:
         Ratio("compute-bound course_lib_compute_w2 / two cores' worth of course_lib_compute_w0, "
               "steady state", ("course_lib_compute_w2",), ("course_lib_compute_w0",),
               target=0.9, scale=2.0, key=steady),
+        Ratio("compute-bound torch_compute_w2 / two cores' worth of torch_compute_w0, whole "
+              "epoch (the same yardstick for torch)", ("torch_compute_w2",),
+              ("torch_compute_w0",), scale=2.0),
+        Ratio("compute-bound torch_compute_w2 / two cores' worth of torch_compute_w0, steady "
+              "state (the same yardstick for torch)", ("torch_compute_w2",),
+              ("torch_compute_w0",), scale=2.0, key=steady),
+        Ratio("fork server / spawn, course_lib_w2 first batch (in-memory reference)",
+              ("course_lib_w2",), ("course_lib_w2_spawn",), key="first_batch_s_median"),
+        Ratio("fork server / spawn, course_lib_compute_w2 whole epoch",
+              ("course_lib_compute_w2",), ("course_lib_compute_w2_spawn",)),
         Ratio("compute-bound course_lib_compute_w0 / Grain's best in-process",
               ("course_lib_compute_w0",), _matching("grain_*", "compute", 0)),
         Ratio("compute-bound course_lib_compute_w2 / Grain's best at 2 workers",

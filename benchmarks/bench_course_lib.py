@@ -56,7 +56,15 @@ def _transforms(kind: str, batched: bool):
     return ops, f"benchmark's plain NumPy transforms ({kind})"
 
 
+def _use_start_method(options: dict) -> None:
+    """`start_method="spawn"` starts the workers as fresh interpreters instead of forking them
+    from the fork server (course_lib/workers.py), to show what the fork server saves."""
+    if options.get("start_method") is not None:
+        course_lib.workers.START_METHOD = options["start_method"]
+
+
 def build_course_lib(options: dict, data: dict):
+    _use_start_method(options)
     source = course_lib.ArrayDataSource(data)
     sampler = course_lib.IndexSampler(len(source), shard_options=course_lib.NoSharding(),
                                       shuffle=True, num_epochs=1, seed=SEED)
@@ -125,6 +133,8 @@ class ComputeRecord(course_lib.MapTransform):
 def build_course_lib_compute(options: dict, data: dict):
     """Images -> compute_record -> Batch(64), one shuffled epoch."""
     import bench_compute as comp
+
+    _use_start_method(options)
 
     source = course_lib.ArrayDataSource(data["image"])
     sampler = course_lib.IndexSampler(len(source), shard_options=course_lib.NoSharding(),

@@ -5,7 +5,8 @@ with `--child NAME`), so imports, caches and worker start-up are paid as a learn
 them. Repetitions are interleaved (round 1 of every configuration, then round 2, ...) so
 that a change in machine load hits all configurations alike. The parent samples the
 resident memory of the child's process tree every 0.1 s with psutil, the child's workers
-on their own as well (multiprocessing's resource tracker is not a worker), and never
+on their own as well (multiprocessing's resource tracker is not a worker; the fork server
+that course_lib forks its workers from counts with them), and never
 reports less than the child's own `getrusage` high-water mark.
 """
 
@@ -137,6 +138,15 @@ def prepare_imports(config: Config) -> None:
         import jax  # noqa: F401
 
 
+def _stop_fork_server() -> None:
+    """course_lib's workers are forked from multiprocessing's fork server, a child of this
+    process: their CPU time reaches RUSAGE_CHILDREN once the server (which waited for them)
+    has exited and been waited for. Its own start-up is counted with them."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is not None:
+        forkserver._forkserver._stop()
+
+
 def run_child(config: Config, num_records: int) -> dict:
     started = time.perf_counter()
     prepare_imports(config)
@@ -159,8 +169,10 @@ def run_child(config: Config, num_records: int) -> dict:
         cpu_before = _cpu_s(resource.RUSAGE_SELF), _cpu_s(resource.RUSAGE_CHILDREN)
         result.update(time_epoch(make_iterator, expected_batches(config, num_records),
                                  shortfall, config.pipeline))
+        _stop_fork_server()
         # CPU seconds of this process and of its workers (counted once they have exited and
-        # been joined, which every loader here does when its epoch ends), over the epoch.
+        # been joined, which every loader here does when its epoch ends, and for course_lib
+        # once the fork server has exited too), over the epoch.
         result["cpu_main_s"] = _cpu_s(resource.RUSAGE_SELF) - cpu_before[0]
         result["cpu_workers_s"] = _cpu_s(resource.RUSAGE_CHILDREN) - cpu_before[1]
         result["status"] = "ok"

@@ -263,8 +263,8 @@ def _pipeline_sections(report: dict) -> list[str]:
             "epoch; `ArrayDataSource` against a `RandomAccessDataSource` subclass holding the "
             "same arrays in attributes (the lessons' pattern). Workers RSS is the median over "
             "the repetitions of the peak resident memory of all the child's worker processes "
-            "together (multiprocessing's resource tracker not counted; shared pages count in "
-            "each process that touched them).",
+            "together (multiprocessing's resource tracker not counted, course_lib's fork server "
+            "counted with the workers; shared pages count in each process that touched them).",
             "", *_table_rows(report, "sources"),
         ]
     return lines

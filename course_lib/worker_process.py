@@ -166,10 +166,25 @@ def _report_stop(error: BaseException, worker_index: int, results) -> None:
         results.send(_error_message(stand_in))
 
 
-def worker_main(worker_index: int, tasks, results) -> None:
+def _start_like_a_fresh_interpreter(environment: dict[str, str]) -> None:
+    """A worker forked from the fork server inherits the server's environment and its
+    modules' state. Take the main process's environment instead, and give NumPy's global
+    random state a fresh seed from the operating system, as a new interpreter would, so that
+    workers never repeat each other's or an earlier run's `np.random` draws. (Python's
+    `random` reseeds itself after a fork.)"""
+    if os.environ != environment:
+        os.environ.clear()
+        os.environ.update(environment)
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
+
+
+def worker_main(worker_index: int, tasks, results, environment: dict[str, str]) -> None:
     """A worker's whole life: receive and unpickle the pipeline, serve tasks, leave without
     noise."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    _start_like_a_fresh_interpreter(environment)
     exit_code = 0
     try:
         try:

@@ -1,7 +1,8 @@
 """What importing course_lib costs: a worker process imports only what it runs.
 
-A worker starts as a fresh interpreter (spawn) and imports what its pipeline needs before it
-can read a record, so every module it imports is paid for with the time to the first batch.
+The fork server (or, where there is none, each worker started with spawn) is a fresh
+interpreter that imports the worker code before any worker can read a record, so every module
+it imports is paid for with the time to the first batch of the first `iter()`.
 """
 
 from __future__ import annotations

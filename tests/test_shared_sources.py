@@ -217,13 +217,14 @@ class ManyLabelsSource:
 
 
 @pytest.mark.timeout(60)
-def test_the_payload_travels_through_the_task_pipe_not_as_a_spawn_argument(monkeypatch,
-                                                                           assert_same):
-    """Spawn writes a child's arguments into a pipe that the child reads only once its
-    interpreter is up: an argument larger than the pipe's 64 KiB buffer would hold the main
+def test_the_payload_travels_through_the_task_pipe_not_as_a_process_argument(monkeypatch,
+                                                                             assert_same):
+    """Spawn and the fork server write a child's arguments into a pipe that the child reads
+    only once it is up: an argument larger than the pipe's 64 KiB buffer would hold the main
     process until each worker in turn had started. The payload goes after every start."""
     argument_sizes: list[int] = []
-    process_class = course_lib.workers.multiprocessing.get_context("spawn").Process
+    start_method = course_lib.workers.START_METHOD
+    process_class = course_lib.workers.multiprocessing.get_context(start_method).Process
     real_init = process_class.__init__
 
     def watched_init(self, *args, **kwargs):
@@ -237,7 +238,7 @@ def test_the_payload_travels_through_the_task_pipe_not_as_a_spawn_argument(monke
     got = _first_batches(_loader(source), count=4)
     assert sizes and max(sizes) > 256 * 1024, f"the payload was only {sizes} bytes"
     assert len(argument_sizes) == 2 and max(argument_sizes) < 1024, (
-        f"spawn arguments of {argument_sizes} bytes: the payload went with them")
+        f"{start_method} arguments of {argument_sizes} bytes: the payload went with them")
     assert_same(got, _first_batches(_loader(source, worker_count=0), count=4))
 
 

@@ -11,7 +11,7 @@ import multiprocessing
 import os
 import sys
 import time
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import forkserver, resource_tracker, shared_memory
 
 import numpy as np
 
@@ -84,9 +84,8 @@ def route_exception():
         pass
 
 
-def _children() -> list[int]:
-    """Live child processes of this one, except multiprocessing's resource tracker."""
-    tracker = resource_tracker._resource_tracker._pid
+def _children_of(parent: int) -> list[int]:
+    """Live (not zombie) child processes of `parent`."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -96,9 +95,18 @@ def _children() -> list[int]:
                 fields = stat.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and int(entry) != tracker and fields[0] != "Z":
+        if int(fields[1]) == parent and fields[0] != "Z":
             found.append(int(entry))
     return found
+
+
+def _children() -> list[int]:
+    """Live child processes of this one, except multiprocessing's resource tracker and fork
+    server, and the live children of the fork server (the workers are forked from it)."""
+    tracker = resource_tracker._resource_tracker._pid
+    fork_server = forkserver._forkserver._forkserver_pid
+    found = [pid for pid in _children_of(os.getpid()) if pid not in (tracker, fork_server)]
+    return found + (_children_of(fork_server) if fork_server is not None else [])
 
 
 def check_clean(route: str, round_index: int) -> None:

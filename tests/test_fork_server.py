@@ -1,0 +1,105 @@
+"""Workers are forked from one fork server, and still start like fresh interpreters.
+
+A fork of the server inherits the server's state, not the main process's: these tests pin
+what the loader does about that (the environment, NumPy's global random state) and that the
+server is reused instead of starting an interpreter per worker at every `iter()`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import course_lib as grain
+from course_lib import workers
+
+pytestmark = pytest.mark.skipif(workers.START_METHOD != "forkserver",
+                                reason="this platform has no fork server; workers use spawn")
+
+
+class Report(grain.MapTransform):
+    """What the process that prepared a record sees."""
+
+    def map(self, element):
+        return {"record": element, "parent": os.getppid(),
+                "mark": os.environ.get("COURSE_LIB_TEST_MARK", "unset")}
+
+
+def _reports(count: int = 32) -> list[dict]:
+    loader = grain.DataLoader(data_source=grain.RangeDataSource(0, count, 1),
+                              sampler=grain.IndexSampler(count, num_epochs=1),
+                              operations=[Report()], worker_count=2)
+    with iter(loader) as iterator:
+        return list(iterator)
+
+
+@pytest.mark.timeout(120)
+def test_every_worker_is_forked_from_the_same_fork_server_at_every_iter():
+    from multiprocessing import forkserver
+
+    parents = {report["parent"] for report in _reports()} | {r["parent"] for r in _reports()}
+    assert parents == {forkserver._forkserver._forkserver_pid}, (
+        f"workers' parents {parents}; this process is {os.getpid()}")
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_sees_the_environment_as_it_is_when_the_worker_starts(monkeypatch):
+    monkeypatch.setenv("COURSE_LIB_TEST_MARK", "first")
+    assert {report["mark"] for report in _reports()} == {"first"}
+    monkeypatch.setenv("COURSE_LIB_TEST_MARK", "second")
+    assert {report["mark"] for report in _reports()} == {"second"}
+    monkeypatch.delenv("COURSE_LIB_TEST_MARK")
+    assert {report["mark"] for report in _reports()} == {"unset"}
+
+
+def test_the_workers_environment_keeps_the_users_values_and_adds_the_thread_limits(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    environment = workers.worker_environment()
+    assert environment["OMP_NUM_THREADS"] == "3"
+    assert environment["OPENBLAS_NUM_THREADS"] == "1"
+
+
+_GLOBAL_DRAWS = textwrap.dedent("""
+    import json
+    import numpy as np
+    import course_lib as grain
+    from course_lib import workers
+
+    # A fork server that has imported numpy.random: every fork would inherit one state.
+    workers.FORKSERVER_PRELOAD = (*workers.FORKSERVER_PRELOAD, "numpy.random")
+
+    class GlobalDraw(grain.MapTransform):
+        def map(self, element):
+            return int(np.random.randint(0, 2**62))
+
+    np.random.seed(0)
+    runs = []
+    for _ in range(2):
+        loader = grain.DataLoader(data_source=grain.RangeDataSource(0, 4, 1),
+                                  sampler=grain.IndexSampler(4, num_epochs=1),
+                                  operations=[GlobalDraw()], worker_count=2)
+        with iter(loader) as iterator:
+            runs.append([int(draw) for draw in iterator])
+    print(json.dumps(runs))
+""")
+
+
+@pytest.mark.timeout(120)
+def test_workers_never_repeat_each_others_or_an_earlier_runs_global_numpy_draws():
+    """Records 0 and 1 go to different workers; each run starts new workers. A fork that kept
+    the server's NumPy state would draw the same first number in all four."""
+    completed = subprocess.run([sys.executable, "-c", _GLOBAL_DRAWS], capture_output=True,
+                               text=True, timeout=100)
+    assert completed.returncode == 0, completed.stderr
+    import json
+
+    runs = json.loads(completed.stdout.splitlines()[-1])
+    first_draws = [run[0] for run in runs] + [run[1] for run in runs]
+    assert len(set(first_draws)) == 4, f"first draws per worker and run: {first_draws}"
+    assert np.unique(np.concatenate(runs)).size == 8
