@@ -128,3 +128,16 @@ def test_machine_load_says_busy_only_above_the_core_count(monkeypatch):
     assert "Other programs are busy" in course.machine_load()
     monkeypatch.setattr(os, "getloadavg", lambda: (cores / 4, 0.0, 0.0))
     assert "not overloaded" in course.machine_load()
+
+
+@pytest.mark.timeout(180)
+def test_first_batches_in_a_new_process_times_each_loader():
+    seconds = course.first_batches_in_a_new_process(worker_count=1, loaders=3)
+    assert len(seconds) == 3 and all(0 < value < 120 for value in seconds)
+
+
+def test_fork_server_sentence_follows_the_numbers():
+    assert "waited 4.0x as long" in course.fork_server_sentence([0.4, 0.1, 0.12, 0.08])
+    assert "was not slower" in course.fork_server_sentence([0.1, 0.1, 0.2])
+    with pytest.raises(ValueError, match="at least 2"):
+        course.fork_server_sentence([0.3])

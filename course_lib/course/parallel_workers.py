@@ -275,6 +275,58 @@ def worker_memory_mb() -> dict[str, float]:
     return found
 
 
+_FIRST_BATCHES_SCRIPT = """
+import json, sys, time
+import numpy as np
+import course_lib as grain
+worker_count, loaders = (int(argument) for argument in sys.argv[1:])
+images = np.zeros((4096, 28, 28), np.uint8)
+seconds = []
+for _ in range(loaders):
+    loader = grain.DataLoader(
+        data_source=grain.ArrayDataSource(images), operations=[grain.Batch(64)],
+        sampler=grain.IndexSampler(len(images), num_epochs=1), worker_count=worker_count)
+    start = time.perf_counter()
+    with iter(loader) as iterator:
+        next(iterator)
+        seconds.append(time.perf_counter() - start)
+print(json.dumps(seconds))
+"""
+
+
+def first_batches_in_a_new_process(worker_count: int = 2, loaders: int = 4,
+                                   timeout: float = 120.0) -> list[float]:
+    """Seconds from `iter(loader)` to the first batch for `loaders` loaders, one after
+    another, in a new Python process: the first starts the fork server its workers are
+    forked from (workers.py), the later ones find it running. Raises RuntimeError with the
+    process's last error line if it fails."""
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", _FIRST_BATCHES_SCRIPT, str(worker_count), str(loaders)],
+        capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+        raise RuntimeError(f"the new process exited with code {result.returncode}: {last}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+
+def fork_server_sentence(seconds: Sequence[float]) -> str:
+    """What `first_batches_in_a_new_process` measured, in a sentence its numbers decide."""
+    if len(seconds) < 2:
+        raise ValueError(f"got {len(seconds)} timings; pass at least 2 (loaders=2 or more)")
+    first, later = seconds[0], statistics.median(seconds[1:])
+    times = f"{format_seconds(first)} against {format_seconds(later)} (median of the later ones)"
+    if first > later:
+        return (f"The first iter() in the new process waited {first / later:.1f}x as long for "
+                f"its first batch as the later ones: {times}. It also started the fork "
+                "server; every later loader in the process forks its workers from it.")
+    return (f"The first iter() in the new process was not slower than the later ones: "
+            f"{times}. The fork server's start did not show here; a busy machine can hide it.")
+
 _GRAIN_SCRIPT = """
 import json, sys
 from absl import flags
