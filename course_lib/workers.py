@@ -8,13 +8,13 @@ not run in parallel in threads. Processes do. The plan:
   main process collects units in order `0, 1, 2, ...`. Which worker computes a unit never
   changes its contents, because every record's randomness depends only on its position. So
   the batches are identical to `worker_count=0`, whatever the worker count.
-- Workers are forked from a *fork server* (`forkserver`): a small process that starts as a
-  fresh interpreter the first time a loader needs workers, imports NumPy and the worker code
-  once, and then forks a worker whenever one is asked for. A fork of it starts in a few
+- On Linux, workers are forked from a *fork server* (`forkserver`): a small process that
+  starts as a fresh interpreter the first time a loader needs workers, imports NumPy and the
+  worker code once, and then forks a worker whenever one is asked for. A fork of it starts in a few
   milliseconds instead of paying for an interpreter and its imports (about 0.2 s of CPU per
   worker, at every `iter()`), and it is as safe after JAX has started threads as a fresh
   interpreter, because the server never ran JAX; forking the main process itself is not.
-  Where there is no fork server (Windows), workers are started with `spawn`. Either way a
+  Elsewhere than on Linux (macOS, Windows), workers are started with `spawn`. Either way a
   worker gets the main process's environment as it is when the worker starts, fresh global
   random states, and the pipeline, sent with cloudpickle, so transforms defined in a
   notebook cell or inside a function work. Workers never import JAX.
@@ -54,8 +54,9 @@ from course_lib.stream import chunk_bounds, chunk_size_for
 from course_lib.transport import SlotOwner
 from course_lib.worker_process import worker_main
 
-# The fork server where the platform has one (Linux, macOS), else a fresh interpreter each.
-START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+# The fork server on Linux, as Python itself chooses from 3.14 on; elsewhere a fresh
+# interpreter each (macOS system libraries are not safe to use in a forked child).
+START_METHOD = "forkserver" if sys.platform.startswith("linux") else "spawn"
 # What the fork server imports once; every worker forked from it starts with these loaded.
 FORKSERVER_PRELOAD = ("course_lib.worker_process",)
 JOIN_TIMEOUT_S = 2.0

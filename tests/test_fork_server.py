@@ -1,4 +1,4 @@
-"""Workers are forked from one fork server, and still start like fresh interpreters.
+"""On Linux workers are forked from one fork server, and still start like fresh interpreters.
 
 A fork of the server inherits the server's state, not the main process's: these tests pin
 what the loader does about that (the environment, NumPy's global random state) and that the
@@ -18,8 +18,8 @@ import pytest
 import course_lib as grain
 from course_lib import workers
 
-pytestmark = pytest.mark.skipif(workers.START_METHOD != "forkserver",
-                                reason="this platform has no fork server; workers use spawn")
+needs_fork_server = pytest.mark.skipif(workers.START_METHOD != "forkserver",
+                                       reason="workers start with spawn on this platform")
 
 
 class Report(grain.MapTransform):
@@ -38,6 +38,7 @@ def _reports(count: int = 32) -> list[dict]:
         return list(iterator)
 
 
+@needs_fork_server
 @pytest.mark.timeout(120)
 def test_every_worker_is_forked_from_the_same_fork_server_at_every_iter():
     from multiprocessing import forkserver
@@ -47,6 +48,7 @@ def test_every_worker_is_forked_from_the_same_fork_server_at_every_iter():
         f"workers' parents {parents}; this process is {os.getpid()}")
 
 
+@needs_fork_server
 @pytest.mark.timeout(120)
 def test_a_worker_sees_the_environment_as_it_is_when_the_worker_starts(monkeypatch):
     monkeypatch.setenv("COURSE_LIB_TEST_MARK", "first")
@@ -90,6 +92,7 @@ _GLOBAL_DRAWS = textwrap.dedent("""
 """)
 
 
+@needs_fork_server
 @pytest.mark.timeout(120)
 def test_workers_never_repeat_each_others_or_an_earlier_runs_global_numpy_draws():
     """Records 0 and 1 go to different workers; each run starts new workers. A fork that kept
@@ -103,3 +106,14 @@ def test_workers_never_repeat_each_others_or_an_earlier_runs_global_numpy_draws(
     first_draws = [run[0] for run in runs] + [run[1] for run in runs]
     assert len(set(first_draws)) == 4, f"first draws per worker and run: {first_draws}"
     assert np.unique(np.concatenate(runs)).size == 8
+
+
+@pytest.mark.timeout(120)
+def test_with_spawn_as_on_macos_and_windows_workers_are_children_with_the_same_environment(
+        monkeypatch):
+    monkeypatch.setattr(workers, "START_METHOD", "spawn")
+    monkeypatch.setenv("COURSE_LIB_TEST_MARK", "spawned")
+    reports = _reports()
+    assert [report["record"] for report in reports] == list(range(32))
+    assert {report["parent"] for report in reports} == {os.getpid()}
+    assert {report["mark"] for report in reports} == {"spawned"}
