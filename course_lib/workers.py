@@ -146,8 +146,56 @@ def _worker_context():
 
         context.set_forkserver_preload(list(FORKSERVER_PRELOAD))  # used when it starts
         with _main_module_hidden(), _worker_environment():
-            forkserver.ensure_running()
+            try:
+                forkserver.ensure_running()
+            except ChildProcessError:  # the server died, and another waitpid collected it
+                _forget_fork_server()
+                forkserver.ensure_running()
     return context
+
+
+def _forget_fork_server() -> None:
+    """Make multiprocessing forget its fork server, which has died, so that the next start
+    launches a new one. It has no public call for this: its fork server's own `_stop`
+    collects the process, and the fields it would have reset are reset here too."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    with contextlib.suppress(ChildProcessError):  # collected already, by another waitpid
+        server._stop()
+    server._forkserver_pid = server._forkserver_alive_fd = server._forkserver_address = None
+
+
+def _start_worker(context, index: int, environment: dict[str, str]):
+    """Start worker `index` with a task pipe and a result pipe of its own; return the process
+    and this process's ends of the pipes. If the fork server was killed since its last use
+    (by hand, or by the kernel when memory ran out), start a new server and try once more,
+    with new pipes: a child the dying server forked would only see its own pipes close."""
+    def start():
+        task_recv, task_send = context.Pipe(duplex=False)
+        result_recv, result_send = context.Pipe(duplex=False)
+        try:
+            process = context.Process(target=worker_main, daemon=True,
+                                      name=f"course_lib-worker-{index}",
+                                      args=(index, task_recv, result_send, environment))
+            process.start()
+        except BaseException:
+            task_send.close()
+            result_recv.close()
+            raise
+        finally:
+            task_recv.close()
+            result_send.close()
+        return process, task_send, result_recv
+
+    try:
+        return start()
+    except (EOFError, OSError):  # multiprocessing had not yet noticed that the server died
+        if START_METHOD != "forkserver":
+            raise
+        _forget_fork_server()
+        _worker_context()
+        return start()
 
 
 @contextlib.contextmanager
@@ -262,14 +310,7 @@ class WorkerPool:
         environment = worker_environment()
         with _main_module_hidden(), _worker_environment():
             for index in range(self.worker_count):
-                task_recv, task_send = context.Pipe(duplex=False)
-                result_recv, result_send = context.Pipe(duplex=False)
-                process = context.Process(target=worker_main, daemon=True,
-                                          name=f"course_lib-worker-{index}",
-                                          args=(index, task_recv, result_send, environment))
-                process.start()
-                task_recv.close()
-                result_send.close()
+                process, task_send, result_recv = _start_worker(context, index, environment)
                 self.processes.append(process)
                 self.task_conns.append(task_send)
                 self.result_conns.append(result_recv)

@@ -117,3 +117,69 @@ def test_with_spawn_as_on_macos_and_windows_workers_are_children_with_the_same_e
     assert [report["record"] for report in reports] == list(range(32))
     assert {report["parent"] for report in reports} == {os.getpid()}
     assert {report["mark"] for report in reports} == {"spawned"}
+
+
+
+def _kill_fork_server(collect: bool) -> int:
+    """SIGKILL the fork server and wait until it is dead; `collect`: also wait for it, as a
+    stray `os.waitpid` elsewhere in the program would."""
+    import signal
+    import time
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver._forkserver_pid
+    os.kill(server, signal.SIGKILL)
+    if collect:
+        os.waitpid(server, 0)
+        return server
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{server}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return server
+        time.sleep(0.01)
+    raise AssertionError("the fork server did not die")
+
+
+@needs_fork_server
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collect", [False, True], ids=["dead", "dead_and_collected"])
+def test_a_killed_fork_server_is_replaced_by_the_next_iterator(collect):
+    from multiprocessing import forkserver
+
+    first = [report["record"] for report in _reports()]
+    server = _kill_fork_server(collect)
+    reports = _reports()
+    assert [report["record"] for report in reports] == first == list(range(32))
+    restarted = forkserver._forkserver._forkserver_pid
+    assert restarted != server and {report["parent"] for report in reports} == {restarted}
+
+
+def _skipping_the_first_call(function, skipped: list, name: str):
+    def wrapper():
+        if name not in skipped:
+            skipped.append(name)
+            return None
+        return function()
+    return wrapper
+
+
+@needs_fork_server
+@pytest.mark.timeout(120)
+def test_a_fork_server_that_dies_after_the_check_is_replaced_when_a_worker_fails_to_start(
+        monkeypatch):
+    """The server can die after multiprocessing's checks that it runs (the loader's own, and
+    the one a worker's start makes) and before the worker is forked: the start then fails,
+    and the loader starts a new server and the worker again."""
+    from multiprocessing import forkserver
+
+    _reports()
+    server = _kill_fork_server(collect=False)
+    skipped: list = []  # both checks, once each, see the dead server as running
+    monkeypatch.setattr(forkserver, "ensure_running",
+                        _skipping_the_first_call(forkserver.ensure_running, skipped, "loader"))
+    monkeypatch.setattr(forkserver._forkserver, "ensure_running", _skipping_the_first_call(
+        forkserver._forkserver.ensure_running, skipped, "start"))
+    reports = _reports()
+    assert len(skipped) == 2 and [report["record"] for report in reports] == list(range(32))
+    assert forkserver._forkserver._forkserver_pid not in (None, server)
