@@ -275,6 +275,22 @@ def worker_memory_mb() -> dict[str, float]:
     return found
 
 
+def _run_json_script(script: str, arguments: Sequence[int], *, timeout: float, who: str):
+    """Run `script` in a new Python process with `arguments` and return the JSON its last
+    line of output holds; killed after `timeout` seconds. A failure raises RuntimeError
+    with the process's last error line, naming it as `who`."""
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", script, *map(str, arguments)],
+                            capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+        raise RuntimeError(f"{who} exited with code {result.returncode}: {last}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 _FIRST_BATCHES_SCRIPT = """
 import json, sys, time
 import numpy as np
@@ -300,18 +316,8 @@ def first_batches_in_a_new_process(worker_count: int = 2, loaders: int = 4,
     another, in a new Python process: the first starts the fork server its workers are
     forked from (workers.py), the later ones find it running. Raises RuntimeError with the
     process's last error line if it fails."""
-    import json
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [sys.executable, "-c", _FIRST_BATCHES_SCRIPT, str(worker_count), str(loaders)],
-        capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-        raise RuntimeError(f"the new process exited with code {result.returncode}: {last}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
+    return _run_json_script(_FIRST_BATCHES_SCRIPT, (worker_count, loaders), timeout=timeout,
+                            who="the new process")
 
 
 def fork_server_sentence(seconds: Sequence[float]) -> str:
@@ -326,6 +332,7 @@ def fork_server_sentence(seconds: Sequence[float]) -> str:
                 "server; every later loader in the process forks its workers from it.")
     return (f"The first iter() in the new process was not slower than the later ones: "
             f"{times}. The fork server's start did not show here; a busy machine can hide it.")
+
 
 _GRAIN_SCRIPT = """
 import json, sys
@@ -347,16 +354,7 @@ def grain_batches(worker_count: int, num_records: int = 20, batch_size: int = 4,
     """The batches of real Grain's DataLoader over `RangeDataSource(0, num_records)`, run in
     a fresh Python process (with absl flags parsed, as Grain's workers need) that is killed
     after `timeout` seconds. Raises RuntimeError with Grain's last error line if it fails."""
-    import json
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [sys.executable, "-c", _GRAIN_SCRIPT, str(num_records), str(batch_size),
-         str(worker_count)], capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-        raise RuntimeError(f"Grain exited with code {result.returncode}: {last}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return _run_json_script(_GRAIN_SCRIPT, (num_records, batch_size, worker_count),
+                            timeout=timeout, who="Grain")
 
 
