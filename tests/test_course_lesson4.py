@@ -141,3 +141,14 @@ def test_fork_server_sentence_follows_the_numbers():
     assert "was not slower" in course.fork_server_sentence([0.1, 0.1, 0.2])
     with pytest.raises(ValueError, match="at least 2"):
         course.fork_server_sentence([0.3])
+
+
+def test_a_failing_helper_process_raises_with_its_last_error_line():
+    from course_lib.course.parallel_workers import _run_json_script
+
+    with pytest.raises(RuntimeError, match=r"^the new process exited with code 1: "
+                                           r"ValueError: no batch here$"):
+        _run_json_script("raise ValueError('no batch here')", (), timeout=60,
+                         who="the new process")
+    echo = "import json, sys; print(json.dumps(sys.argv[1:]))"
+    assert _run_json_script(echo, (3, 4), timeout=60, who="x") == ["3", "4"]
