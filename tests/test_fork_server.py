@@ -73,7 +73,8 @@ _GLOBAL_DRAWS = textwrap.dedent("""
     import course_lib as grain
     from course_lib import workers
 
-    # A fork server that has imported numpy.random: every fork would inherit one state.
+    # The fork server imports numpy.random, so every fork would inherit one state (kept
+    # here, whatever the default list, so that this test always checks the reseed).
     workers.FORKSERVER_PRELOAD = (*workers.FORKSERVER_PRELOAD, "numpy.random")
 
     class GlobalDraw(grain.MapTransform):
@@ -118,6 +119,17 @@ def test_with_spawn_as_on_macos_and_windows_workers_are_children_with_the_same_e
     assert {report["parent"] for report in reports} == {os.getpid()}
     assert {report["mark"] for report in reports} == {"spawned"}
 
+
+@needs_fork_server
+@pytest.mark.timeout(120)
+def test_the_fork_server_has_loaded_numpy_random_so_a_worker_starts_without_importing_it():
+    from multiprocessing import forkserver
+
+    _reports()
+    with open(f"/proc/{forkserver._forkserver._forkserver_pid}/maps") as maps:
+        mapped = maps.read()
+    for module in ("numpy/random/_generator", "numpy/random/_philox"):
+        assert module in mapped, f"the fork server has not loaded {module}"
 
 
 def _kill_fork_server(collect: bool) -> int:
