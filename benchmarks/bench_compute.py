@@ -74,3 +74,63 @@ def check_batch(batch) -> None:
     assert images.shape == (BATCH_SIZE, IMAGE_SIDE, IMAGE_SIDE), f"batch shape {images.shape}"
     assert images.dtype == np.float32, f"dtype {images.dtype}"
     assert images.min() >= 0 and images.max() <= 255, "values outside the pixel range"
+
+
+# -- the machine's own limit: the function alone, no loader ------------------------------------
+# What one core and two cores of this machine do with `compute_record` when nothing but the
+# function runs: the yardstick for "two cores' worth". The records go in a shuffled order and
+# are stacked per batch, as a loader would; the processes get glibc's thresholds from the
+# configuration's environment, the values course_lib's workers run with.
+def _batch_starts(num_records: int, first: int = 0, step: int = 1) -> range:
+    return range(first * BATCH_SIZE, num_records - BATCH_SIZE + 1, step * BATCH_SIZE)
+
+
+def _compute_batch(images: np.ndarray, start: int) -> np.ndarray:
+    return np.stack([compute_record(image) for image in images[start:start + BATCH_SIZE]])
+
+
+def _bare_process(images: np.ndarray, first: int, step: int, connection) -> None:
+    """Compute every `step`-th batch from batch `first` on and send each one back."""
+    for start in _batch_starts(len(images), first, step):
+        connection.send_bytes(_compute_batch(images, start))
+    connection.close()
+
+
+def bare_epoch(images: np.ndarray, processes: int):
+    """One shuffled epoch of `compute_record`: in this process (`processes=0`), or in that
+    many fresh processes, batch `b` computed by process `b % processes` and sent back
+    through a pipe of its own, then yielded in order."""
+    shuffled = images[np.random.default_rng(SEED).permutation(len(images))]
+    if processes == 0:
+        for start in _batch_starts(len(shuffled)):
+            yield _compute_batch(shuffled, start)
+        return
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    pipes = [context.Pipe(duplex=False) for _ in range(processes)]
+    children = [context.Process(target=_bare_process, args=(shuffled, index, processes, send))
+                for index, (_, send) in enumerate(pipes)]
+    try:
+        for child in children:
+            child.start()
+        for _, send in pipes:
+            send.close()
+        for batch_index, _ in enumerate(_batch_starts(len(shuffled))):
+            received = pipes[batch_index % processes][0].recv_bytes()
+            yield np.frombuffer(received, np.float32).reshape(BATCH_SIZE, IMAGE_SIDE,
+                                                              IMAGE_SIDE)
+    finally:
+        for child in children:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+                child.join()
+
+
+def build_bare(options: dict, data: dict):
+    """`(make_iterator, info)`; see bench_configs.py for the builder protocol."""
+    processes = options.get("processes", 0)
+    where = f"{processes} spawned processes" if processes else "this process"
+    return (lambda: bare_epoch(data["image"], processes)), {
+        "implementation": f"compute_record alone in {where}, no loader"}

@@ -24,6 +24,8 @@ import bench_compute
 import bench_decode
 from bench_common import BATCH_SIZE, NUM_RECORDS, check_batch, check_raw_batch
 
+from course_lib import allocator
+
 QUICK_RECORDS = 8192  # the reference pipeline's records in a --quick run
 
 
@@ -82,6 +84,7 @@ BUILDERS = {
     ("course_lib", "decode"): ("bench_course_lib", "build_course_lib_decode"),
     ("grain", "decode"): ("bench_grain", "build_grain_decode"),
     ("torch", "decode"): ("bench_torch", "build_torch_decode"),
+    ("numpy", "compute"): ("bench_compute", "build_bare"),
     ("course_lib", "compute"): ("bench_course_lib", "build_course_lib_compute"),
     ("grain", "compute"): ("bench_grain", "build_grain_dataset_compute"),
     ("torch", "compute"): ("bench_torch", "build_torch_compute"),
@@ -90,6 +93,9 @@ BUILDERS = {
 GRAIN_DATASET = ("bench_grain", "build_grain_dataset")
 NO_JAX = {"import_jax": False}
 GRAIN_PREFETCH = {"read_threads": 2, "prefetch_buffer_size": 500}
+# glibc's thresholds as course_lib's workers start with them (course_lib/allocator.py).
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(allocator.MMAP_THRESHOLD_BYTES),
+                 "MALLOC_TRIM_THRESHOLD_": str(allocator.TRIM_THRESHOLD_BYTES)}
 
 
 def _reference_configs() -> list[Config]:
@@ -202,7 +208,15 @@ def _compute_configs() -> list[Config]:
 
     read_t0 = {"worker_count": 0, "read_threads": 0}
     two = {"worker_count": 2, "read_threads": None}
+    tuned = {"environment": WORKER_MALLOC}
     return [
+        compute("numpy_compute_alone", "numpy",
+                "the function alone in the benchmark's process, no loader (glibc thresholds "
+                "as in course_lib's workers)", tuned, scaling=False),
+        compute("numpy_compute_alone_2proc", "numpy",
+                "the function alone in 2 spawned processes, each computing every other batch "
+                "and sending it back through a pipe, no loader (the same thresholds)",
+                {**tuned, "processes": 2, "worker_count": 2}, scaling=False),
         compute("course_lib_compute_w0", "course_lib",
                 "worker_count=0, ReadOptions(num_threads=0)", read_t0),
         compute("course_lib_compute_w0_no_jax", "course_lib",
@@ -336,6 +350,14 @@ def ratios() -> list[Ratio]:
         Ratio("compute-bound course_lib_compute_w2 / two cores' worth of course_lib_compute_w0, "
               "steady state", ("course_lib_compute_w2",), ("course_lib_compute_w0",),
               target=0.9, scale=2.0, key=steady),
+        Ratio("machine: the function alone in 2 processes / two cores' worth of it alone in "
+              "one, steady state (the yardstick above, with no loader at all)",
+              ("numpy_compute_alone_2proc",), ("numpy_compute_alone",), scale=2.0, key=steady),
+        Ratio("compute-bound course_lib_compute_w2 / the function alone in 2 processes, "
+              "steady state", ("course_lib_compute_w2",), ("numpy_compute_alone_2proc",),
+              key=steady),
+        Ratio("compute-bound course_lib_compute_w0 / the function alone in one process",
+              ("course_lib_compute_w0",), ("numpy_compute_alone",)),
         Ratio("compute-bound torch_compute_w2 / two cores' worth of torch_compute_w0, whole "
               "epoch (the same yardstick for torch)", ("torch_compute_w2",),
               ("torch_compute_w0",), scale=2.0),

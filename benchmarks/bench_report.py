@@ -253,7 +253,9 @@ def _pipeline_sections(report: dict) -> list[str]:
             "configurations never import jax; `course_lib_compute_w0_no_jax_untuned` also "
             "turns off course_lib's malloc tuning (`COURSE_LIB_MALLOC_TUNING=0`, see "
             "course_lib/allocator.py), which shows what glibc's default thresholds cost "
-            "such a transform.",
+            "such a transform. The `numpy_compute_alone` configurations run the function "
+            "with no loader at all, in the benchmark's process and in 2 spawned processes: "
+            "what this machine's cores do with it, the yardstick for the worker ratios.",
             "", *_table_rows(report, "compute"),
         ]
     if "sources" in pipelines:
