@@ -276,15 +276,25 @@ def _describe_exit(process) -> str:
             "the worker failed; its own error, if any, is printed above")
 
 
+# The worker counts this process has already been told are more than its cores.
+_noted_worker_counts: set[int] = set()
+
+
+def _note_more_workers_than_cores(worker_count: int) -> None:
+    """Say once per process and worker count (a benchmark starts many loaders) that
+    workers beyond the cores only share them."""
+    if worker_count > (os.cpu_count() or 1) and worker_count not in _noted_worker_counts:
+        _noted_worker_counts.add(worker_count)
+        print(f"course_lib: worker_count={worker_count} is more than the {os.cpu_count()} "
+              "CPU cores here; extra workers will not add speed.", file=sys.stderr)
+
+
 class WorkerPool:
     """Starts the workers, hands out units, and tears everything down exactly once."""
 
     def __init__(self, loader, slots_per_worker: int):
         self.worker_count = loader.worker_count
-        if self.worker_count > (os.cpu_count() or 1):
-            print(f"course_lib: worker_count={self.worker_count} is more than the "
-                  f"{os.cpu_count()} CPU cores here; extra workers will not add speed.",
-                  file=sys.stderr)
+        _note_more_workers_than_cores(self.worker_count)
         self.slots = SlotOwner(slots_per_worker)
         self._shared = SharedArrays(self.slots.prefix)
         self.processes, self.task_conns, self.result_conns = [], [], []

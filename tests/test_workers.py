@@ -91,13 +91,26 @@ RECIPES = ["random+filter+batch", "random+batch", "no batch", "after batch"]
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("recipe", RECIPES)
 @pytest.mark.parametrize("worker_count", [1, 2, 3, 8])
-def test_same_elements_for_every_worker_count(recipe, worker_count, assert_same, capsys):
+def test_same_elements_for_every_worker_count(recipe, worker_count, assert_same, capsys,
+                                              monkeypatch):
+    monkeypatch.setattr(course_lib.workers, "_noted_worker_counts", set())
     expected = _reference(recipe)
     if recipe != "no batch":  # the final batch is partial
         assert len(expected[-1]["y"]) < 7 and all(len(b["y"]) == 7 for b in expected[:-1])
     assert_same(list(_loader(recipe, worker_count)), expected)
     warning = f"worker_count={worker_count} is more than the {CORES} CPU cores"
     assert (warning in capsys.readouterr().err) == (worker_count > CORES)
+
+
+@pytest.mark.timeout(60)
+def test_more_workers_than_cores_is_said_once_per_worker_count(capsys, monkeypatch):
+    monkeypatch.setattr(course_lib.workers, "_noted_worker_counts", set())
+    too_many = CORES + 1
+    for worker_count in (too_many, too_many, too_many + 1):
+        list(_loader("random+batch", worker_count))
+    said = capsys.readouterr().err
+    assert said.count(f"worker_count={too_many} is more than") == 1, said
+    assert said.count(f"worker_count={too_many + 1} is more than") == 1, said
 
 
 @pytest.mark.timeout(30)
