@@ -24,7 +24,7 @@ import bench_compute
 import bench_decode
 from bench_common import BATCH_SIZE, NUM_RECORDS, check_batch, check_raw_batch
 
-from course_lib import allocator
+from course_lib import allocator, workers
 
 QUICK_RECORDS = 8192  # the reference pipeline's records in a --quick run
 
@@ -93,9 +93,8 @@ BUILDERS = {
 GRAIN_DATASET = ("bench_grain", "build_grain_dataset")
 NO_JAX = {"import_jax": False}
 GRAIN_PREFETCH = {"read_threads": 2, "prefetch_buffer_size": 500}
-# glibc's thresholds as course_lib's workers start with them (course_lib/allocator.py).
-WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(allocator.MMAP_THRESHOLD_BYTES),
-                 "MALLOC_TRIM_THRESHOLD_": str(allocator.TRIM_THRESHOLD_BYTES)}
+# glibc's thresholds, taken from what course_lib's workers start with (workers.py).
+WORKER_MALLOC = {name: workers._WORKER_ENVIRONMENT[name] for name in allocator.GLIBC_VARIABLES}
 
 
 def _reference_configs() -> list[Config]:
