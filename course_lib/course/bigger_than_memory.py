@@ -443,11 +443,10 @@ def time_slow_loader(source: Any, *, num_threads: int, worker_count: int = 0,
                      num_records: int, side: int = DIGIT_SIDE, batch_size: int = 32,
                      seed: int = 0) -> float:
     """Records/s of a shuffled pass over `num_records` records of `source` (digit records),
-    decoded and batched, once the loader runs: the first batch is left out, since it
-    includes starting the workers and the first chunk, which is read inline and timed to
-    decide whether threads pay off."""
+    decoded and batched, once the loader runs: the clock starts after the first
+    `warmup_records(worker_count)` records, which include starting the workers and the first
+    chunk of each reader, read inline and timed to decide whether threads pay off."""
     import course_lib as grain
-    from course_lib.course.parallel_workers import timed_pass
 
     sampler = grain.IndexSampler(num_records=num_records, shuffle=True, seed=seed,
                                  num_epochs=1)
@@ -455,8 +454,27 @@ def time_slow_loader(source: Any, *, num_threads: int, worker_count: int = 0,
         data_source=source, sampler=sampler,
         operations=[DecodeDigit(side), grain.Batch(batch_size)], worker_count=worker_count,
         read_options=grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=500))
-    timing, _ = timed_pass(loader)
-    return timing.steady_records_per_s
+    skip = warmup_records(worker_count)
+    if num_records < skip + 4 * batch_size:
+        raise ValueError(f"num_records={num_records} leaves too little to time after the "
+                         f"first {skip} records; pass at least {skip + 4 * batch_size}.")
+    seen, timed, start = 0, 0, None
+    with iter(loader) as iterator:
+        for batch in iterator:
+            if start is None:
+                seen += len(batch["label"])
+                if seen >= skip:
+                    start = time.perf_counter()
+            else:
+                timed += len(batch["label"])
+    return timed / (time.perf_counter() - start)
+
+
+def warmup_records(worker_count: int) -> int:
+    """Records left out of a timing: each reader's first chunk is read inline."""
+    from course_lib.stream import MIN_CHUNK_RECORDS
+
+    return MIN_CHUNK_RECORDS * max(1, worker_count)
 
 
 def plot_read_threads(rates: Mapping[int, float], latency_s: float,
@@ -550,3 +568,28 @@ def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
         f"{thread_rates[many]:,.0f}/s (limit {threads_limit(many, latency_s):,.0f}/s): threads "
         "for waiting, processes (lesson 4) for computing.",
     ]
+
+
+# -- sharded files -----------------------------------------------------------------------------
+
+
+def files_read(source: Any, record_keys: Sequence[int]) -> list[str]:
+    """The names of the files of an `ArrayRecordDataSource` that `record_keys` fall in."""
+    ends = np.cumsum([len(type(source)(path)) for path in source.paths])
+    shards = np.unique(np.searchsorted(ends, np.asarray(record_keys), side="right"))
+    return [os.path.basename(source.paths[shard]) for shard in shards]
+
+
+def epoch_record_keys(num_records: int, shard_options: Any, seed: int) -> list[int]:
+    """The record keys one shuffled epoch reads, in order, for one shard (one JAX process)."""
+    import course_lib as grain
+
+    sampler = grain.IndexSampler(num_records=num_records, shard_options=shard_options,
+                                 shuffle=True, num_epochs=1, seed=seed)
+    keys = []
+    for index in range(num_records):
+        try:
+            keys.append(sampler[index].record_key)
+        except IndexError:
+            break
+    return keys
