@@ -11,6 +11,11 @@ from course_lib.checks.lazy_source import check_decode, check_lazy_costs, check_
 from course_lib.checks.recompilation import check_count_traces
 from course_lib.checks.resume import check_resume_batches
 from course_lib.checks.rotation import check_rotation
+from course_lib.checks.sharded_files import (
+    check_sharded_loader,
+    check_sharded_source,
+    check_write_shards,
+)
 from course_lib.checks.shards import check_shard_samplers
 from course_lib.checks.worker_benchmark import (
     check_best_worker_count,
@@ -27,8 +32,11 @@ __all__ = [
     "check_resume_batches",
     "check_rotation",
     "check_shard_samplers",
+    "check_sharded_loader",
+    "check_sharded_source",
     "check_time_worker_counts",
     "check_worker_plot",
+    "check_write_shards",
     "expect",
     "fail",
     "learner_code",

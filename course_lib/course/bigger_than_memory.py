@@ -148,7 +148,8 @@ def bytes_on_disk(paths: Sequence[str | Path]) -> int:
 
 
 def process_memory_mb() -> dict[str, float]:
-    """This process's anonymous memory and mapped file pages, in MB (from /proc, Linux);
+    """This process's anonymous memory and mapped file pages, in MB of 10^6 bytes (from
+    /proc, Linux);
     NaN where /proc is not available."""
     found = {"anonymous": math.nan, "file": math.nan}
     try:
@@ -157,9 +158,9 @@ def process_memory_mb() -> dict[str, float]:
         return found
     for line in text.splitlines():
         if line.startswith("RssAnon:"):
-            found["anonymous"] = int(line.split()[1]) / 1024
+            found["anonymous"] = int(line.split()[1]) * 1024 / 1e6  # kB there are KiB
         elif line.startswith("RssFile:"):
-            found["file"] = int(line.split()[1]) / 1024
+            found["file"] = int(line.split()[1]) * 1024 / 1e6
     return found
 
 
@@ -322,8 +323,9 @@ def cold_warm_sentence(name: str, cold: float, warm: float) -> str:
                 f"than cold ({cold:,.0f}/s): the machine was busier during the warm run, "
                 "which says nothing about the cache.")
     return (f"{name}: cold and warm random reads were within 20% of each other ({cold:,.0f}/s "
-            f"and {warm:,.0f}/s): the pages were not really dropped (a file system in memory, "
-            "or a disk cache below the kernel), or the disk is as fast as the cache here.")
+            f"and {warm:,.0f}/s): these reads spend their time on something other than the disk "
+            "(decompressing, say), or the pages were not really dropped (a file system in "
+            "memory, a disk cache below the kernel).")
 
 
 def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
