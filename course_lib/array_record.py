@@ -175,7 +175,8 @@ class ArrayRecordDataSource:
 
     def __getitem__(self, record_key: int) -> bytes:
         shard, position = self._locate(record_key)
-        return self._reader(shard).read([position])[0]
+        reader = self._readers[shard] or self._reader(shard)
+        return reader.read([position])[0]
 
     def __getitems__(self, record_keys: Sequence[int]) -> list[bytes]:
         """Many records with one read call per file; the order of `record_keys` is kept."""
