@@ -167,19 +167,25 @@ def process_memory_mb() -> dict[str, float]:
 _MEMORY_SCRIPT = """
 import json, sys
 import numpy as np
-from course_lib.course.bigger_than_memory import process_memory_mb
 from course_lib.record_file import RecordFileDataSource
+
+
+def memory():
+    fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return {name: int(fields[key].split()[0]) * 1024 / 1e6
+            for name, key in (("anonymous", "RssAnon"), ("file", "RssFile"))}
+
 
 how, path, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 source = RecordFileDataSource(path)
-before = process_memory_mb()
+before = memory()
 if how == "whole":
     header = source._needed_bytes - len(source) * source.dtype.itemsize
     data = np.fromfile(path, dtype=source.dtype, count=count, offset=header)
 else:
     for key in range(count):
         record = source[key]
-after = process_memory_mb()
+after = memory()
 print(json.dumps({name: after[name] - before[name] for name in after}))
 """
 
@@ -187,9 +193,12 @@ print(json.dumps({name: after[name] - before[name] for name in after}))
 def memory_growth_mb(how: str, path: str | Path, count: int, timeout: float = 120) -> dict:
     """In a new Python process: how much anonymous memory and mapped file pages (MB) grow
     while the first `count` records of a record file are read `"whole"` (into one array,
-    as `np.load` does) or `"lazily"` (one record at a time, each dropped after use)."""
+    as `np.load` does) or `"lazily"` (one record at a time, each dropped after use).
+    NaN where /proc is not available."""
     if how not in ("whole", "lazily"):
         raise ValueError(f"how={how!r} must be 'whole' or 'lazily'.")
+    if not Path("/proc/self/status").is_file():
+        return {"anonymous": math.nan, "file": math.nan}
     done = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, how, os.fspath(path),
                            str(count)], capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
@@ -240,12 +249,15 @@ def memory_sentence(data_mb: float, whole_mb: float, lazily_mb: float) -> str:
 
 
 def drop_page_cache(paths: Sequence[str | Path]) -> bool:
-    """Ask the kernel to forget the cached pages of these files (no root needed). Dirty
-    pages are written first, since only clean pages can be dropped. Pages that some process
-    still maps stay. Returns False where `os.posix_fadvise` does not exist (macOS)."""
+    """Ask the kernel to forget the cached pages of these files (no root needed).
+
+    Only clean pages can be dropped: for pages not yet written to disk the call starts
+    writing them, so call it once after writing the files, and again before a cold read.
+    (`fsync` would wait for the disk instead, one file at a time, which is slow on a busy
+    machine.) Pages that some process still maps stay. Returns False where
+    `os.posix_fadvise` does not exist (macOS)."""
     if not hasattr(os, "posix_fadvise"):
         return False
-    os.sync()
     for path in paths:
         descriptor = os.open(path, os.O_RDONLY)
         try:
