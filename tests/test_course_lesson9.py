@@ -95,13 +95,15 @@ def test_epoch_memory_sentence(anonymous, expected):
     assert expected in lesson.epoch_memory_sentence("record file", anonymous, 393)
 
 
-def test_read_threads_sentence_says_where_threads_stop_helping():
+def test_read_threads_sentence_says_where_threads_fall_short():
     reaching = {1: 190, 4: 780, 16: 3000}
     assert "Every thread count up to 16 reached at least 80%" in lesson.read_threads_sentence(
         reaching, 0.005)
-    stalling = {1: 190, 4: 780, 16: 1500}
-    sentence = lesson.read_threads_sentence(stalling, 0.005)
-    assert "From 16 threads on" in sentence and "47%" in sentence
+    stalling = lesson.read_threads_sentence({1: 190, 4: 780, 16: 1500}, 0.005)
+    assert "Below 80% of the limit: 16 (47%) threads" in stalling
+    assert "interpreter lock" in stalling
+    all_short = lesson.read_threads_sentence({1: 150, 4: 500}, 0.005)
+    assert "1 (75%), 4 (62%) threads" in all_short and "Even the fewest" in all_short
 
 
 @pytest.mark.parametrize("in_workers, expected", [(3000, "1.9x more"), (800, "less"),

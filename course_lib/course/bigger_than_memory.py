@@ -521,25 +521,28 @@ def plot_read_threads(rates: Mapping[int, float], latency_s: float,
 
 
 def read_threads_sentence(rates: Mapping[int, float], latency_s: float) -> str:
-    """How close each thread count came to `num_threads / latency`, and where it stopped."""
+    """How close each thread count came to `num_threads / latency`, and where it fell short."""
     shares = {threads: rate / threads_limit(threads, latency_s)
               for threads, rate in sorted(rates.items())}
-    reached = [threads for threads, share in shares.items() if share >= 0.8]
     one = min(rates)
-    parts = [f"With {one} thread the loader read {rates[one]:,.0f} records/s, "
-             f"{shares[one]:.0%} of the {threads_limit(one, latency_s):,.0f}/s that one wait "
-             f"of {latency_s * 1e3:.0f} ms at a time allows."]
-    if len(reached) == len(shares):
+    parts = [f"With {one} thread{'s' if one > 1 else ''} the loader read {rates[one]:,.0f} "
+             f"records/s, {shares[one]:.0%} of the {threads_limit(one, latency_s):,.0f}/s that "
+             f"waits of {latency_s * 1e3:.0f} ms allow."]
+    short = [threads for threads, share in shares.items() if share < 0.8]
+    if not short:
         parts.append(f"Every thread count up to {max(rates)} reached at least 80% of its "
                      "limit: the threads spend their time waiting, together.")
+        return " ".join(parts)
+    listed = ", ".join(f"{threads} ({shares[threads]:.0%})" for threads in short)
+    parts.append(f"Below 80% of the limit: {listed} threads.")
+    if short[0] == one:
+        parts.append("Even the fewest threads fell short: each record's own work (reading, "
+                     "decoding, handing it over) adds to its wait, and on a busy machine a "
+                     "thread whose wait is over may wait again for a core.")
     else:
-        below = [threads for threads in shares if threads not in reached]
-        first = below[0]
-        parts.append(
-            f"From {first} threads on, the loader stayed below 80% of the limit "
-            f"({shares[first]:.0%} at {first}, {rates[first]:,.0f} records/s): the "
-            "waits overlap, but the work between them (handing records over, decoding, "
-            "batching) now takes a whole core, and the threads share one interpreter lock.")
+        parts.append("The waits overlap, but with many threads the work between them "
+                     "(handing records over, decoding, batching) fills a core, and the "
+                     "threads share one interpreter lock.")
     return " ".join(parts)
 
 
