@@ -165,9 +165,9 @@ class IndexSampler:
         `shard_index + shard_count`, ... (any position `p` answers step `p // shard_count`)."""
         if index < 0 or index >= len(self):
             raise IndexError(
-                f"index {index} is past the end of this sampler: global positions are in "
-                f"[0, {len(self)}) for shard {self.shard_options.shard_index} of "
-                f"{self.shard_options.shard_count}.")
+                f"index {index} is past the end of this sampler ({len(self)} indices: the "
+                f"global positions [0, {len(self)}) of shard {self.shard_options.shard_index}"
+                f" of {self.shard_options.shard_count}).")
         step = index // self.shard_options.shard_count
         return RecordMetadata(index, self.record_key(step), seed=self.seed)
 
