@@ -20,9 +20,9 @@ record, then every shard's second, ... reads the data set in order.
 
 from __future__ import annotations
 
-import numpy as np
-
 import sys
+
+import numpy as np
 
 from course_lib._checks import check_bool, check_optional_int, check_sampler_seed
 from course_lib.permutation import FeistelPermutation

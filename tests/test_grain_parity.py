@@ -137,7 +137,7 @@ def test_a_buffer_smaller_than_the_threads_is_warned_about(caplog):
 
 
 def test_a_negative_buffer_is_refused_as_not_non_negative():
-    with pytest.raises(ValueError, match="prefetch_buffer_size=-1 must be >= 0. "
+    with pytest.raises(ValueError, match=r"prefetch_buffer_size=-1 must be >= 0\. "
                                          "prefetch_buffer_size must be non-negative"):
         grain.ReadOptions(prefetch_buffer_size=-1)
 
