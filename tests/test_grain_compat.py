@@ -92,7 +92,7 @@ def test_sampler_with_shuffle_seed_and_epochs_visits_every_key_once_per_epoch(gr
 
 @MODULES
 def test_sharded_loader_reads_only_its_block(grain):
-    """(A sampler's own indices differ: Grain's are global positions, strided over shards.)"""
+    """Both answer global positions, strided over shards (shard i reads i, i + k, ...)."""
     shard = grain.ShardOptions(shard_index=1, shard_count=2, drop_remainder=True)
     source = grain.RangeDataSource(start=0, stop=10, step=1)
     sampler = grain.IndexSampler(num_records=10, shard_options=shard, shuffle=True,
