@@ -159,7 +159,8 @@ class DataLoader:
       operations: transforms and at most one `Batch`, applied in order.
       worker_count: 0 runs everything in this process; N > 0 uses N worker processes.
       worker_buffer_size: per worker, how many units of work may be in flight.
-      shard_options: deprecated alias; give `shard_options` to the sampler instead.
+      shard_options: the shard, as Grain's `DataLoader` takes it; course_lib reads the shard
+        from the sampler, so this may be left out, and if given must equal the sampler's.
       read_options: threads and read-ahead for reading the source.
     """
 
