@@ -92,6 +92,8 @@ def write_csv(grades: list[Grade], path: str | Path) -> None:
         writer.writeheader()
         for grade in grades:
             values = row(grade)
+            values["points"] = _number(values["points"])
+            values["points_possible"] = _number(values["points_possible"])
             values["checks"] = "; ".join(f"cell {check['cell']}: {check['verdict']}"
                                          for check in values["checks"])
             values["restored"] = "; ".join(values["restored"])
