@@ -72,12 +72,14 @@ def test_points_come_from_each_check_and_the_message_from_the_first_failing_one(
     assert [(error.index, error.ename) for error in result.errors] == [(4, "AssertionError")]
 
 
-def test_a_syntax_error_in_the_exercise_is_named_before_the_checks_it_broke(tmp_path, capsys):
+def test_a_syntax_error_in_the_exercise_is_named_before_the_checks_it_broke(tmp_path, capfd):
     release = _release(tmp_path / "release")
     path = _answer(release, "01_toy", "def answer():\n    return [41 + 1",
                    tmp_path / "me" / "01_toy.ipynb")
     assert grade.main([str(path), "--release", str(release)]) == 1
-    board = capsys.readouterr().out.splitlines()
+    printed = capfd.readouterr()
+    assert "without encryption" not in printed.err + printed.out
+    board = printed.out.splitlines()
     notes = [line.strip() for line in board if line.startswith("    ")]
     assert notes[0].startswith("first problem: cell 2 (exercise) raised SyntaxError:")
     assert "(line 2)" in notes[0] and ".py" not in notes[0]

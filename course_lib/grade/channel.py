@@ -57,8 +57,11 @@ def check_request(source: str, cell: int, results: Path,
     result = results / f"{secrets.token_hex(16)}.json"
     params = {"nonce": nonce, "key": key, "cell": cell, "source": source,
               "checks": str(checks_folder), "result": str(result)}
-    scope = f'{{"__name__": "__grade_check__", "PARAMS": {params!r}, "USER_NS": globals()}}'
-    return CheckRequest(cell, f"exec({PROGRAM!r}, {scope})", nonce, key, result)
+    # Names a learner might reuse (exec, globals) are taken from builtins, not looked up.
+    builtins = '__import__("builtins")'
+    scope = (f'{{"__name__": "__grade_check__", "PARAMS": {params!r}, '
+             f'"USER_NS": {builtins}.globals()}}')
+    return CheckRequest(cell, f"{builtins}.exec({PROGRAM!r}, {scope})", nonce, key, result)
 
 
 def read_outcome(request: CheckRequest) -> Outcome | None:
