@@ -60,10 +60,19 @@ def read_notebook(path: Path):
         notebook = nbformat.reads(json.dumps(content), as_version=4)
         nbformat.validate(notebook)
     except Exception as error:  # nbformat raises several kinds for a malformed notebook
-        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         raise NotANotebook(f"not a notebook: {path.name} is not valid nbformat 4 "
-                           f"({type(error).__name__}: {first})") from None
+                           f"({_schema_problem(error)})") from None
     return notebook
+
+
+def _schema_problem(error: Exception) -> str:
+    """Where the notebook breaks its schema and how, without the instance's whole repr."""
+    message = str(getattr(error, "message", "") or error).strip().splitlines()
+    message = message[0] if message else type(error).__name__
+    if len(message) > 120 and " is " in message:
+        message = "it" + message[message.rindex(" is "):]  # "{...huge cell...} is not valid"
+    where = "/".join(str(part) for part in getattr(error, "absolute_path", ()) or ())
+    return f"{where}: {message}" if where else message
 
 
 def release_for(submission: Path, release: Path) -> Path:

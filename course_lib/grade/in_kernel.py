@@ -6,7 +6,7 @@ input transformers, AST transformers, custom exception handler or traceback disp
 
 1. loads `course_lib.checks` afresh from the package's own source files, under a finder of
    its own (no cached `.pyc`, not the module objects the learner's cells can reach and
-   patch), and puts the learner's modules back afterwards;
+   patch), and puts the learner's modules back once the check is over;
 2. runs the released check cell's source with `checks` bound to that fresh package;
 3. writes what happened (passed, or the exception's type and message) to the one-time
    result file the grader named, sealed with an HMAC under the one-time key it chose.
@@ -14,6 +14,7 @@ input transformers, AST transformers, custom exception handler or traceback disp
 A result that does not come back this way, sealed with the right key, counts as a failure.
 """
 
+import contextlib
 import hashlib
 import hmac
 import importlib
@@ -57,8 +58,13 @@ def _ours(name: str) -> bool:
     return name == PACKAGE or name.startswith(PACKAGE + ".")
 
 
+@contextlib.contextmanager
 def fresh_checks(folder: str):
-    """A private copy of `course_lib.checks`; the learner's copy is left as it was."""
+    """A private copy of `course_lib.checks`, in `sys.modules` only while the check runs.
+
+    An `import` inside the check cell or the check code gets the fresh copy too; afterwards
+    the learner's modules (patched or not) are put back as they were.
+    """
     saved = {name: sys.modules.pop(name) for name in list(sys.modules) if _ours(name)}
     parent = importlib.import_module("course_lib")
     missing = object()
@@ -66,7 +72,7 @@ def fresh_checks(folder: str):
     finder = FreshChecks(folder)
     sys.meta_path.insert(0, finder)
     try:
-        return importlib.import_module(PACKAGE)
+        yield importlib.import_module(PACKAGE)
     finally:
         sys.meta_path.remove(finder)
         for name in [name for name in sys.modules if _ours(name)]:
@@ -89,21 +95,21 @@ def run_check(params: dict, user_ns: dict) -> None:
     """Run one check cell and write its sealed outcome to `params["result"]`."""
     outcome = {}
     try:
-        checks = fresh_checks(params["checks"])
         from IPython.core.inputtransformer2 import TransformerManager
 
         source = TransformerManager().transform_cell(params["source"])
         code = compile(source, f"<check cell {params['cell']}>", "exec")
         missing = object()
         learners = user_ns.get("checks", missing)
-        user_ns["checks"] = checks
-        try:
-            exec(code, user_ns)
-        finally:
-            if learners is missing:
-                user_ns.pop("checks", None)
-            else:
-                user_ns["checks"] = learners
+        with fresh_checks(params["checks"]) as checks:
+            user_ns["checks"] = checks
+            try:
+                exec(code, user_ns)
+            finally:
+                if learners is missing:
+                    user_ns.pop("checks", None)
+                else:
+                    user_ns["checks"] = learners
         outcome = {"ok": True}
     except BaseException as error:  # the verdict is the exception itself, whatever it is
         outcome = {"ok": False, "ename": type(error).__name__, "evalue": _text(error)}

@@ -94,11 +94,11 @@ def _as_run(index: int, cell_tags: tuple[str, ...], reply: Reply, outcome, limit
 
 def run_cells(notebook, limits: Limits) -> list[CellRun]:
     """Run every code cell of `notebook` in a fresh, fenced kernel; one CellRun per cell."""
-    deadline = time.monotonic() + limits.notebook_timeout
     runs: list[CellRun] = []
     stopped = ""
     with tempfile.TemporaryDirectory(prefix="grade-results-") as results, \
             contextlib.closing(Kernel(limits.memory_limit)) as kernel:
+        deadline = time.monotonic() + limits.notebook_timeout  # from the kernel's first prompt
         for index, cell in enumerate(notebook.cells):
             cell_tags, check = tuple(tags(cell)), is_check(cell)
             if cell.cell_type != "code" or (not check and (
