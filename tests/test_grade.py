@@ -176,6 +176,16 @@ def test_the_notebook_budget_and_the_cell_limit_name_the_cell(tmp_path):
                         "stopped", result.checks[0].message), result.checks[0].message
 
 
+def test_a_cell_that_kills_the_kernel_is_named_and_the_checks_after_it_do_not_run(tmp_path):
+    release = _release(tmp_path / "release", "01_exit", ("import os", []),
+                       ("def answer():\n    return 42\nos._exit(3)", ["exercise"]),
+                       ("checks.expect(answer() == 42, 'no', 'yes')", ["check"]))
+    result = grade.grade_notebook(release / "01_exit.ipynb", release, timeout=60)
+    assert result.root_cause == "cell 2 (exercise) killed the kernel"
+    assert [(check.verdict, check.message) for check in result.checks] == [
+        ("not run", "not run: the kernel died in cell 2")]
+
+
 def test_the_kernel_has_its_own_home_and_folder_and_leaves_no_process_behind(tmp_path):
     report = tmp_path / "seen.json"
     code = "\n".join([

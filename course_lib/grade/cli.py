@@ -61,7 +61,7 @@ def notebook_paths(arguments: list[str]) -> list[Path]:
 def _progress(done: int, total: int, grade: Grade) -> None:
     result = "passed" if grade.passed else "FAILED"
     print(f"[{done}/{total}] {grade.student}/{grade.name}: {result} "
-          f"({report._number(grade.points)}/{report._number(grade.possible)} points, "
+          f"({report.points_text(grade.points)}/{report.points_text(grade.possible)} points, "
           f"{grade.seconds:.1f} s)", file=sys.stderr, flush=True)
 
 

@@ -22,7 +22,7 @@ COLUMNS = ("student", "exercise", "points", "points_possible", "passed", "second
 INDENT = "    "
 
 
-def _number(value: float) -> str:
+def points_text(value: float) -> str:
     return f"{value:g}"
 
 
@@ -51,7 +51,7 @@ def scoreboard(grades: list[Grade], width: int = 100) -> str:
 
     lines = [columns("student", "exercise", "points  result  seconds"), "-" * width]
     for grade in grades:
-        points = f"{_number(grade.points)}/{_number(grade.possible)}"
+        points = f"{points_text(grade.points)}/{points_text(grade.possible)}"
         result = "passed" if grade.passed else "FAILED"
         lines.append(columns(grade.student, grade.name,
                              f"{points:>6}  {result:<6}  {grade.seconds:7.1f}"))
@@ -62,8 +62,8 @@ def scoreboard(grades: list[Grade], width: int = 100) -> str:
     passed = sum(grade.passed for grade in grades)
     earned = sum(grade.points for grade in grades)
     possible = sum(grade.possible for grade in grades)
-    lines += ["-" * width, f"{passed} of {len(grades)} passed, {_number(earned)} of "
-              f"{_number(possible)} points"]
+    lines += ["-" * width, f"{passed} of {len(grades)} passed, {points_text(earned)} of "
+              f"{points_text(possible)} points"]
     return "\n".join(lines)
 
 
@@ -92,8 +92,8 @@ def write_csv(grades: list[Grade], path: str | Path) -> None:
         writer.writeheader()
         for grade in grades:
             values = row(grade)
-            values["points"] = _number(values["points"])
-            values["points_possible"] = _number(values["points_possible"])
+            values["points"] = points_text(values["points"])
+            values["points_possible"] = points_text(values["points_possible"])
             values["checks"] = "; ".join(f"cell {check['cell']}: {check['verdict']}"
                                          for check in values["checks"])
             values["restored"] = "; ".join(values["restored"])

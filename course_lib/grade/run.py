@@ -80,7 +80,7 @@ def _as_run(index: int, cell_tags: tuple[str, ...], reply: Reply, outcome, limit
     if reply.status == "timeout":
         return CellRun(index, cell_tags, "timeout", "Timeout", f"ran longer than {limit}")
     if reply.status == "dead":
-        return CellRun(index, cell_tags, "dead", "DeadKernel", "the kernel died")
+        return CellRun(index, cell_tags, "dead", "DeadKernel", "killed the kernel")
     if not check:
         return CellRun(index, cell_tags, reply.status, reply.ename, reply.evalue)
     if outcome is None:
