@@ -3,7 +3,8 @@
 Each notebook gets a fresh Python kernel with a temporary HOME, working folder and TMPDIR
 (what its cells write with relative paths or `~` lands there and is deleted after), an
 optional limit on its address space (`RLIMIT_AS`, inherited by every process it starts), and
-IPC sockets in a private folder instead of TCP ports. When the notebook is done, the kernel,
+IPC sockets in a private folder instead of TCP ports (nothing listens on the network, so the
+kernel has no reason to warn about unencrypted TCP). When the notebook is done, the kernel,
 its process group, every process descended from it and every process that still carries
 this run's marker in its environment are killed: a `sleep` a cell started in a new session
 does not outlive the grading.
