@@ -13,9 +13,12 @@ one did not, 2 when there was nothing to grade.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import re
+import signal
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
@@ -91,6 +94,23 @@ def grade_all(paths: list[Path], release: Path | None, limits: Limits,
     return grades
 
 
+@contextlib.contextmanager
+def _terminate_cleanly():
+    """SIGTERM becomes SystemExit, so that each kernel is closed and its processes killed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m course_lib.grade",
@@ -132,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         print("No notebooks to grade: give exercise notebooks, a folder that holds them, or a "
               "folder of student folders.", file=sys.stderr)
         return 2
-    grades = grade_all(paths, arguments.release, limits, arguments.jobs)
+    with _terminate_cleanly():
+        grades = grade_all(paths, arguments.release, limits, arguments.jobs)
     print(report.scoreboard(grades))
     if arguments.csv:
         report.write_csv(grades, arguments.csv)
