@@ -237,11 +237,13 @@ class Draw(grain.RandomMapTransform):
         return int(rng.integers(0, 2**62))
 
 
-def test_each_shard_draws_its_own_random_numbers():
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("worker_count", [0, 2])
+def test_each_shard_draws_its_own_random_numbers(worker_count):
     def draws(shard_index):
         sampler = grain.IndexSampler(20, grain.ShardOptions(shard_index, 2), num_epochs=1, seed=5)
         return list(grain.DataLoader(data_source=grain.RangeDataSource(0, 20, 1), sampler=sampler,
-                                     operations=[Draw()]))
+                                     operations=[Draw()], worker_count=worker_count))
 
     assert not set(draws(0)) & set(draws(1))
     # The generator of a record is the one its metadata promises (keyed on global positions).
