@@ -598,15 +598,10 @@ def files_read(source: Any, record_keys: Sequence[int]) -> list[str]:
 
 
 def epoch_record_keys(num_records: int, shard_options: Any, seed: int) -> list[int]:
-    """The record keys one shuffled epoch reads, in order, for one shard (one JAX process)."""
+    """The record keys one shuffled epoch reads, in order, for one shard (one JAX process):
+    the steps of that shard's own stream, as the loader asks for them."""
     import course_lib as grain
 
     sampler = grain.IndexSampler(num_records=num_records, shard_options=shard_options,
                                  shuffle=True, num_epochs=1, seed=seed)
-    keys = []
-    for index in range(num_records):
-        try:
-            keys.append(sampler[index].record_key)
-        except IndexError:
-            break
-    return keys
+    return sampler.record_keys(0, sampler.total_length).tolist()
