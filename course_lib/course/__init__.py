@@ -22,7 +22,7 @@ is made once:
 
 The shared helpers live in `basics`; each lesson's own measurements and pictures live in a
 module named for its topic (`bottleneck`, `building_blocks`, `determinism`,
-`parallel_workers`, `sharding_policies`, `training_loop`, `resume`). Everything is
+`parallel_workers`, `sharding_policies`, `recompilation`, `training_loop`, `resume`). Everything is
 re-exported here, so a notebook only writes `from course_lib import course`.
 """
 
@@ -90,8 +90,17 @@ from course_lib.course.parallel_workers import (
     worker_memory_mb,
     worker_rule_of_thumb,
 )
+from course_lib.course.recompilation import (
+    CompilationTiming,
+    retrace_cause,
+    time_compilation,
+)
 from course_lib.course.resume import (
+    checkpoint_listing,
     plot_resume,
+    read_ahead_sentence,
+    skipped_batches,
+    state_formats_sentence,
 )
 from course_lib.course.sharding_policies import (
     contiguous_shard_keys,
@@ -100,14 +109,24 @@ from course_lib.course.sharding_policies import (
     strided_shard_keys,
 )
 from course_lib.course.training_loop import (
+    FeedTiming,
+    compare_feeds,
+    fastest_sentence,
+    feeding_table,
+    measure_feeds,
     naive_batches,
     plot_training,
+    prefetch_sentence,
+    speed_outcome,
+    workers_sentence,
 )
 
 __all__ = [
     "DIGIT_SIDE",
     "FAST_ENV",
     "READ_AHEAD_THREAD_PREFIX",
+    "CompilationTiming",
+    "FeedTiming",
     "LoaderTiming",
     "PipelineTiming",
     "all_keys_in_chunks",
@@ -115,8 +134,10 @@ __all__ = [
     "benchmark_workers",
     "bottleneck_sentence",
     "check_raised",
+    "checkpoint_listing",
     "choose",
     "compare",
+    "compare_feeds",
     "contiguous_shard_keys",
     "cycle_walks",
     "data_root",
@@ -124,6 +145,8 @@ __all__ = [
     "digit_images_on_disk",
     "digits",
     "fast_mode",
+    "fastest_sentence",
+    "feeding_table",
     "feistel_domain",
     "first_batches_in_a_new_process",
     "first_draw_grid",
@@ -135,6 +158,7 @@ __all__ = [
     "jax_messages",
     "last_error",
     "machine_load",
+    "measure_feeds",
     "median_time",
     "mnist_or_digits",
     "must_raise",
@@ -149,16 +173,23 @@ __all__ = [
     "plot_shard_sizes",
     "plot_timelines",
     "plot_training",
+    "prefetch_sentence",
     "print_mode",
     "profile_table",
     "progress",
+    "read_ahead_sentence",
     "read_ahead_threads",
+    "retrace_cause",
     "shared_stream_count",
     "show_image_rows",
     "show_images",
     "show_traceback",
+    "skipped_batches",
+    "speed_outcome",
     "speedups",
+    "state_formats_sentence",
     "strided_shard_keys",
+    "time_compilation",
     "time_loader",
     "time_pipeline",
     "time_pipelines",
@@ -166,4 +197,5 @@ __all__ = [
     "upscale",
     "worker_memory_mb",
     "worker_rule_of_thumb",
+    "workers_sentence",
 ]
