@@ -67,6 +67,11 @@ def test_speed_outcome_has_three_answers():
     overlapping = feed("c", [29, 36, 43])
     assert course.speed_outcome(overlapping, slow) == "within the noise"
     assert course.speed_outcome(feed("d", [31.5]), feed("e", [31.0])) == "within the noise"
+    # a burst of load slowed the second pair of runs: paired, the order still holds
+    assert course.speed_outcome(feed("f", [40, 20, 40]), feed("g", [30, 15, 30])) == "faster"
+    # repetitions that cannot be paired are compared by their ranges
+    assert course.speed_outcome(feed("h", [40, 42]), slow) == "faster"
+    assert course.speed_outcome(feed("i", [31, 40]), slow) == "within the noise"
 
 
 def test_fastest_sentence_names_the_measure_and_the_ties():
@@ -145,8 +150,10 @@ def test_skipped_batches_are_the_records_read_ahead():
 
 
 def test_read_ahead_sentence_for_each_outcome():
-    ahead = course.read_ahead_sentence(30, 50, [[1, 2], [3, 4]])
-    assert "would skip the 2 batches read ahead" in ahead and "[3, 4]" in ahead
+    ahead = course.read_ahead_sentence(30, 34, [[1, 2], [3, 4]])
+    assert "would skip the 2 batches read ahead (batches 16 to 17 of the stream)" in ahead
+    assert "[3, 4]" in ahead
+    assert "(batch 16 of the stream)" in course.read_ahead_sentence(30, 32, [[1, 2]])
     assert "does not show the trap" in course.read_ahead_sentence(30, 30, [])
     with pytest.raises(ValueError):
         course.read_ahead_sentence(30, 20, [])

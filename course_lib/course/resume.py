@@ -55,11 +55,14 @@ def read_ahead_sentence(loop_position: int, loader_position: int,
                          f"{loop_position}; pass the loop's position first.")
     shown = "\n".join(f"  {keys}" for keys in skipped[:4])
     more = f"\n  ... and {len(skipped) - 4} more" if len(skipped) > 4 else ""
+    first = loop_position // len(skipped[0]) + 1 if skipped and skipped[0] else None
+    which = (f" (batches {first} to {first + len(skipped) - 1} of the stream)"
+             if first and len(skipped) > 1 else f" (batch {first} of the stream)" if first else "")
     return (f"Resumed from the loop's position ({loop_position}), the next batch is the one "
             f"the loop has not trained on yet. Resumed from the loader's own position "
             f"({loader_position}), the run would skip the {len(skipped)} batch"
-            f"{'es' if len(skipped) != 1 else ''} read ahead, never training on these "
-            f"records:\n{shown}{more}")
+            f"{'es' if len(skipped) != 1 else ''} read ahead{which}, never training on "
+            f"these records:\n{shown}{more}")
 
 
 # -- course_lib's saved state against Grain's ------------------------------------------------

@@ -63,8 +63,8 @@ def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
 # setup is chosen by. The idle share (the time the step waited) is a diagnostic: it says where
 # the time went, and a setup can wait less and still run slower, when whatever hides the wait
 # takes CPU from the step. Each setup is measured in a few repetitions, taken in turn, so that
-# a burst of load from elsewhere on the machine falls on all of them; two setups whose ranges
-# of repetitions overlap are "within the noise" and no sentence ranks them.
+# a burst of load from elsewhere on the machine falls on all of them; a setup is only called
+# faster than another when it was faster in every pair of neighbouring repetitions.
 NOISE_RATIO = 1.05  # medians closer than this are within the noise, whatever the ranges say
 
 
@@ -154,13 +154,27 @@ def feeding_table(timings: Mapping[str, FeedTiming]) -> str:
 def speed_outcome(timing: FeedTiming, baseline: FeedTiming) -> str:
     """"faster", "slower" or "within the noise": `timing` against `baseline`, by steps/s.
 
-    Within the noise when the medians are within 5% of each other or the ranges of the
-    repetitions overlap."""
+    Repetition k of each setup ran next to the other's repetition k (`measure_feeds` takes
+    the setups in turn), so they are compared in pairs, which cancels slow changes in the
+    machine's load. Faster means faster in every pair, and by more than 5% at the median;
+    slower likewise; anything else is within the noise. Repetitions that cannot be paired
+    (unequal counts) are compared by their ranges: overlapping ranges are within the noise.
+    """
     ratio = timing.rate / baseline.rate
-    overlap = min(timing.rates) <= max(baseline.rates) and min(baseline.rates) <= max(timing.rates)
-    if overlap or 1 / NOISE_RATIO < ratio < NOISE_RATIO:
+    if 1 / NOISE_RATIO < ratio < NOISE_RATIO:
         return "within the noise"
-    return "faster" if ratio > 1 else "slower"
+    if len(timing.rates) == len(baseline.rates):
+        pairs = [mine / theirs for mine, theirs in zip(timing.rates, baseline.rates, strict=True)]
+        if ratio > 1 and min(pairs) > 1:
+            return "faster"
+        if ratio < 1 and max(pairs) < 1:
+            return "slower"
+        return "within the noise"
+    if min(timing.rates) > max(baseline.rates):
+        return "faster"
+    if max(timing.rates) < min(baseline.rates):
+        return "slower"
+    return "within the noise"
 
 
 def _ratio_text(timing: FeedTiming, baseline: FeedTiming) -> str:
