@@ -111,8 +111,13 @@ def test_workers_sentence_follows_the_numbers():
 def test_compare_feeds_and_table():
     naive, loader = feed("naive loop", [20, 21, 22]), feed("loader", [40, 42, 44])
     assert course.compare_feeds(loader, naive).startswith("The loader ran 2.00x faster than")
-    assert " slower than the loader" in course.compare_feeds(naive, loader)
-    assert "within the noise" in course.compare_feeds(feed("b", [20, 21.5, 23]), naive)
+    assert "off the step's path" in course.compare_feeds(loader, naive)
+    assert "took the 2 cores" in course.compare_feeds(naive, loader, cores=2)
+    assert "loader's own bookkeeping" in course.compare_feeds(naive, loader, same_work=True)
+    assert "read-ahead threads" in course.compare_feeds(loader, naive, same_work=True)
+    same = feed("b", [20, 21.5, 23])
+    assert "cannot tell them apart" in course.compare_feeds(same, naive)
+    assert "as expected of the same work" in course.compare_feeds(same, naive, same_work=True)
     table = course.feeding_table({"naive loop": naive, "loader": loader})
     assert "42.0 (  40.0-44.0)" in table and "median of 3 repetitions" in table
 

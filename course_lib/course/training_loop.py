@@ -182,15 +182,31 @@ def _ratio_text(timing: FeedTiming, baseline: FeedTiming) -> str:
     return f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x"
 
 
-def compare_feeds(timing: FeedTiming, baseline: FeedTiming) -> str:
-    """One sentence: `timing` against `baseline`, in steps per second."""
+def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool = False,
+                  cores: int | None = None) -> str:
+    """One sentence: `timing` against `baseline`, in steps per second, with the reason.
+
+    `same_work=True` says both setups do the same work in this process (the loader with
+    `worker_count=0` against the naive loop), so a difference is overhead, not overlap."""
+    cores = cores or os.cpu_count() or 1
     outcome = speed_outcome(timing, baseline)
     numbers = f"({timing.rate_text()}, against {baseline.rate_text()})"
     if outcome == "within the noise":
+        why = ("as expected of the same work in the same process" if same_work
+               else "this run cannot tell them apart")
         return (f"The {timing.label} and the {baseline.label} ran within the noise of the "
-                f"repetitions of each other {numbers}.")
+                f"repetitions of each other {numbers}: {why}.")
+    if same_work:
+        why = {"faster": "both decode in this process, and the loader's read-ahead threads "
+                         "(`ReadOptions`) read the next files while it decodes, which pays "
+                         "while a core is free",
+               "slower": "both decode in this process, so the gap is the loader's own "
+                         "bookkeeping, and its read-ahead threads competing for the cores"}
+    else:
+        why = {"faster": "the loading moved off the step's path",
+               "slower": f"the loading running beside the step took the {cores} cores from it"}
     return (f"The {timing.label} ran {_ratio_text(timing, baseline)} {outcome} than the "
-            f"{baseline.label} {numbers}.")
+            f"{baseline.label} {numbers}: {why[outcome]}.")
 
 
 def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
