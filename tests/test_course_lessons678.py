@@ -82,6 +82,9 @@ def test_fastest_sentence_names_the_measure_and_the_ties():
     assert "The y (40.0) is within the noise" in sentence and "z" not in sentence.split(".")[-2]
     alone = course.fastest_sentence({"x": timings["x"], "z": timings["z"]})
     assert "within the noise" not in alone
+    tied = course.fastest_sentence({"x": timings["x"], "y": timings["y"]})
+    assert "no setup stood out: all 2 ran within the noise" in tied
+    assert "the x (41.0 steps/s)" in tied
 
 
 def test_prefetch_sentence_follows_the_numbers():

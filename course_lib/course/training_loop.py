@@ -216,9 +216,13 @@ def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
     best = max(timings.values(), key=lambda timing: timing.rate)
     ties = [timing for timing in timings.values()
             if timing is not best and speed_outcome(timing, best) == "within the noise"]
-    sentence = (f"Judged by steps per second, which is what training time is made of (a run "
-                f"of N steps takes N / steps-per-second), the fastest setup here was the "
-                f"{best.label} ({best.rate_text()}).")
+    measure = ("Judged by steps per second, which is what training time is made of (a run "
+               "of N steps takes N / steps-per-second)")
+    if len(timings) > 1 and len(ties) == len(timings) - 1:
+        return (f"{measure}, no setup stood out: all {len(timings)} ran within the noise of "
+                f"the repetitions of the fastest, the {best.label} ({best.rate:.1f} steps/s). "
+                "This run cannot rank them; rerun on a quieter machine, or with more steps.")
+    sentence = f"{measure}, the fastest setup here was the {best.label} ({best.rate_text()})."
     if ties:
         names = " and the ".join(f"{timing.label} ({timing.rate:.1f})" for timing in ties)
         sentence += (f" The {names} {'is' if len(ties) == 1 else 'are'} within the noise of "
