@@ -22,7 +22,7 @@ is made once:
 
 The shared helpers live in `basics`; each lesson's own measurements and pictures live in a
 module named for its topic (`bottleneck`, `building_blocks`, `determinism`,
-`parallel_workers`, `sharding_policies`, `training_loop`, `resume`). Everything is
+`parallel_workers`, `sharding_policies`, `recompilation`, `training_loop`, `resume`). Everything is
 re-exported here, so a notebook only writes `from course_lib import course`.
 """
 
@@ -122,8 +122,17 @@ from course_lib.course.parallel_workers import (
     worker_memory_mb,
     worker_rule_of_thumb,
 )
+from course_lib.course.recompilation import (
+    CompilationTiming,
+    retrace_cause,
+    time_compilation,
+)
 from course_lib.course.resume import (
+    checkpoint_listing,
     plot_resume,
+    read_ahead_sentence,
+    skipped_batches,
+    state_formats_sentence,
 )
 from course_lib.course.sharding_policies import (
     PairRepeats,
@@ -139,16 +148,26 @@ from course_lib.course.sharding_policies import (
     strided_shard_keys,
 )
 from course_lib.course.training_loop import (
+    FeedTiming,
+    compare_feeds,
+    fastest_sentence,
+    feeding_table,
+    measure_feeds,
     naive_batches,
     plot_training,
+    prefetch_sentence,
+    speed_outcome,
+    workers_sentence,
 )
 
 __all__ = [
     "DIGIT_SIDE",
     "FAST_ENV",
     "READ_AHEAD_THREAD_PREFIX",
+    "CompilationTiming",
     "DecodeDigit",
     "DigitRecords",
+    "FeedTiming",
     "FolderOfFilesSource",
     "LoaderTiming",
     "PairRepeats",
@@ -161,9 +180,11 @@ __all__ = [
     "bottleneck_sentence",
     "bytes_on_disk",
     "check_raised",
+    "checkpoint_listing",
     "choose",
     "cold_warm_sentence",
     "compare",
+    "compare_feeds",
     "contiguous_shard_keys",
     "cycle_walks",
     "data_root",
@@ -177,6 +198,8 @@ __all__ = [
     "epoch_memory_trace",
     "epoch_record_keys",
     "fast_mode",
+    "fastest_sentence",
+    "feeding_table",
     "feistel_domain",
     "files_read",
     "first_batches_in_a_new_process",
@@ -190,6 +213,7 @@ __all__ = [
     "jax_messages",
     "last_error",
     "machine_load",
+    "measure_feeds",
     "median_time",
     "memory_growth_mb",
     "memory_sentence",
@@ -212,24 +236,31 @@ __all__ = [
     "plot_step_partners",
     "plot_timelines",
     "plot_training",
+    "prefetch_sentence",
     "print_mode",
     "process_memory_mb",
     "profile_table",
     "progress",
+    "read_ahead_sentence",
     "read_ahead_threads",
     "read_rates",
     "read_threads_sentence",
     "reads_per_second",
     "remember_lines",
+    "retrace_cause",
     "shard_step_keys",
     "shared_stream_count",
     "show_image_rows",
     "show_images",
     "show_traceback",
+    "skipped_batches",
+    "speed_outcome",
     "speedups",
+    "state_formats_sentence",
     "steps_per_process",
     "strided_shard_keys",
     "threads_limit",
+    "time_compilation",
     "time_loader",
     "time_pipeline",
     "time_pipelines",
@@ -239,6 +270,7 @@ __all__ = [
     "warmup_records",
     "worker_memory_mb",
     "worker_rule_of_thumb",
+    "workers_sentence",
     "workers_threads_sentence",
     "write_digit_record_file",
     "write_folder_of_files",
