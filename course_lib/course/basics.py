@@ -198,6 +198,7 @@ class Comparison:
     seconds: tuple[float, ...]
     baseline_seconds: tuple[float, ...]
     floor: float = NOISE_FLOOR
+    per: str = ""  # what each timing is for, printed after it: " per record"
 
     def __post_init__(self) -> None:
         for name in ("seconds", "baseline_seconds"):
@@ -238,25 +239,28 @@ class Comparison:
 
     def noise(self) -> str:
         """What the noise margin was based on: the runs' spread, or the floor alone."""
-        runs = min(len(self.seconds), len(self.baseline_seconds))
-        if runs == 1:
+        runs = sorted({len(self.seconds), len(self.baseline_seconds)})
+        if runs == [1]:
             return f"one run each, so a difference under {self.floor:.0%} is not read as real"
-        return (f"medians of {runs} runs, which spread by up to {self.margin:.0%}: a smaller "
-                "difference is noise")
+        spread = max(relative_spread(self.seconds), relative_spread(self.baseline_seconds))
+        counts = " and ".join(map(str, runs))
+        return (f"medians of {counts} runs, which spread by up to {spread:.0%}: a difference "
+                f"under {self.margin:.0%} is noise")
 
     def numbers(self) -> str:
         """The two medians and the noise, in parentheses."""
-        return (f"({format_duration(self.median)} against "
-                f"{format_duration(self.baseline_median)}; {self.noise()})")
+        return (f"({format_duration(self.median)}{self.per} against "
+                f"{format_duration(self.baseline_median)}{self.per}; {self.noise()})")
 
 
 def compare_runs(name: str, seconds: float | Sequence[float], baseline_name: str,
                  baseline_seconds: float | Sequence[float], *,
-                 why: Mapping[str, str] | None = None, floor: float = NOISE_FLOOR) -> str:
+                 why: Mapping[str, str] | None = None, floor: float = NOISE_FLOOR,
+                 per: str = "") -> str:
     """Like `compare`, but from repeated timings: the sentence says "about as long" when the
     difference is within the repetitions' own spread, and appends `why[outcome]` (keys
     "faster", "slower", "same"), the explanation of the outcome that was measured."""
-    comparison = Comparison(_as_tuple(seconds), _as_tuple(baseline_seconds), floor)
+    comparison = Comparison(_as_tuple(seconds), _as_tuple(baseline_seconds), floor, per)
     sentence = f"{comparison.how(name, baseline_name)} here {comparison.numbers()}."
     explanation = (why or {}).get(comparison.outcome)
     return f"{sentence} {explanation}" if explanation else sentence

@@ -306,36 +306,43 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
 
 def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: float,
                   cores: int, load: float | None, gain_reason: str) -> str:
-    """One line of the rule of thumb: did any worker count beat worker_count=0, and why."""
+    """One line of the rule of thumb: did any worker count beat worker_count=0, and why.
+
+    A run is too short to show workers when even perfect sharing could not win: the start-up
+    plus the run at worker_count=0 divided among min(workers, cores) is no shorter than the
+    run itself."""
     zero = timings[0]
     counts = [n for n in timings if n]
     if not counts:
         return f"{name}: only worker_count=0 was measured."
     best = max(counts, key=lambda n: timings[n].records_per_s)
-    best_vs_zero = Comparison(timings[best].seconds_per_record, zero.seconds_per_record)
+    best_vs_zero = Comparison(timings[best].seconds_per_record, zero.seconds_per_record,
+                              per=" per record")
     gain = f"{best_vs_zero.ratio:.2f}x the records/s of worker_count=0"
     if best_vs_zero.outcome == "faster":
         return (f"{name}: {best} workers were fastest, {gain} "
                 f"{best_vs_zero.numbers()}. {gain_reason}")
-    if best_vs_zero.outcome == "same":
-        line = (f"{name}: no worker count beat worker_count=0 beyond the noise (best: "
-                f"{best} workers, {gain} {best_vs_zero.numbers()}).")
-    else:
-        line = (f"{name}: every worker count was slower than worker_count=0 (best: "
-                f"{best} workers, {gain} {best_vs_zero.numbers()}).")
+    verdict = ("no worker count beat worker_count=0 beyond the noise"
+               if best_vs_zero.outcome == "same"
+               else "every worker count was slower than worker_count=0")
+    line = f"{name}: {verdict}; the best, {best} workers, gave {gain} {best_vs_zero.numbers()}."
+    ideal = startup + zero.total_s / min(best, cores)
     reasons = []
-    if zero.total_s < 5 * startup:
-        reasons.append(f"This run was too short to show what workers can do: the whole run "
-                       f"took {format_duration(zero.total_s)} at worker_count=0, while "
-                       f"starting the workers took about {format_duration(startup)}; a "
-                       "longer run (more records or epochs) spreads that cost.")
+    if ideal >= zero.total_s:
+        reasons.append(f"This run was too short to show what workers can do: it took "
+                       f"{format_duration(zero.total_s)} at worker_count=0, and even shared "
+                       f"perfectly among {min(best, cores)} core(s) it would take the "
+                       f"workers' start-up of about {format_duration(startup)} plus "
+                       f"{format_duration(zero.total_s / min(best, cores))}, no less. A longer "
+                       "run (more records or epochs) spreads the start-up.")
     if _busy(load, cores):
-        reasons.append(f"The machine was busy (load {load:.1f} on {cores} cores): the "
-                       "workers found no idle core to add.")
-    per_record = zero.total_s / zero.records
-    reasons.append(f"Each record took {format_duration(per_record)} at worker_count=0, and "
-                   f"on these {cores} cores the workers share the CPU with the main process, "
-                   "which hands out positions and receives every batch.")
+        reasons.append(f"The machine was busy before the timings (load {load:.1f} on {cores} "
+                       "cores): the workers found no idle core to add.")
+    if not reasons:
+        reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
+                       f"worker_count=0, and on these {cores} cores the workers share the CPU "
+                       "with the main process, which hands out positions and receives every "
+                       "batch: here that cost as much as the workers saved.")
     return " ".join([line, *reasons])
 
 
@@ -357,7 +364,8 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                       gain_reason="The workers took the per-record transforms off the "
                                   "main process.")]
     best = max(in_memory, key=lambda n: in_memory[n].records_per_s)
-    vector = Comparison(vectorised.seconds_per_record, in_memory[best].seconds_per_record)
+    vector = Comparison(vectorised.seconds_per_record, in_memory[best].seconds_per_record,
+                        per=" per record")
     best_name = "worker_count=0" if best == 0 else f"{best} workers"
     lines.append({
         "faster": f"In memory, vectorising after Batch at worker_count=0 gave "
@@ -374,7 +382,8 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
     if over:
         within = max((n for n in decode if n <= cores), key=lambda n: decode[n].records_per_s)
         beyond = max(over, key=lambda n: decode[n].records_per_s)
-        extra = Comparison(decode[beyond].seconds_per_record, decode[within].seconds_per_record)
+        extra = Comparison(decode[beyond].seconds_per_record,
+                           decode[within].seconds_per_record, per=" per record")
         how = {"same": "no faster than", "slower": "slower than",
                "faster": f"{extra.ratio:.2f}x faster than"}[extra.outcome]
         lines.append(f"More workers than the {cores} cores ({', '.join(map(str, over))}) "
@@ -388,7 +397,8 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
               f"{format_duration(startup)}" if startup > 0 else
               "while the workers' start-up did not show beyond the first batch's own time")
     verdict = ("long enough for the start-up to matter little." if startup * 10 < run else
-               "too short for that: here the start-up weighs on the whole run.")
+               f"short enough that the start-up is {startup / run:.0%} of it, a share the "
+               "workers must win back before they gain anything.")
     lines.append(
         f"Start-up: the first batch came after {format_duration(decode[0].first_batch_s)} "
         f"with worker_count=0 and after {format_duration(decode[most].first_batch_s)} with "
@@ -413,6 +423,7 @@ def vectorise_sentence(vectorised: LoaderTiming, in_memory: Mapping[int, LoaderT
     return compare_runs(
         "Vectorising at worker_count=0", vectorised.seconds_per_record,
         f"the best per-record run ({best_name})", in_memory[best].seconds_per_record,
+        per=" per record",
         why={"faster": "A few NumPy calls per batch replace a few per record: the "
                        "interpreter's cost of each call is paid once per batch.",
              "same": "Here the per-record transforms cost no more than the batched ones: "
