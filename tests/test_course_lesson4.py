@@ -138,6 +138,7 @@ def test_rule_of_thumb_reads_a_difference_within_the_noise_as_none():
     assert lines[0].startswith("Decode-bound: no worker count beat worker_count=0 beyond the "
                                "noise; the best, 2 workers, gave 1.10x")
     assert "spread by up to 105%" in lines[0]  # 1000/60 - 1000/140 against 1000/110
+    assert "cannot tell them apart" in lines[0]
     assert "was as fast as the best per-record run" in lines[2]
 
 
@@ -263,6 +264,11 @@ def test_compare_runs_appends_the_explanation_of_the_outcome_measured():
     assert course.compare_runs("a", 1.0, "b", 1.0, why=why).endswith("N.")
     assert "3.0x slower" in course.compare_runs("a", 3.0, "b", 1.0)
     assert "86x faster" in course.compare_runs("a", 1.0, "b", 86.0)
+    noisy = course.compare_runs("a", [1.0, 2.0, 3.0], "b", [2.0, 2.1], why=why)
+    assert "took about as long as" in noisy and "cannot tell them apart" in noisy
+    assert not noisy.endswith("N.")
+    assert not course.Comparison((1.0, 1.1), (1.0, 1.1)).too_noisy
+    assert not course.Comparison((1.0, 2.0, 3.0), (9.0,)).too_noisy  # a clear difference
 
 
 def test_run_times_and_relative_spread():

@@ -176,6 +176,7 @@ def format_times(ratio: float) -> str:
 
 
 NOISE_FLOOR = 0.05  # differences under 5% are never read as real, however tight the runs
+TOO_NOISY = 0.25  # runs that disagree by more than this cannot say two timings are equal
 
 
 def relative_spread(samples: Sequence[float]) -> float:
@@ -230,6 +231,12 @@ class Comparison:
             return "same"
         return "faster" if self.ratio > 1 else "slower"
 
+    @property
+    def too_noisy(self) -> bool:
+        """True when the outcome is "same" only because the runs disagreed so much (more
+        than `TOO_NOISY`) that no difference could show: then nothing was learnt."""
+        return self.outcome == "same" and self.margin > TOO_NOISY
+
     def how(self, name: str, baseline_name: str) -> str:
         """'`name` was 1.4x faster than `baseline_name`', or 'took about as long as'."""
         if self.outcome == "same":
@@ -262,8 +269,15 @@ def compare_runs(name: str, seconds: float | Sequence[float], baseline_name: str
     "faster", "slower", "same"), the explanation of the outcome that was measured."""
     comparison = Comparison(_as_tuple(seconds), _as_tuple(baseline_seconds), floor, per)
     sentence = f"{comparison.how(name, baseline_name)} here {comparison.numbers()}."
+    if comparison.too_noisy:
+        return f"{sentence} {NOISY_EXPLANATION}"
     explanation = (why or {}).get(comparison.outcome)
     return f"{sentence} {explanation}" if explanation else sentence
+
+
+NOISY_EXPLANATION = ("The repetitions disagreed among themselves by more than the two "
+                     "differ, so this run cannot tell them apart (other programs competing "
+                     "for the cores are the usual cause); a quieter machine can.")
 
 
 def _as_tuple(seconds: float | Sequence[float]) -> tuple[float, ...]:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from course_lib.course.basics import (
+    NOISY_EXPLANATION,
     Comparison,
     _axes,
     compare_runs,
@@ -292,6 +293,9 @@ def growth_sentence(small_seconds: Sequence[float], smallest: int,
                 "records. The extrapolation uses the largest size's rate, where that fixed "
                 "cost matters least; these sizes still fit the CPU caches better than a "
                 "billion-record table would, so read it as a rough estimate, not a bound.")
+    if per_record.too_noisy:
+        return (f"Whether the cost per record grew cannot be told from this run: {costs} "
+                f"({noise}). {NOISY_EXPLANATION}")
     return (f"The cost per record stayed the same within the noise, {costs} ({noise}), so "
             "these sizes show no growth; a billion-record table, far larger than the CPU "
             "caches, may still cost more per record than any size measured here.")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from course_lib.course.basics import (
+    NOISY_EXPLANATION,
     Comparison,
     compare_runs,
     format_duration,
@@ -338,6 +339,8 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
     if _busy(load, cores):
         reasons.append(f"The machine was busy before the timings (load {load:.1f} on {cores} "
                        "cores): the workers found no idle core to add.")
+    if best_vs_zero.too_noisy and not reasons:
+        reasons.append(NOISY_EXPLANATION)
     if not reasons:
         reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
                        f"worker_count=0, and on these {cores} cores the workers share the CPU "
@@ -373,7 +376,8 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                   f"({best_name}) {vector.numbers()}: a few NumPy calls per batch replace "
                   "a few per record, and no worker is needed.",
         "same": f"In memory, vectorising after Batch at worker_count=0 was as fast as the "
-                f"best per-record run ({best_name}) within the noise {vector.numbers()}.",
+                f"best per-record run ({best_name}) within the noise {vector.numbers()}."
+                + (f" {NOISY_EXPLANATION}" if vector.too_noisy else ""),
         "slower": f"In memory, vectorising after Batch at worker_count=0 gave only "
                   f"{vector.ratio:.2f}x the records/s of the best per-record run "
                   f"({best_name}) {vector.numbers()}: here the per-record run was faster.",
