@@ -540,12 +540,13 @@ def fork_server_sentence(seconds: Sequence[float]) -> str:
         raise ValueError(f"got {len(seconds)} timings; pass at least 2 (loaders=2 or more)")
     first, later = seconds[0], statistics.median(seconds[1:])
     times = f"{format_seconds(first)} against {format_seconds(later)} (median of the later ones)"
-    if first > later:
+    if Comparison((first,), tuple(seconds[1:])).outcome == "slower":
         return (f"The first iter() in the new process waited {first / later:.1f}x as long for "
                 f"its first batch as the later ones: {times}. It also started the fork "
                 "server; every later loader in the process forks its workers from it.")
-    return (f"The first iter() in the new process was not slower than the later ones: "
-            f"{times}. The fork server's start did not show here; a busy machine can hide it.")
+    return (f"The first iter() in the new process was not slower than the later ones beyond "
+            f"the noise of the later ones: {times}. The fork server's start did not show "
+            "here; a busy machine can hide it.")
 
 
 _GRAIN_SCRIPT = """
