@@ -117,7 +117,7 @@ def test_rule_of_thumb_follows_the_numbers():
     assert "decoded on several cores at once" in text
     assert "In memory: every worker count was slower than worker_count=0" in text
     assert "gave 3.00x the records/s of the best per-record run (worker_count=0)" in text
-    assert "(3) decoded no faster than the best count within them (2)" in text
+    assert "(3) decoded no faster than the best count within them, 2 workers," in text
     assert "Memory per worker was not measured" in text
 
     slower_with_workers = {0: _timing(300), 2: _timing(100)}
@@ -150,6 +150,21 @@ def test_rule_of_thumb_says_when_a_run_was_too_short_to_show_workers():
     assert "This run was too short to show what workers can do" in line
     assert "start-up of about 150 ms plus 50 ms, no less" in line
     assert "busy" not in line
+
+
+def test_rule_of_thumb_judges_a_run_by_the_most_workers_measured_not_the_best():
+    # 1 worker was best, but 2 were measured: perfect sharing among 2 would have won
+    timings = {0: _repeated([100], [0.01]), 1: _repeated([102], [0.05]),
+               2: _repeated([80], [0.06])}
+    line = course.worker_rule_of_thumb(in_memory=timings, decode=timings,
+                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+    assert "the best, 1 worker, gave 1.02x" in line
+    assert "too short" not in line and "share the CPU with the main process" in line
+    only_one = {0: _repeated([100], [0.01]), 1: _repeated([102], [0.05])}
+    line = course.worker_rule_of_thumb(in_memory=only_one, decode=only_one,
+                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+    assert "With one worker (or one core) the work is moved" in line
+    assert "too short" not in line
 
 
 def test_rule_of_thumb_blames_a_busy_machine_only_when_it_was_busy():

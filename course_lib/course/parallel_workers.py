@@ -55,6 +55,12 @@ class LoaderTiming:
         return self.records / self.total_s
 
     @property
+    def median_first_batch_s(self) -> float:
+        """The median time to the first batch over the repetitions (the median run, chosen
+        by its total time, need not have the median first batch)."""
+        return statistics.median(self.repeat_first_batch_s)
+
+    @property
     def seconds_per_record(self) -> tuple[float, ...]:
         """Every repetition's whole-run time divided by the records: what comparisons of
         runs of different lengths use."""
@@ -260,7 +266,8 @@ def startup_s(timings: Mapping[int, LoaderTiming]) -> float:
     if 0 not in timings or len(timings) < 2:
         raise ValueError(f"timings has worker counts {sorted(timings)}; include 0 and at "
                          "least one count with workers.")
-    extra = [timings[n].first_batch_s - timings[0].first_batch_s for n in timings if n]
+    extra = [timings[n].median_first_batch_s - timings[0].median_first_batch_s
+             for n in timings if n]
     return max(0.0, statistics.median(extra))
 
 
@@ -271,10 +278,10 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
     if not counts:
         raise ValueError("timings has no worker count above 0: nothing starts workers.")
     zero = timings[0]
-    times = ", ".join(f"{format_duration(timings[n].first_batch_s)} with {n} "
+    times = ", ".join(f"{format_duration(timings[n].median_first_batch_s)} with {n} "
                       f"worker{'s' * (n != 1)}" for n in counts)
-    lines = [f"The first batch came after {format_duration(zero.first_batch_s)} with "
-             f"worker_count=0 and after {times}."]
+    lines = [f"The first batch came after {format_duration(zero.median_first_batch_s)} with "
+             f"worker_count=0 and after {times} (medians of the repetitions)."]
     with_workers = Comparison(timings[counts[0]].repeat_first_batch_s,
                               zero.repeat_first_batch_s)
     if with_workers.outcome == "slower":
@@ -294,15 +301,19 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
                          f"the noise {spread.numbers()}: the workers start in parallel, "
                          "and the first batch is start-up plus one batch, whatever the count.")
         elif spread.outcome == "slower":
-            lines.append(f"{most} workers took longer than {fewest} {spread.numbers()}: they "
+            lines.append(f"{_workers(most)} took longer than {fewest} {spread.numbers()}: they "
                          "start in parallel, but each needs CPU time to start, and on "
                          f"{os.cpu_count() or 1} cores they wait for each other.")
         else:
-            lines.append(f"{most} workers gave the first batch sooner than {fewest} "
+            lines.append(f"{_workers(most)} gave the first batch sooner than {fewest} "
                          f"{spread.numbers()}. Nothing in the design makes more workers "
                          "sooner (the first batch is start-up plus one batch either way), "
                          "so this is the machine: other programs' load at that moment.")
     return " ".join(lines)
+
+
+def _workers(count: int) -> str:
+    return f"{count} worker{'s' * (count != 1)}"
 
 
 def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: float,
@@ -317,25 +328,31 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
     if not counts:
         return f"{name}: only worker_count=0 was measured."
     best = max(counts, key=lambda n: timings[n].records_per_s)
+    shares = min(max(counts), cores)  # the most cores the measured workers could use
     best_vs_zero = Comparison(timings[best].seconds_per_record, zero.seconds_per_record,
                               per=" per record")
     gain = f"{best_vs_zero.ratio:.2f}x the records/s of worker_count=0"
     if best_vs_zero.outcome == "faster":
-        return (f"{name}: {best} workers were fastest, {gain} "
+        return (f"{name}: {_workers(best)} {'were' if best > 1 else 'was'} fastest, {gain} "
                 f"{best_vs_zero.numbers()}. {gain_reason}")
     verdict = ("no worker count beat worker_count=0 beyond the noise"
                if best_vs_zero.outcome == "same"
                else "every worker count was slower than worker_count=0")
-    line = f"{name}: {verdict}; the best, {best} workers, gave {gain} {best_vs_zero.numbers()}."
-    ideal = startup + zero.total_s / min(best, cores)
+    line = (f"{name}: {verdict}; the best, {_workers(best)}, gave {gain} "
+            f"{best_vs_zero.numbers()}.")
+    ideal = startup + zero.total_s / shares
     reasons = []
-    if ideal >= zero.total_s:
+    if shares == 1:
+        reasons.append("With one worker (or one core) the work is moved to another process, "
+                       "not shared: at best it takes as long as at worker_count=0, plus the "
+                       "start-up.")
+    elif ideal >= zero.total_s:
         reasons.append(f"This run was too short to show what workers can do: it took "
                        f"{format_duration(zero.total_s)} at worker_count=0, and even shared "
-                       f"perfectly among {min(best, cores)} core(s) it would take the "
-                       f"workers' start-up of about {format_duration(startup)} plus "
-                       f"{format_duration(zero.total_s / min(best, cores))}, no less. A longer "
-                       "run (more records or epochs) spreads the start-up.")
+                       f"perfectly among {_workers(shares)} it would take the workers' "
+                       f"start-up of about {format_duration(startup)} plus "
+                       f"{format_duration(zero.total_s / shares)}, no less. A longer run "
+                       "(more records or epochs) spreads the start-up.")
     if _busy(load, cores):
         reasons.append(f"The machine was busy before the timings (load {load:.1f} on {cores} "
                        "cores): the workers found no idle core to add.")
@@ -369,7 +386,7 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
     best = max(in_memory, key=lambda n: in_memory[n].records_per_s)
     vector = Comparison(vectorised.seconds_per_record, in_memory[best].seconds_per_record,
                         per=" per record")
-    best_name = "worker_count=0" if best == 0 else f"{best} workers"
+    best_name = "worker_count=0" if best == 0 else _workers(best)
     lines.append({
         "faster": f"In memory, vectorising after Batch at worker_count=0 gave "
                   f"{vector.ratio:.2f}x the records/s of the best per-record run "
@@ -391,7 +408,7 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
         how = {"same": "no faster than", "slower": "slower than",
                "faster": f"{extra.ratio:.2f}x faster than"}[extra.outcome]
         lines.append(f"More workers than the {cores} cores ({', '.join(map(str, over))}) "
-                     f"decoded {how} the best count within them ({within}) "
+                     f"decoded {how} the best count within them, {_workers(within)}, "
                      f"{extra.numbers()}.")
     else:
         lines.append(f"No count above the {cores} cores was measured in this mode.")
@@ -404,9 +421,10 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                f"short enough that the start-up is {startup / run:.0%} of it, a share the "
                "workers must win back before they gain anything.")
     lines.append(
-        f"Start-up: the first batch came after {format_duration(decode[0].first_batch_s)} "
-        f"with worker_count=0 and after {format_duration(decode[most].first_batch_s)} with "
-        f"{most} workers; the whole decode-bound run ({decode[0].records} records) took "
+        f"Start-up: the first batch came after "
+        f"{format_duration(decode[0].median_first_batch_s)} with worker_count=0 and after "
+        f"{format_duration(decode[most].median_first_batch_s)} with {_workers(most)}; the "
+        f"whole decode-bound run ({decode[0].records} records) took "
         f"{format_duration(run)} at worker_count=0, {length}. Workers pay off only when a "
         f"run lasts much longer than their start-up; this one was {verdict}")
     memory_mb = decode[most].worker_memory_mb
@@ -423,7 +441,7 @@ def vectorise_sentence(vectorised: LoaderTiming, in_memory: Mapping[int, LoaderT
     """Section 6's comparison: vectorised transforms at worker_count=0 against the best
     per-record run, with why."""
     best = max(in_memory, key=lambda n: in_memory[n].records_per_s)
-    best_name = "worker_count=0" if best == 0 else f"{best} workers"
+    best_name = "worker_count=0" if best == 0 else _workers(best)
     return compare_runs(
         "Vectorising at worker_count=0", vectorised.seconds_per_record,
         f"the best per-record run ({best_name})", in_memory[best].seconds_per_record,
