@@ -118,6 +118,11 @@ def test_rule_of_thumb_follows_the_numbers():
     assert "In memory: every worker count was slower than worker_count=0" in text
     assert "gave 3.00x the records/s of the best per-record run (worker_count=0)" in text
     assert "(3) decoded no faster than the best count within them, 2 workers," in text
+    over = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
+                                       decode={0: _timing(300), 2: _timing(200),
+                                               3: _timing(100)},
+                                       vectorised=_timing(3000), cores=2, load=0.5)[3]
+    assert "decoded slower than the best count within them, worker_count=0," in over
     assert "Memory per worker was not measured" in text
 
     slower_with_workers = {0: _timing(300), 2: _timing(100)}

@@ -408,7 +408,8 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
         how = {"same": "no faster than", "slower": "slower than",
                "faster": f"{extra.ratio:.2f}x faster than"}[extra.outcome]
         lines.append(f"More workers than the {cores} cores ({', '.join(map(str, over))}) "
-                     f"decoded {how} the best count within them, {_workers(within)}, "
+                     f"decoded {how} the best count within them, "
+                     f"{'worker_count=0' if within == 0 else _workers(within)}, "
                      f"{extra.numbers()}.")
     else:
         lines.append(f"No count above the {cores} cores was measured in this mode.")
