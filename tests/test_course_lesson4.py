@@ -208,7 +208,7 @@ def test_first_batch_sentence_covers_each_outcome():
                                         1: _repeated([100], [0.116, 0.08, 0.12]),
                                         2: _repeated([100], [0.083, 0.11, 0.09])})
     assert "after 20 ms with worker_count=0 and after 116 ms with 1 worker, 90 ms with 2" in same
-    assert "is the start-up" in same
+    assert "The difference with 1 worker, about 96 ms, is the start-up" in same
     assert "1 and 2 workers gave the same first-batch time within the noise" in same
     assert "start in parallel" in same
 

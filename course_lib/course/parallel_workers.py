@@ -285,9 +285,10 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
     with_workers = Comparison(timings[counts[0]].repeat_first_batch_s,
                               zero.repeat_first_batch_s)
     if with_workers.outcome == "slower":
-        lines.append(f"The difference with {counts[0]} worker{'s' * (counts[0] != 1)}, about "
-                     f"{format_duration(startup_s(timings))}, is the start-up: forking the "
-                     "workers and sending them the pipeline, before one batch is prepared.")
+        extra = timings[counts[0]].median_first_batch_s - zero.median_first_batch_s
+        lines.append(f"The difference with {_workers(counts[0])}, about "
+                     f"{format_duration(extra)}, is the start-up: forking the workers and "
+                     "sending them the pipeline, before one batch is prepared.")
     else:
         lines.append(f"With {counts[0]} worker{'s' * (counts[0] != 1)} the first batch was "
                      "not later beyond the noise of the repetitions: the start-up hid in "
