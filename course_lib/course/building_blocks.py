@@ -150,8 +150,10 @@ def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTi
         return (f"{said} The filter saw the label first, so the files it dropped were never "
                 f"decoded.{work}")
     if wall == "same":
-        return (f"{said} In wall time the extra decoding did not show: read-ahead threads "
-                f"did it beside the rest.{work}")
+        threads = (" (the read-ahead threads may also have decoded beside the rest)"
+                   if decode_first.read_ahead_threads else "")
+        return (f"{said} In wall time the difference stayed within how much the runs varied"
+                f"{threads}, so this run cannot tell; run it again, or in full mode.{work}")
     return (f"{said} Slower in wall time, which skipping work cannot cause by itself: the "
             f"machine's load changed between the runs, or decoding first got help from its "
             f"read-ahead threads.{work}")
