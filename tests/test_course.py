@@ -179,10 +179,13 @@ def test_plot_resume_draws_three_labelled_curves():
 
 
 # -- repeated timings and their noise -----------------------------------------------------
-def test_estimate_median_of_keeps_the_median_and_a_standard_error_from_the_spread():
-    estimate = course.Estimate.median_of([1.0, 2.0, 3.0, 10.0])
-    assert estimate.value == 2.5 and estimate.count == 4
-    assert estimate.stderr == pytest.approx(1.2533 * np.std([1, 2, 3, 10], ddof=1) / 2)
+def test_estimate_median_of_keeps_the_median_and_a_standard_error_from_the_quartiles():
+    estimate = course.Estimate.median_of([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert estimate.value == 3.0 and estimate.count == 5
+    assert estimate.stderr == pytest.approx(1.2533 * (4.0 - 2.0) / 1.349 / np.sqrt(5))
+    # one disturbed repetition barely moves either
+    disturbed = course.Estimate.median_of([1.0, 2.0, 3.0, 4.0, 500.0])
+    assert (disturbed.value, disturbed.stderr) == (estimate.value, estimate.stderr)
     assert np.isnan(course.Estimate.median_of([4.0]).stderr)
 
 

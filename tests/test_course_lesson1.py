@@ -87,10 +87,11 @@ def test_step_period_is_wall_time_per_step_with_the_spread_of_the_steps():
 
 
 def test_dispatch_sentence_for_each_outcome():
-    synced = _steady(0.008)
-    assert "stopped at the dispatch" in course.dispatch_sentence(_steady(0.001), synced)
-    assert "the same within the noise" in course.dispatch_sentence(_steady(0.0081), synced)
-    assert "read more" in course.dispatch_sentence(_steady(0.012), synced)
+    assert "stopped at the dispatch" in course.dispatch_sentence(0.001, 0.008)
+    assert "about the same" in course.dispatch_sentence(0.0081, 0.008)
+    assert "read more" in course.dispatch_sentence(0.013, 0.008)
+    with pytest.raises(ValueError, match="dispatch_s"):
+        course.dispatch_sentence(0.0, 0.008)
 
 
 def test_diagnosis_sentence_for_each_outcome():

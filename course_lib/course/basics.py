@@ -169,12 +169,13 @@ class Estimate:
     def median_of(cls, samples: Sequence[float]) -> Estimate:
         """The median, with its standard error (1.25 times the mean's, for a normal spread).
 
-        The spread is the samples' standard deviation, so one disturbed repetition widens
-        the noise (and makes a tie likelier) without moving the median much.
+        The spread is read from the interquartile range, so that one repetition disturbed
+        by another program neither moves the median much nor swamps the noise.
         """
         array = _samples(samples)
-        stderr = (1.2533 * float(array.std(ddof=1)) / float(np.sqrt(len(array)))
-                  if len(array) > 1 else np.nan)
+        quartiles = np.percentile(array, [25, 75])
+        spread = float(quartiles[1] - quartiles[0]) / 1.349  # a standard deviation
+        stderr = 1.2533 * spread / float(np.sqrt(len(array))) if len(array) > 1 else np.nan
         return cls(float(np.median(array)), stderr, len(array))
 
     @classmethod

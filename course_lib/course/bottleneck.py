@@ -82,21 +82,29 @@ def step_period(profiler: Any) -> Estimate:
     return Estimate(profiler.wall_time / profiler.num_steps, periods.stderr, periods.count)
 
 
-def dispatch_sentence(dispatch: Estimate, synced: Estimate) -> str:
-    """What the unsynchronised timer measured, against the synchronised one."""
-    numbers = (f"{format_seconds(dispatch.value)} without block_until_ready, "
-               f"{format_seconds(synced.value)} with it")
-    verdict = outcome(dispatch, synced)
-    if verdict == "better":
+def dispatch_sentence(dispatch_s: float, synced_s: float) -> str:
+    """What the unsynchronised timer measured, against the synchronised one (medians).
+
+    A dispatch returns in microseconds while a queue has room, and blocks for a whole step
+    once it is full, so its timings are not spread like noise: the sentence compares the
+    two medians by their ratio (under one half, or over one and a half) instead.
+    """
+    for name, value in (("dispatch_s", dispatch_s), ("synced_s", synced_s)):
+        if not value > 0:
+            raise ValueError(f"{name}={value!r} must be a positive time in seconds.")
+    numbers = (f"{format_seconds(dispatch_s)} without block_until_ready, "
+               f"{format_seconds(synced_s)} with it")
+    if dispatch_s < synced_s / 2:
         return (f"The unsynchronised timer read less ({numbers}): it stopped at the "
                 "dispatch, while the work was still running. Always synchronise before "
                 "reading a clock.")
-    if verdict == "same":
-        return (f"Here the two timers read the same within the noise ({numbers}): on a CPU, "
-                "JAX may finish a small step before the call returns. Do not count on it: "
-                "on a GPU the unsynchronised timer measures the dispatch only.")
+    if dispatch_s <= 1.5 * synced_s:
+        return (f"Here the two timers read about the same ({numbers}): on a CPU, JAX may "
+                "finish a small step before the call returns, or the queue of dispatched "
+                "steps was full. Do not count on it: on a GPU the unsynchronised timer "
+                "measures the dispatch only.")
     return (f"The unsynchronised timer read more ({numbers}), which only a disturbance of "
-            "the machine can cause: the dispatches queue up behind unfinished work. Either "
+            "the machine can cause: the dispatches queued up behind unfinished work. Either "
             "way an unsynchronised timer measures nothing you can rely on.")
 
 
