@@ -134,7 +134,18 @@ def test_overlap_sentence_explains_a_slower_loop_whose_idle_share_fell():
     assert "slower than the naive loop" in sentence and "Overlap made training slower" in sentence
     assert "The step itself got slower (30.00 ms against 10.00 ms)" in sentence
     assert "The idle share fell all the same" in sentence
-    assert "too few" not in sentence
+    assert "too few" not in sentence and "Other programs" not in sentence
+
+
+def test_overlap_sentence_names_other_programs_when_the_load_was_high():
+    slower = (_profiler(0.015, 0.03, 100), _profiler(0.03, 0.01, 100))
+    busy = course.overlap_sentence(*slower, worker_count=2, cores=2, load=18.8)
+    assert "18.8 processes wanted the 2 cores" in busy
+    quiet = course.overlap_sentence(*slower, worker_count=2, cores=2, load=2.9)
+    assert "Other programs" not in quiet
+    faster = course.overlap_sentence(_profiler(0.002, 0.012, 100), _profiler(0.03, 0.01, 100),
+                                     worker_count=2, cores=2, load=18.8)
+    assert "Other programs" not in faster  # a win needs no excuse
 
 
 def test_overlap_sentence_calls_a_tie_a_tie_and_a_short_run_short():
@@ -156,6 +167,7 @@ def test_busy_step_sentence_for_each_outcome():
     (0.0164, "overlap reached the best case"),
     (0.0120, "faster than that best case"),
     (0.0330, "no faster than one after the other"),
+    (0.0500, "slower even than one after the other"),
 ])
 def test_overlap_bound_sentence_never_states_a_bound_the_loop_beats(loop_s, expected):
     # next() 25 ms, step 7.6 ms: the slower half (25 ms) is not the bound with 2 workers on

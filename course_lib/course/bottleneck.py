@@ -165,12 +165,14 @@ def same_schedule_sentence(loader_period: Estimate, naive_period: Estimate) -> s
             f"{busier}")
 
 
-def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: int) -> str:
+def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: int,
+                     load: float | None = None) -> str:
     """The headline of lesson 1: did overlap make training faster, and why (not)?
 
     `overlapped` and `naive` are the two loops' `StepProfiler`s. Speed is the time per
     step; the idle share is another measure, and the sentence says so when the two
-    disagree.
+    disagree. `load` is the machine's load average, if known: other programs' share of
+    the cores is one reason overlap can lose.
     """
     fed, plain = step_period(overlapped), step_period(naive)
     said = compare_estimates(f"Training fed by the loader, {worker_count} workers + prefetch",
@@ -194,13 +196,18 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
         idle_note = (" The idle share fell all the same, because it is a share of the time "
                      "not spent in the step: a slower step makes it smaller without making "
                      "training any faster. For speed, read the time per step.")
+    others = ""
+    if load is not None and load > max(cores, worker_count + 1) + 0.5:
+        others = (f" Other programs were running too: {load:.1f} processes wanted the "
+                  f"{cores} cores (the load average), so the workers got less CPU than "
+                  "they needed.")
     short = ""
     if overlapped.num_steps < 50:
         short = (f" This run measured only {overlapped.num_steps} steps per loop, too few to "
                  "show the gain reliably: run the lesson in full mode to measure more.")
     head = ("Overlap gained nothing measurable here." if verdict == "same" else
             "Overlap made training slower here.")
-    return f"{said} {idle} {head}{step_note}{idle_note}{short}"
+    return f"{said} {idle} {head}{step_note}{others}{idle_note}{short}"
 
 
 def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores: int) -> str:
@@ -240,7 +247,12 @@ def overlap_bound_sentence(next_alone: float, step_alone: float, loop: Estimate,
     explain = (f"(the {worker_count} workers split the loading, {format_seconds(next_alone)} "
                f"alone, between them, and all of it shares {cores} cores with the step)")
     loop_vs_best = outcome(loop, Estimate(best, 0.0, loop.count))
-    if outcome(loop, Estimate(serial, 0.0, loop.count)) != "better":
+    loop_vs_serial = outcome(loop, Estimate(serial, 0.0, loop.count))
+    if loop_vs_serial == "worse":
+        return (f"The loop took {numbers} {explain}: slower even than one after the other, "
+                "so overlap cost more than it hid. The cores were taken, by the step, the "
+                "hand-over of each batch, or other programs.")
+    if loop_vs_serial == "same":
         return (f"The loop took {numbers} {explain}: no faster than one after the other, so "
                 "overlap hid nothing. The cores were taken, by the step, the hand-over of "
                 "each batch, or other programs.")
