@@ -155,8 +155,8 @@ def same_schedule_sentence(loader_period: Estimate, naive_period: Estimate) -> s
     verdict = outcome(loader_period, naive_period)
     if verdict == "same":
         return f"{said} As expected: the same work on the same schedule."
-    busier = (" Or the machine was busier during one of the two runs: they ran one after "
-              "the other, minutes apart at most, not interleaved.")
+    busier = (" Or the machine was busier during one of the two loops, which ran in turn, "
+              "not interleaved.")
     if verdict == "better":
         return (f"{said} The schedule is the same, so the difference is in the work: the "
                 f"loader's transforms do it in other code than the naive loop's.{busier}")
