@@ -141,9 +141,10 @@ def test_read_threads_sentence_for_each_outcome():
 def test_placement_sentence_for_each_outcome():
     transform = _timing([300e-6, 302e-6, 304e-6])
     assert "As expected" in course.placement_sentence(_timing([301e-6] * 3), transform)
-    for other in ([200e-6] * 3, [400e-6] * 3):
-        sentence = course.placement_sentence(_timing(other), transform)
-        assert "the work is the same" in sentence and "As expected" not in sentence
+    faster = course.placement_sentence(_timing([200e-6] * 3), transform)
+    assert "1.5x faster" in faster and "one more transform" in faster
+    slower = course.placement_sentence(_timing([400e-6] * 3), transform)
+    assert "1.3x slower" in slower and "cache" in slower and "As expected" not in slower
 
 
 def test_filter_first_sentence_for_each_outcome():
