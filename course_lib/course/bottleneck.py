@@ -224,30 +224,31 @@ def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores:
             "than when the step was timed alone.")
 
 
-def overlap_bound_sentence(next_alone: float, step_alone: float, loop: Estimate, *,
-                           worker_count: int, cores: int) -> str:
-    """How the loop's time per step compares with the best overlap could give, and why.
+def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
+                           cores: int) -> str:
+    """How the overlapped loop's time per step compares with the best overlap could give.
 
-    With one loading process the best case is the slower half. With `worker_count`
-    workers the loading half is itself split across processes, so the best case is
-    `max(step, next / workers)`; on a CPU-only machine every half also shares `cores`,
-    which makes it at least `(next + step) / cores`.
+    Both are `StepProfiler`s. The halves are the naive loop's own mean wait and step,
+    measured in a loop like the overlapped one (timings taken alone, at another moment,
+    can disagree with both on a busy machine). With one loading process the best case
+    would be the slower half. With `worker_count` workers the loading half is itself split
+    across processes, so the best case is `max(step, wait / workers)`; on a CPU-only
+    machine every half also shares `cores`, which makes it at least `(wait + step) / cores`.
     """
-    for name, value in (("next_alone", next_alone), ("step_alone", step_alone)):
-        if not value > 0:
-            raise ValueError(f"{name}={value!r} must be a positive time in seconds.")
     if worker_count < 1 or cores < 1:
         raise ValueError(f"worker_count={worker_count!r} and cores={cores!r} must both be at "
                          "least 1.")
-    serial = next_alone + step_alone
-    best = max(step_alone, next_alone / worker_count, serial / cores)
-    numbers = (f"{format_estimate(loop)} per step, against "
-               f"{format_seconds(serial)} for the two halves one after the other and a best "
-               f"case of {format_seconds(best)}")
-    explain = (f"(the {worker_count} workers split the loading, {format_seconds(next_alone)} "
-               f"alone, between them, and all of it shares {cores} cores with the step)")
+    loop, serial = step_period(overlapped), step_period(naive)
+    wait_s, step_s = float(naive.wait_times.mean()), float(naive.step_times.mean())
+    best = max(step_s, wait_s / worker_count, serial.value / cores)
+    numbers = (f"{format_estimate(loop)} per step, against {format_estimate(serial)} for "
+               f"the naive loop's two halves one after the other and a best case of "
+               f"{format_seconds(best)}")
+    explain = (f"(the {worker_count} workers split the loading, {format_seconds(wait_s)} "
+               f"a batch in the naive loop, between them, and all of it shares {cores} cores "
+               "with the step)")
     loop_vs_best = outcome(loop, Estimate(best, 0.0, loop.count))
-    loop_vs_serial = outcome(loop, Estimate(serial, 0.0, loop.count))
+    loop_vs_serial = outcome(loop, serial)
     if loop_vs_serial == "worse":
         return (f"The loop took {numbers} {explain}: slower even than one after the other, "
                 "so overlap cost more than it hid. The cores were taken, by the step, the "
@@ -258,12 +259,12 @@ def overlap_bound_sentence(next_alone: float, step_alone: float, loop: Estimate,
                 "each batch, or other programs.")
     if loop_vs_best == "better":
         return (f"The loop took {numbers} {explain}: faster than that best case, which only "
-                "happens when the halves timed alone took longer than inside the loop (the "
+                "happens when the naive loop's halves took longer than they do here (the "
                 "machine was busier then, or its caches colder).")
     if loop_vs_best == "same":
         return (f"The loop took {numbers} {explain}: overlap reached the best case, within "
                 f"the noise of the {loop.count} steps.")
-    hidden = (serial - loop.value) / (serial - best)
+    hidden = (serial.value - loop.value) / (serial.value - best)
     return (f"The loop took {numbers} {explain}: overlap hid {hidden:.0%} of what it could. "
             "The rest went to the step and the workers competing for the cores, and to "
             "handing each batch over to this process.")
