@@ -105,8 +105,9 @@ def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTimin
                 "GIL) back while it inflates a PNG's compressed pixels, so one thread can "
                 "decode while another runs Python code, on another core.")
     if verdict == "same":
-        return (f"{said} No gain: {lock} What the threads could run beside the main thread, "
-                "the hand-offs between them cost again.")
+        return (f"{said} No gain the repetitions can tell from noise: {lock} What the "
+                "threads could run beside the main thread, the hand-offs between them cost "
+                "again.")
     return (f"{said} The threads cost time: {lock} For the rest of the work the threads and "
             "the main thread, which runs Normalize and Batch, take turns, and every turn "
             "costs a switch. Threads pay off when a read waits without computing, on a slow "
