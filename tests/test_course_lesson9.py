@@ -97,12 +97,12 @@ def test_epoch_memory_sentence(anonymous, expected):
 
 def test_read_threads_sentence_says_where_threads_fall_short():
     reaching = {1: 190, 4: 780, 16: 3000}
-    assert "Every thread count up to 16 reached at least 80%" in lesson.read_threads_sentence(
+    assert "Every thread count up to 16 reached at least 80%" in lesson.latency_threads_sentence(
         reaching, 0.005)
-    stalling = lesson.read_threads_sentence({1: 190, 4: 780, 16: 1500}, 0.005)
+    stalling = lesson.latency_threads_sentence({1: 190, 4: 780, 16: 1500}, 0.005)
     assert "Below 80% of the limit: 16 (47%) threads" in stalling
     assert "interpreter lock" in stalling
-    all_short = lesson.read_threads_sentence({1: 150, 4: 500}, 0.005)
+    all_short = lesson.latency_threads_sentence({1: 150, 4: 500}, 0.005)
     assert "1 (75%), 4 (62%) threads" in all_short and "Even the fewest" in all_short
 
 

@@ -5,6 +5,7 @@ plots, what JAX says while compiling, and cells that are meant to raise."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
@@ -170,12 +171,113 @@ def run_times(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) ->
     return times
 
 
+# -- how much repetitions vary ------------------------------------------------------------
+NOISE_FLOOR = 0.05  # differences under 5% are never called a win: clocks and caches jitter
+NOISE_FACTOR = 2.0  # nor differences under twice the combined standard error of the runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A measured value with its standard error, from `count` repetitions.
+
+    Repeat a timing and the results spread; the standard error says how far the value
+    would move if the whole measurement were taken again. `median_of` suits repetitions of
+    one call (one disturbed repetition barely moves a median); `mean_of` suits the steps of
+    a training loop, whose mean is the time per step.
+    """
+
+    value: float
+    stderr: float
+    count: int
+
+    @classmethod
+    def median_of(cls, samples: Sequence[float]) -> Estimate:
+        """The median, with its standard error (1.25 times the mean's, for a normal spread).
+
+        The spread is read from the interquartile range, so that one repetition disturbed
+        by another program neither moves the median much nor swamps the noise.
+        """
+        array = _samples(samples)
+        quartiles = np.percentile(array, [25, 75])
+        spread = float(quartiles[1] - quartiles[0]) / 1.349  # a standard deviation
+        stderr = 1.2533 * spread / float(np.sqrt(len(array))) if len(array) > 1 else np.nan
+        return cls(float(np.median(array)), stderr, len(array))
+
+    @classmethod
+    def mean_of(cls, samples: Sequence[float]) -> Estimate:
+        """The mean, with the standard error of the mean."""
+        array = _samples(samples)
+        stderr = float(array.std(ddof=1) / np.sqrt(len(array))) if len(array) > 1 else np.nan
+        return cls(float(array.mean()), stderr, len(array))
+
+    def ratio(self, other: Estimate) -> Estimate:
+        """`self / other`, with the two relative errors combined."""
+        value = self.value / other.value
+        relative = np.hypot(self.stderr / self.value, other.stderr / other.value)
+        return Estimate(value, float(abs(value) * relative), min(self.count, other.count))
+
+
+def _samples(samples: Sequence[float]) -> np.ndarray:
+    array = np.asarray(samples, dtype=np.float64).ravel()
+    if array.size == 0 or not np.all(np.isfinite(array)):
+        raise ValueError(f"samples={samples!r} must be one or more finite numbers: pass the "
+                         "repetitions of one measurement.")
+    return array
+
+
+def outcome(measured: Estimate, baseline: Estimate, *, lower_is_better: bool = True) -> str:
+    """"better", "worse" or "same": how `measured` compares with `baseline`.
+
+    "same" means within the noise: the difference is smaller than twice the combined
+    standard error of the two (unknown for a single run), or than 5% of the baseline.
+    """
+    noise = NOISE_FACTOR * np.hypot(measured.stderr, baseline.stderr)
+    noise = max(0.0 if np.isnan(noise) else float(noise), NOISE_FLOOR * abs(baseline.value))
+    difference = measured.value - baseline.value
+    if abs(difference) <= noise:
+        return "same"
+    return "better" if (difference < 0) == lower_is_better else "worse"
+
+
+def compare_estimates(name: str, seconds: Estimate, baseline_name: str,
+                      baseline_seconds: Estimate) -> str:
+    """Like `compare`, for two timings that were repeated: a difference the repetitions
+    could explain is called a tie, and the sentence says so."""
+    if seconds.value <= 0 or baseline_seconds.value <= 0:
+        raise ValueError(f"timings must be positive, got {seconds.value!r} and "
+                         f"{baseline_seconds.value!r}.")
+    numbers = (f"{format_estimate(seconds)} against {format_estimate(baseline_seconds)}, "
+               f"{_runs(seconds, baseline_seconds)}")
+    verdict = outcome(seconds, baseline_seconds)
+    if verdict == "same":
+        return (f"{name} took as long as {baseline_name}, within the noise of the "
+                f"repetitions ({numbers}).")
+    ratio = baseline_seconds.value / seconds.value
+    how = f"{ratio:.1f}x faster than" if verdict == "better" else f"{1 / ratio:.1f}x slower than"
+    return f"{name} was {how} {baseline_name} ({numbers})."
+
+
+def format_estimate(seconds: Estimate) -> str:
+    """A repeated timing as "value ± standard error", each in a readable unit."""
+    if np.isnan(seconds.stderr):
+        return format_seconds(seconds.value)
+    return f"{format_seconds(seconds.value)} ± {format_seconds(seconds.stderr)}"
+
+
+def _runs(*estimates: Estimate) -> str:
+    counts = sorted({estimate.count for estimate in estimates})
+    if counts == [1]:
+        return "one run each, so their noise is unknown"
+    if len(counts) == 1:
+        return f"{counts[0]} repetitions each"
+    return f"{' and '.join(map(str, counts))} repetitions"
+
+
 def format_times(ratio: float) -> str:
     """A ratio as "1.4x" (one decimal below 10, none above: "86x")."""
     return f"{ratio:.1f}x" if ratio < 10 else f"{ratio:.0f}x"
 
 
-NOISE_FLOOR = 0.05  # differences under 5% are never read as real, however tight the runs
 TOO_NOISY = 0.25  # runs that disagree by more than this cannot say two timings are equal
 
 

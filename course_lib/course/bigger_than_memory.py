@@ -520,7 +520,7 @@ def plot_read_threads(rates: Mapping[int, float], latency_s: float,
     return figure
 
 
-def read_threads_sentence(rates: Mapping[int, float], latency_s: float) -> str:
+def latency_threads_sentence(rates: Mapping[int, float], latency_s: float) -> str:
     """How close each thread count came to `num_threads / latency`, and where it fell short."""
     shares = {threads: rate / threads_limit(threads, latency_s)
               for threads, rate in sorted(rates.items())}
