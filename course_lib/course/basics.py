@@ -112,14 +112,7 @@ def mnist_or_digits(timeout: float = 10.0) -> dict[str, dict[str, np.ndarray]]:
 # -- timing and honest sentences ----------------------------------------------------------
 def median_time(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float:
     """Median wall time of `function()` in seconds, after `warmup` untimed calls."""
-    for _ in range(warmup):
-        function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(run_times(function, repeats, warmup))
 
 
 def compare(name: str, seconds: float, baseline_name: str, baseline_seconds: float) -> str:
