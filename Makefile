@@ -19,10 +19,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Opens JupyterLab on notebooks/. PORT and HOST may come from the environment
-# (e.g. PORT=9999 make lab); --allow-root lets it start as root inside a container.
+# Opens JupyterLab at the course's root (lessons, exercises, solutions and course_lib in
+# view; the build and test files hidden by tools/jupyter_lab_config.py). PORT and HOST may
+# come from the environment (e.g. PORT=9999 make lab); --allow-root lets it start as root
+# inside a container.
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=$(HOST) --ServerApp.port=$(PORT) \
+	$(BIN)/jupyter lab --config=tools/jupyter_lab_config.py --ServerApp.root_dir=. \
+		--ServerApp.ip=$(HOST) --ServerApp.port=$(PORT) \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS)
 
 lint: $(STAMP)

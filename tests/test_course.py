@@ -87,11 +87,25 @@ def test_plots_label_their_axes():
     assert any("more workers than" in text.get_text() for text in ax.get_legend().get_texts())
 
 
-def test_must_raise_lets_the_error_through_and_check_raised_confirms_it(capsys):
-    with pytest.raises(KeyError), course.must_raise(KeyError):
-        raise KeyError("missing")
-    course.check_raised(KeyError, "missing")
+def _demonstrate_missing_key(records):
+    return records["absent"]
+
+
+def test_must_raise_shows_the_traceback_and_lets_the_cell_succeed(capsys):
+    with course.must_raise(KeyError):
+        _demonstrate_missing_key({})
+    shown = capsys.readouterr().err
+    assert "Traceback" in shown and "KeyError: 'absent'" in shown
+    assert "_demonstrate_missing_key" in shown, "the learner's frames must be shown"
+    assert "basics.py" not in shown, (
+        "the traceback must start at the learner's code, not inside must_raise")
+    course.check_raised(KeyError, "absent")
     assert "raised KeyError" in capsys.readouterr().out
+
+
+def test_must_raise_lets_an_error_of_another_type_through():
+    with pytest.raises(ValueError), course.must_raise(KeyError):
+        raise ValueError("not the one demonstrated")
 
 
 def test_a_cell_that_does_not_raise_fails_both_ways():
@@ -103,7 +117,7 @@ def test_a_cell_that_does_not_raise_fails_both_ways():
 
 
 def test_check_raised_rejects_the_wrong_message():
-    with pytest.raises(ValueError), course.must_raise(ValueError):
+    with course.must_raise(ValueError):
         raise ValueError("something else")
     with pytest.raises(AssertionError, match="does not mention"):
         course.check_raised(ValueError, "seed")

@@ -78,7 +78,7 @@ def test_describe_failure_names_the_record_and_the_users_line(worker_count):
 
 
 def test_last_error_is_what_must_raise_caught():
-    with pytest.raises(KeyError), course.must_raise(KeyError):
+    with course.must_raise(KeyError):
         raise KeyError("missing")
     assert isinstance(course.last_error(), KeyError)
     course.check_raised(KeyError, "missing")

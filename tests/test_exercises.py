@@ -1,6 +1,6 @@
 """The exercises: generated from the solutions, unsolved until solved, failing only at checks.
 
-nbval (collected from solutions/ by the same test run) runs every solution in fast mode, so
+tests/test_notebook_runs.py runs every solution in fast mode, as Run All does, so
 every solution passes its checks. Here: the generator's rules, the committed exercises being
 exactly what it writes now, and every unsolved exercise failing exactly at its check cells,
 with NotImplementedError or AssertionError and nothing else.

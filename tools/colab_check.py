@@ -5,7 +5,8 @@ no chex. This script builds that stack in its own environment (`.colab-venv/`, k
 runs), then runs the setup cell of a notebook there as Colab would (with `google.colab`
 present), except that the package comes from this checkout instead of GitHub. It checks
 that the setup cell upgraded none of Colab's packages, then runs every lesson and every
-solution of the exercises in fast mode with nbval.
+solution of the exercises in fast mode with `tests/test_notebook_runs.py` (every cell must
+run without an error, as Run All needs).
 
     python tools/colab_check.py [NOTEBOOKS...]
 """
@@ -27,7 +28,7 @@ COLAB_STACK = {"jax": "0.7.2", "jaxlib": "0.7.2", "flax": "0.11.2", "optax": "0.
                "numpy": "2.0.2"}
 # What Colab also ships that the notebooks' kernel and the check itself need.
 COLAB_EXTRAS = ["ipykernel", "matplotlib", "scikit-learn", "pillow", "tqdm"]
-CHECK_TOOLS = ["pytest", "nbval", "pytest-timeout"]
+CHECK_TOOLS = ["pytest", "pytest-timeout", "nbclient", "nbformat"]
 
 
 def _python_312() -> str:
@@ -64,9 +65,10 @@ def build_stack() -> Path:
     return python
 
 
-def run_setup_cell(python: Path) -> None:
-    """The generated setup cell, with `google.colab` present and this checkout as source."""
-    source = notebook_tool.setup_cell_source()
+def run_setup_cell(python: Path, notebook_name: str = "") -> None:
+    """The generated setup cell of the notebook named `notebook_name` (its stem), with
+    `google.colab` present and this checkout as source."""
+    source = notebook_tool.setup_cell_source(notebook_name)
     spec = notebook_tool.install_spec()
     if spec not in source:
         raise SystemExit("the setup cell no longer installs the package spec; update this check")
@@ -77,34 +79,37 @@ def run_setup_cell(python: Path) -> None:
 
 def main(arguments: list[str]) -> int:
     python = build_stack()
-    run_setup_cell(python)
+    targets = arguments or [str(path.relative_to(ROOT)) for folder in ("notebooks", "solutions")
+                            for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb"))]
+    # One setup cell per distinct list of packages: a lesson that needs more installs more.
+    setups = {notebook_tool.setup_cell_source(Path(target).stem): Path(target).stem
+              for target in targets}
+    for name in setups.values():
+        run_setup_cell(python, name)
     versions = _versions(python)
     changed = {name: version for name, version in versions.items()
                if version != COLAB_STACK[name]}
     if changed:
         raise SystemExit(f"the setup cell changed Colab's packages: {changed}")
     print(f"Colab stack kept after the setup cell: {versions}", flush=True)
-    targets = arguments or [str(path.relative_to(ROOT)) for folder in ("notebooks", "solutions")
-                            for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb"))]
-    environment = {**os.environ, "COURSE_FAST": "1"}
+    environment = {**os.environ, "COURSE_FAST": "1", "COURSE_NOTEBOOKS": " ".join(targets)}
     environment.pop("PYTHONPATH", None)
     # Run from a copy of the notebooks outside the checkout, so `import course_lib` finds
     # the installed package, as on Colab, and not the folder next to the notebooks.
     work = ROOT / ".colab-venv" / "run"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for name in ("conftest.py", "pyproject.toml"):
+    for name in ("conftest.py", "pyproject.toml", "tests/test_notebook_runs.py",
+                 "tests/sanitize.cfg"):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, work / name)
-    (work / "notebooks").mkdir()
-    shutil.copy(ROOT / "notebooks" / "sanitize.cfg", work / "notebooks" / "sanitize.cfg")
-    copies = []
     for target in targets:
         destination = work / target
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / target, destination)
-        copies.append(target)
-    completed = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider",
-                                "-q", *copies], cwd=work, env=environment, check=False)
+    completed = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                                "tests/test_notebook_runs.py"], cwd=work, env=environment,
+                               check=False)
     return completed.returncode
 
 

@@ -7,7 +7,8 @@ fork changes one line and runs `make sync-notebooks`.
 
     python tools/notebooks.py sync [PATHS]      rewrite badges, setup cells and metadata
     python tools/notebooks.py check [PATHS]     list what `sync` would change (exit 1 if any)
-    python tools/notebooks.py execute [PATHS]   run lessons in place, in full mode
+    python tools/notebooks.py execute [PATHS]   run lessons in place, in full mode, as Run All
+    python tools/notebooks.py portable [PATHS]  rewrite this machine's paths in the outputs
     python tools/notebooks.py from-percent SRC DST   build a notebook from a `# %%` script
 
 A notebook's first cell is Markdown: a `# Title` line, the badge line, then the text. Its
@@ -29,10 +30,15 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_FOLDERS = ("notebooks", "solutions", "exercises")
 BADGE_PREFIX = "[![Open In Colab]"
 SETUP_MARKER = "# Colab setup"
-RAISES = "NBVAL_RAISES_EXCEPTION"
 PACKAGE = "feed-the-beast"
 KEPT_PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy")
 EXTRA_PACKAGES = ("chex",)
+# What one notebook needs beyond that on Colab, by the notebook's file stem.
+NOTEBOOK_EXTRAS = {
+    "09_bigger_than_memory": ("array_record",),
+    "07_sharded_files": ("array_record",),
+    "11_moving_to_grain": ("grain",),
+}
 _SOURCE_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/tree/(.+)$")
 
 
@@ -64,12 +70,15 @@ def install_spec() -> str:
     return f"{PACKAGE} @ git+https://github.com/{owner}/{name}@{branch}"
 
 
-def setup_cell_source() -> str:
+def setup_cell_source(notebook_name: str = "") -> str:
+    """The setup cell of the notebook whose file stem is `notebook_name`."""
     kept = ", ".join(f'"{package}"' for package in KEPT_PACKAGES)
-    extras = ", ".join(f'"{package}"' for package in EXTRA_PACKAGES)
+    needed = (*EXTRA_PACKAGES, *NOTEBOOK_EXTRAS.get(notebook_name, ()))
+    extras = ", ".join(f'"{package}"' for package in needed)
+    installs, keeps = " and ".join(needed), ", ".join(KEPT_PACKAGES)
     return f'''# NBVAL_SKIP
-{SETUP_MARKER}: install course_lib and chex, keep the {", ".join(KEPT_PACKAGES)} that Colab
-# ships (pinned to the installed versions, so nothing is upgraded). Elsewhere: does nothing.
+{SETUP_MARKER}: install course_lib and {installs}; keep the {keeps} that
+# Colab ships (pinned to the installed versions, so nothing is upgraded). Elsewhere: nothing.
 import sys
 
 if "google.colab" in sys.modules:
@@ -79,7 +88,8 @@ if "google.colab" in sys.modules:
     colab_ships = ({kept})
     keep = [f"{{name}}=={{importlib.metadata.version(name)}}" for name in colab_ships]
     package = "{install_spec()}"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package, {extras}, *keep],
+    extras = [{extras}]
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", package, *extras, *keep],
                    check=True)'''
 
 
@@ -115,7 +125,7 @@ def synced_notebook(notebook, path: Path):
     rest = [line for line in header[1:] if not line.startswith(BADGE_PREFIX)]
     notebook.cells[0].source = "\n".join([header[0], "", badge_line(_relative(path)),
                                           *_drop_leading_blank(rest)])
-    setup = nbformat.v4.new_code_cell(setup_cell_source())
+    setup = nbformat.v4.new_code_cell(setup_cell_source(path.stem))
     second = notebook.cells[1]
     if second.cell_type == "code" and SETUP_MARKER in second.source:
         setup.id = second.get("id", setup.id)  # keep the id: no churn in diffs
@@ -178,11 +188,14 @@ def check(paths: list[Path]) -> int:
 def execute(paths: list[Path], timeout: int = 600) -> None:
     """Run each notebook top to bottom in full mode and save it with its outputs.
 
-    Only cells marked `# NBVAL_RAISES_EXCEPTION` may end in an error; any other error stops
-    here and the notebook on disk is left as it was."""
+    It runs as Run All does: `allow_errors=False`, so the first cell that fails stops here
+    and the notebook on disk is left as it was (a cell that demonstrates an error catches it
+    with `course.must_raise`). Paths of this machine in the outputs are written relative to
+    the course (`portable_text`), so a reader on GitHub sees `course_lib/pipeline.py`."""
     import time
 
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
 
     os.environ.pop("COURSE_FAST", None)
     for path in paths:
@@ -191,20 +204,55 @@ def execute(paths: list[Path], timeout: int = 600) -> None:
         start = time.perf_counter()
         # coalesce_streams folds a progress bar's carriage-return updates into its last state.
         client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                                allow_errors=True, coalesce_streams=True,
+                                allow_errors=False, coalesce_streams=True,
                                 resources={"metadata": {"path": str(path.parent)}})
-        client.execute()
-        unexpected = [index for index, cell in enumerate(notebook.cells)
-                      if cell.cell_type == "code" and RAISES not in cell.source
-                      and any(output.output_type == "error" for output in cell.outputs)]
-        if unexpected:
-            cell = notebook.cells[unexpected[0]]
-            error = next(output for output in cell.outputs if output.output_type == "error")
-            raise SystemExit(f"{path}: cell {unexpected[0]} raised {error.ename}: "
-                             f"{error.evalue}\n--- its source:\n{cell.source}")
+        try:
+            client.execute()
+        except CellExecutionError as error:
+            raise SystemExit(f"{path}: a cell failed, so Run All would stop there:\n{error}") \
+                from None
+        make_outputs_portable(notebook)
         _clean_metadata(notebook)
         write(notebook, path)
         print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def _machine_paths() -> list[tuple[re.Pattern, str]]:
+    """(pattern, replacement) pairs, most specific first, for paths of this machine."""
+    import sysconfig
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    pairs = [
+        (r"/tmp/ipykernel_\d+/\d+\.py", "<cell>"),
+        (r"(?:/[^\s'\"():]+)?/(?:lib/python3\.\d+/)?site-packages/", "site-packages/"),
+        (re.escape(str(ROOT)) + "/", ""),
+        (re.escape(str(ROOT)), "."),
+        (re.escape(str(stdlib)) + "/", f"<python{stdlib.name[len('python'):]}>/"),
+        (re.escape(str(Path.home())) + "/", "~/"),
+        (r"/tmp/[^\s'\",)\]]+", "<temporary path>"),
+    ]
+    return [(re.compile(pattern), replacement) for pattern, replacement in pairs]
+
+
+def portable_text(text: str) -> str:
+    """`text` with this machine's paths written relative to the course, the home folder,
+    the Python installation or a temporary folder."""
+    for pattern, replacement in _machine_paths():
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def make_outputs_portable(notebook) -> None:
+    """Rewrite every text output of `notebook` with `portable_text`, in place."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                output["text"] = portable_text(output["text"])
+            elif output.get("output_type") == "error":
+                output["traceback"] = [portable_text(line) for line in output["traceback"]]
+            for kind, value in output.get("data", {}).items():
+                if kind.startswith("text/") and isinstance(value, str):
+                    output["data"][kind] = portable_text(value)
 
 
 def from_percent(source: Path, target: Path) -> None:
@@ -242,7 +290,8 @@ def from_percent(source: Path, target: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["sync", "check", "execute", "from-percent"])
+    parser.add_argument("command",
+                        choices=["sync", "check", "execute", "portable", "from-percent"])
     parser.add_argument("paths", nargs="*")
     arguments = parser.parse_args(argv)
     if arguments.command == "from-percent":
@@ -255,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         sync(paths)
     elif arguments.command == "check":
         return check(paths)
+    elif arguments.command == "portable":
+        for path in paths:
+            notebook = nbformat.read(path, as_version=4)
+            make_outputs_portable(notebook)
+            write(notebook, path)
     else:
         execute(paths)
     return 0

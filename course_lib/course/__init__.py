@@ -16,7 +16,8 @@ is made once:
   two timings into a sentence that says "faster" or "slower" from the numbers themselves.
 - **Pictures.** Bar charts, worker-count curves, timelines and image grids, all with
   labelled axes.
-- **Cells that are meant to fail.** `must_raise` shows the real traceback and
+- **Cells that are meant to fail.** `must_raise` shows the real traceback, lets the cell
+  succeed (so Run All goes on everywhere), and
   `check_raised` (in the next cell) proves that the error really happened.
 
 The shared helpers live in `basics`; each lesson's own measurements and pictures live in a
@@ -46,6 +47,7 @@ from course_lib.course.basics import (
     plot_timelines,
     print_mode,
     show_images,
+    show_traceback,
     upscale,
 )
 from course_lib.course.bottleneck import (
@@ -203,6 +205,7 @@ __all__ = [
     "shared_stream_count",
     "show_image_rows",
     "show_images",
+    "show_traceback",
     "speedups",
     "strided_shard_keys",
     "throughput_sentence",

@@ -285,19 +285,54 @@ _raised: dict[str, BaseException | None] = {"error": None}
 
 @contextlib.contextmanager
 def must_raise(expected: type[BaseException] | tuple[type[BaseException], ...]):
-    """Run a block that is meant to fail: the expected error is shown with its traceback.
+    """Run a block that is meant to fail, show the error it raises, and let the cell succeed.
 
-    Use it in a cell marked `# NBVAL_RAISES_EXCEPTION`, and call `check_raised()` in the
-    next cell: the marker lets a cell fail, `check_raised` proves that it did, and how.
+    The traceback is printed as IPython would print it, so the learner reads the real error,
+    but the cell itself ends without one: Run All goes on in JupyterLab, Colab and VS Code,
+    and `jupyter nbconvert --execute` needs no `--allow-errors`. Call `check_raised()` in the
+    next cell to prove that the error really happened, and which one. A block that raises
+    nothing, or raises an error of another type, still fails the cell.
     """
     _raised["error"] = None
     try:
         yield
     except expected as error:
         _raised["error"] = error
-        raise
+        show_traceback(error)
+        return
     raise AssertionError(f"this cell was meant to raise {_names(expected)}, but it ran "
                          "without an error")
+
+
+def show_traceback(error: BaseException) -> None:
+    """Print `error` with its traceback to stderr, formatted by IPython when one is running.
+
+    Frames of `must_raise` itself are left out: the traceback starts at the learner's cell.
+    """
+    import sys
+    import traceback
+
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code is _MUST_RAISE_CODE:
+        tb = tb.tb_next
+    shell = _ipython_shell()
+    if shell is not None:
+        lines = shell.InteractiveTB.structured_traceback(type(error), error, tb)
+        text = shell.InteractiveTB.stb2text(lines)
+    else:
+        text = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
+    print(text, file=sys.stderr)
+    print(f"(The error above is the one this cell demonstrates: course.must_raise caught "
+          f"{type(error).__name__}, so the notebook goes on.)", file=sys.stderr, flush=True)
+
+
+def _ipython_shell():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return shell if shell is not None and hasattr(shell, "InteractiveTB") else None
 
 
 def check_raised(expected: type[BaseException] | tuple[type[BaseException], ...],
@@ -316,6 +351,9 @@ def check_raised(expected: type[BaseException] | tuple[type[BaseException], ...]
 def last_error() -> BaseException | None:
     """The error the last `must_raise` block caught (call it before `check_raised`)."""
     return _raised["error"]
+
+
+_MUST_RAISE_CODE = must_raise.__wrapped__.__code__
 
 
 def _names(expected) -> str:
