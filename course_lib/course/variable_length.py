@@ -181,20 +181,28 @@ def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
             "every new shape.")
 
 
-def throughput_sentence(rates: Mapping[str, Sequence[float]]) -> str:
-    """Which way of batching delivered the most real tokens per second, and whether the lead
-    is larger than the spread of the repetitions."""
+def throughput_sentence(rates: Mapping[str, Sequence[float]], subject: str = "packing") -> str:
+    """Real tokens per second of `subject` against each other way of batching, each said to
+    be faster, slower or within the noise (the spread of the two sets of repetitions)."""
     medians = {name: statistics.median(values) for name, values in rates.items()}
-    ranked = sorted(medians, key=medians.get, reverse=True)
-    best, second = ranked[0], ranked[1]
-    spread = max(max(values) - min(values) for values in rates.values())
-    listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in ranked)
-    head = f"Real tokens per second (median of {len(rates[best])} passes): {listing}."
-    if medians[best] - medians[second] <= spread:
-        return (f"{head} {best} and {second} are within the noise of the repetitions here "
-                f"(they spread by up to {spread:,.0f} tokens/s).")
-    return (f"{head} {best} is {medians[best] / medians[second]:.1f}x {second}, more than the "
-            "spread of the repetitions: the slots it saves on padding are spent on real tokens.")
+    listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in rates)
+    parts = [f"Real tokens per second (median of {len(rates[subject])} passes): {listing}."]
+    for name in rates:
+        if name == subject:
+            continue
+        noise = max(max(rates[subject]) - min(rates[subject]),
+                    max(rates[name]) - min(rates[name]))
+        ratio = medians[subject] / medians[name]
+        if abs(medians[subject] - medians[name]) <= noise:
+            parts.append(f"Against {name}, {subject} is within the noise of the repetitions "
+                         f"({ratio:.1f}x, with passes spreading by {noise:,.0f} tokens/s).")
+        elif ratio > 1:
+            parts.append(f"{subject.capitalize()} is {ratio:.1f}x {name}: the slots it does not "
+                         "spend on padding hold real tokens.")
+        else:
+            parts.append(f"{subject.capitalize()} is {1 / ratio:.1f}x slower than {name}: "
+                         "here the cost of its longer rows outweighs the padding it saves.")
+    return " ".join(parts)
 
 
 # -- buckets ---------------------------------------------------------------------------------
@@ -435,14 +443,17 @@ def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, An
         return ("Grain is not installed here, so its operation cannot run side by side "
                 "(`pip install grain` to see it); course_lib's results above stand alone.")
     theirs = {int(key): value for key, value in grain_report.items() if key.isdigit()}
-    same_counts = theirs[0]["digest"] == theirs[2]["digest"]
+    same_batches = theirs[0]["digest"] == theirs[2]["digest"]
     parts = [f"Grain's PackAndBatchOperation on the same sequences filled "
              f"{theirs[0]['fill']:.1%} of the slots (course_lib: {ours['fill']:.1%})."]
-    parts.append(
-        "Its batches were the same at 0 and 2 workers." if same_counts else
-        f"With 2 workers it gave {theirs[2]['batches']} batches instead of "
-        f"{theirs[0]['batches']}, other batches than with 0: each worker packs its own share "
-        "of the records.")
+    if same_batches:
+        parts.append("Its batches were the same at 0 and 2 workers.")
+    else:
+        count = (f"{theirs[2]['batches']} batches instead of {theirs[0]['batches']}, not "
+                 "those of 0 workers" if theirs[2]["batches"] != theirs[0]["batches"] else
+                 f"as many batches ({theirs[0]['batches']}), but not the same ones")
+        parts.append(f"With 2 workers it gave {count}: each worker packs its own share of "
+                     "the records.")
     parts.append(
         "Restored from a state saved mid-epoch, it continued exactly." if
         grain_report["resumed_equal"] else
