@@ -175,7 +175,7 @@ def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
                 "the noise of a shared machine.")
     share = compiling / first_pass_s
     if share >= 0.5:
-        return (f"{head} Compiling took {share:.0%} of the first pass: this loop spends more "
+        return (f"{head} Compiling took {share:.1%} of the first pass: this loop spends more "
                 "time compiling than computing.")
     return (f"{head} Compiling took {share:.0%} of the first pass, a cost paid again for "
             "every new shape.")
