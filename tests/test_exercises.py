@@ -21,8 +21,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 import exercises as generator  # noqa: E402
 
 EXPECTED = ["01_random_rotation", "02_worker_benchmark", "03_disjoint_shards",
-            "04_recompilation", "05_exact_resume", "06_lazy_file_source",
-            "08_packing"]
+            "04_recompilation", "05_exact_resume", "06_lazy_file_source"]
+EXPECTED += ["07_sharded_files"]
+EXPECTED += ["08_packing"]
 EXERCISES = sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 
@@ -161,3 +162,11 @@ def test_an_unsolved_exercise_fails_exactly_at_its_check_cells(path):
     kinds = {error.ename for error in result.errors}
     assert kinds <= {"NotImplementedError", "AssertionError"}, f"{path.name}: {kinds}"
     assert not result.passed and result.message.startswith("not solved yet")
+
+
+@pytest.mark.timeout(600)
+def test_every_solution_earns_every_point_from_the_grader():
+    grades = grade.cli.grade_all(SOLUTIONS, None, grade.Limits(), jobs=2)
+    short = {result.name: result.message for result in grades
+             if not result.passed or result.points != result.possible or result.restored}
+    assert short == {}, f"solutions the grader does not pass in full: {short}"

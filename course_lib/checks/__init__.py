@@ -12,6 +12,11 @@ from course_lib.checks.packing import check_pack_first_fit, check_segment_mask
 from course_lib.checks.recompilation import check_count_traces
 from course_lib.checks.resume import check_resume_batches
 from course_lib.checks.rotation import check_rotation
+from course_lib.checks.sharded_files import (
+    check_sharded_loader,
+    check_sharded_source,
+    check_write_shards,
+)
 from course_lib.checks.shards import check_shard_samplers
 from course_lib.checks.worker_benchmark import (
     check_best_worker_count,
@@ -30,8 +35,11 @@ __all__ = [
     "check_rotation",
     "check_segment_mask",
     "check_shard_samplers",
+    "check_sharded_loader",
+    "check_sharded_source",
     "check_time_worker_counts",
     "check_worker_plot",
+    "check_write_shards",
     "expect",
     "fail",
     "learner_code",
