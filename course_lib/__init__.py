@@ -37,6 +37,7 @@ _LAZY = {
     "launch": ["LaunchError", "LaunchResult", "initialize_from_env", "launch"],
     "workers": ["WorkerError"],
     "padding": ["PadAndMask"],
+    "bucketing": ["BucketByLength"],
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
 

@@ -28,6 +28,7 @@ EVERY_NOTEBOOK = EXECUTED + sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb
 EXPECTED_LESSONS = ["01_the_bottleneck", "02_building_blocks", "03_determinism", "04_workers",
                     "05_sharding", "06_recompilation", "07_training_loop", "08_resume"]
 EXPECTED_LESSONS += ["09_bigger_than_memory"]
+EXPECTED_LESSONS += ["10_variable_length"]
 RAISES = "NBVAL_RAISES_EXCEPTION"
 CHECK = "NBVAL_CHECK_OUTPUT"
 

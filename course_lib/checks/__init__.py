@@ -8,6 +8,7 @@ same verdict.
 
 from course_lib.checks._verdict import expect, fail, learner_code, passed
 from course_lib.checks.lazy_source import check_decode, check_lazy_costs, check_lazy_source
+from course_lib.checks.packing import check_pack_first_fit, check_segment_mask
 from course_lib.checks.recompilation import check_count_traces
 from course_lib.checks.resume import check_resume_batches
 from course_lib.checks.rotation import check_rotation
@@ -29,8 +30,10 @@ __all__ = [
     "check_decode",
     "check_lazy_costs",
     "check_lazy_source",
+    "check_pack_first_fit",
     "check_resume_batches",
     "check_rotation",
+    "check_segment_mask",
     "check_shard_samplers",
     "check_sharded_loader",
     "check_sharded_source",
