@@ -22,8 +22,8 @@ is made once:
 
 The shared helpers live in `basics`; each lesson's own measurements and pictures live in a
 module named for its topic (`bottleneck`, `building_blocks`, `determinism`,
-`parallel_workers`, `sharding_policies`, `training_loop`, `resume`). Everything is
-re-exported here, so a notebook only writes `from course_lib import course`.
+`parallel_workers`, `sharding_policies`, `training_loop`, `resume`, `moving_to_grain`).
+Everything is re-exported here, so a notebook only writes `from course_lib import course`.
 """
 
 from course_lib.course.basics import (
@@ -76,6 +76,26 @@ from course_lib.course.determinism import (
     show_image_rows,
     traced_peak_bytes,
 )
+from course_lib.course.moving_to_grain import (
+    NAME_MAP,
+    FeedMeasurement,
+    FeedSummary,
+    first_batch_sentence,
+    grain_missing_sentence,
+    grain_ready,
+    import_grain,
+    measure_feeds,
+    plot_side_by_side,
+    print_name_map,
+    resume_checks,
+    run_json_lines,
+    same_first_batches,
+    speed_sentence,
+    state_outline,
+    summarise,
+    summary_table,
+    what_to_remember,
+)
 from course_lib.course.parallel_workers import (
     LoaderTiming,
     benchmark_workers,
@@ -107,7 +127,10 @@ from course_lib.course.training_loop import (
 __all__ = [
     "DIGIT_SIDE",
     "FAST_ENV",
+    "NAME_MAP",
     "READ_AHEAD_THREAD_PREFIX",
+    "FeedMeasurement",
+    "FeedSummary",
     "LoaderTiming",
     "PipelineTiming",
     "all_keys_in_chunks",
@@ -125,6 +148,7 @@ __all__ = [
     "digits",
     "fast_mode",
     "feistel_domain",
+    "first_batch_sentence",
     "first_batches_in_a_new_process",
     "first_draw_grid",
     "first_draws",
@@ -132,9 +156,13 @@ __all__ = [
     "format_bytes",
     "format_seconds",
     "grain_batches",
+    "grain_missing_sentence",
+    "grain_ready",
+    "import_grain",
     "jax_messages",
     "last_error",
     "machine_load",
+    "measure_feeds",
     "median_time",
     "mnist_or_digits",
     "must_raise",
@@ -147,23 +175,33 @@ __all__ = [
     "plot_scaling",
     "plot_shard_policies",
     "plot_shard_sizes",
+    "plot_side_by_side",
     "plot_timelines",
     "plot_training",
     "print_mode",
+    "print_name_map",
     "profile_table",
     "progress",
     "read_ahead_threads",
+    "resume_checks",
+    "run_json_lines",
+    "same_first_batches",
     "shared_stream_count",
     "show_image_rows",
     "show_images",
     "show_traceback",
+    "speed_sentence",
     "speedups",
+    "state_outline",
     "strided_shard_keys",
+    "summarise",
+    "summary_table",
     "time_loader",
     "time_pipeline",
     "time_pipelines",
     "traced_peak_bytes",
     "upscale",
+    "what_to_remember",
     "worker_memory_mb",
     "worker_rule_of_thumb",
 ]
