@@ -77,6 +77,7 @@ def test_speed_sentence_says_within_the_noise_with_the_spread():
     sentence = lesson.speed_sentence(one, other)
     assert "within the noise" in sentence and "30%" in sentence
     assert "faster" not in sentence and "slower" not in sentence
+    assert "same 2 CPU cores" in lesson.speed_sentence(one, other, cores=2)
 
 
 def test_first_batch_sentence_covers_later_sooner_and_noise():
@@ -104,6 +105,10 @@ def test_what_to_remember_follows_the_numbers():
     assert "course_lib: the same batches" in text
     assert "Grain DataLoader: other batches" in text
     assert "went on with exactly the batches" in text
+    assert "within the noise of it" not in text  # 12 against 9 steps/s, single runs
+    level = {label: summary(label, [10.0, 10.5]) for label in ("a", "b", "c")}
+    assert "2 of the other 2 feeds ran within the noise" in "\n".join(
+        lesson.what_to_remember(level, resumed_exactly=True))
     swapped = {label: summary(label, [30.0 - s.median_steps_per_s], first_batch_s=1.0)
                for label, s in summaries.items()}
     assert "Fastest feed in this run: Grain DataLoader" in lesson.what_to_remember(

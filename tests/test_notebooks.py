@@ -26,7 +26,8 @@ SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 EXECUTED = LESSONS + SOLUTIONS
 EVERY_NOTEBOOK = EXECUTED + sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb"))
 EXPECTED_LESSONS = ["01_the_bottleneck", "02_building_blocks", "03_determinism", "04_workers",
-                    "05_sharding", "06_recompilation", "07_training_loop", "08_resume"]
+                    "05_sharding", "06_recompilation", "07_training_loop", "08_resume",
+                    "11_moving_to_grain"]
 RAISES = "NBVAL_RAISES_EXCEPTION"
 CHECK = "NBVAL_CHECK_OUTPUT"
 

@@ -128,13 +128,12 @@ class FeedMeasurement:
 
 
 def close_iterator(iterator: Any) -> None:
-    """Stop an iterator's workers: `close()` where it has one. Grain 0.2.18's DataLoader
-    iterator has none; its workers stop when the last reference to it is gone."""
+    """Stop an iterator's workers where it has a `close()`. Grain 0.2.18's DataLoader
+    iterator has none: its workers stop when the last reference to it is gone, so the
+    caller drops its own and collects (`measure_feed` does)."""
     close = getattr(iterator, "close", None)
     if callable(close):
         close()
-    del iterator
-    gc.collect()
 
 
 def measure_feed(label: str, make_iterator: Callable[[], Iterator], *, num_steps: int,
@@ -160,8 +159,9 @@ def measure_feed(label: str, make_iterator: Callable[[], Iterator], *, num_steps
     try:
         profiler.measure(itertools.chain([first], iterator), step_fn, warmup_steps + num_steps)
     finally:
-        del first
         close_iterator(iterator)
+        del first, iterator
+        gc.collect()
     correct = int(training.count_correct(model, images, labels))
     return FeedMeasurement(label, first_batch_s, profiler, first_labels, correct / len(labels))
 
@@ -312,7 +312,9 @@ def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
         noise = relative_noise(feed.steps_per_s, baseline.steps_per_s)
         return (f"{feed.label} and {baseline.label} ran at the same speed within the noise "
                 f"({numbers}): the difference is smaller than the {100 * noise:.0f}% by which "
-                "runs of one feed differ here, so this run cannot tell them apart.")
+                "runs of one feed differ here, so this run cannot tell them apart. Both decode "
+                f"the same files with the same Pillow calls on the same {cores} CPU cores, "
+                "which here also run the step, so neither library has more to work with.")
     if outcome == "faster":
         head = f"{feed.label} ran {mine / theirs:.2f}x as fast as {baseline.label}"
         why = _why(baseline, feed, cores)
@@ -365,6 +367,12 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
              f"the accelerator idle {100 * best.idle_fraction:.0f}% of the time, on {cores} "
              "CPU cores that also ran the step: measure your own pipeline on your own machine "
              "before choosing."]
+    level = [label for label in summaries if label != fastest and verdict(
+        summaries[label].steps_per_s, best.steps_per_s) == "within noise"]
+    if level:
+        lines.append(f"{len(level)} of the other {len(summaries) - 1} feeds ran within the "
+                     f"noise of it ({', '.join(level)}): on this machine the choice of library "
+                     "mattered less than the run-to-run spread.")
     starts = {label: summary.first_batch_s for label, summary in summaries.items()}
     slowest_start = max(starts, key=starts.get)
     lines.append(f"Slowest start: {slowest_start}, {format_seconds(starts[slowest_start])} "
