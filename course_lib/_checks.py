@@ -46,3 +46,17 @@ def check_seed(name: str, value: Any) -> int | None:
     if seed >= 2**63:
         raise ValueError(f"{name}={seed} must be below 2**63. Pass a smaller {name}.")
     return seed
+
+
+def check_sampler_seed(name: str, value: Any) -> int | None:
+    """A sampler's seed: an integer in [0, 2**32), the rule Grain's samplers enforce, so that
+    code written here keeps running on Grain."""
+    if value is None:
+        return None
+    seed = check_int(name, value, fix=f"Pass an integer {name} in [0, 2**32), e.g. 42.")
+    if seed < 0 or seed.bit_length() > 32:
+        raise ValueError(
+            f"{name}={seed} must be a non-negative 32-bit integer, in [0, 2**32) (Grain's "
+            f"samplers refuse other seeds too). Pass a seed in that range, e.g. "
+            f"{name}={seed % 2**32} or {name}=42.")
+    return seed

@@ -25,6 +25,7 @@ import ctypes
 import dataclasses
 import faulthandler
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -54,6 +55,15 @@ _MAIN_THREAD_HEADER = "main thread "
 _POLL_SECONDS = 0.02
 _GRACE_SECONDS = 1.0  # between SIGTERM and SIGKILL when stopping a rank
 _TAIL_LINES = 15
+# Lines the runtime writes, not the script: Gloo's connection lines, and the glog/absl lines
+# of JAX's C++ side ("W1201 10:11:28.830253   31948 preemption_notifier.cc:90] ...").
+_RUNTIME_LOG = re.compile(r"^(\[Gloo\]|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]|"
+                          r"WARNING: All log messages before absl::InitializeLog)")
+
+
+def is_runtime_log(line: str) -> bool:
+    """Whether `line` was written by JAX's runtime or Gloo rather than by the script."""
+    return bool(_RUNTIME_LOG.match(line))
 
 
 # -- the result ----------------------------------------------------------------------------
@@ -74,9 +84,18 @@ class RankResult:
     elapsed: float
     stacks: str = ""
 
-    def tail(self, lines: int = _TAIL_LINES) -> str:
-        """The last `lines` lines of this rank's output (stdout and stderr interleaved)."""
-        return "\n".join(self.output.rstrip("\n").splitlines()[-lines:])
+    def tail(self, lines: int = _TAIL_LINES, *, logs: bool = False) -> str:
+        """The last `lines` lines of this rank's output (stdout and stderr interleaved);
+        the runtime's own log lines only with `logs=True`."""
+        return "\n".join(self._lines(logs)[-lines:])
+
+    def _lines(self, logs: bool) -> list[str]:
+        lines = self.output.rstrip("\n").splitlines()
+        return lines if logs else [line for line in lines if not is_runtime_log(line)]
+
+    def hidden_log_lines(self) -> int:
+        """How many of this rank's lines are the runtime's log (hidden by default)."""
+        return len(self._lines(True)) - len(self._lines(False))
 
     @property
     def main_stack(self) -> str:
@@ -121,8 +140,10 @@ class LaunchResult:
     def outputs(self) -> list[str]:
         return [rank.output for rank in self.ranks]
 
-    def summary(self) -> str:
-        """One line for the verdict, then the output tail of every rank that went wrong."""
+    def summary(self, logs: bool = False) -> str:
+        """One line for the verdict, then the output tail of every rank that went wrong:
+        what the script printed, and with `logs=True` the lines JAX's runtime and Gloo
+        logged too (connections, the preemption notifier), which are hidden by default."""
         count = len(self.ranks)
         if self.ok:
             return f"{self.script}: all {count} processes finished in {self.elapsed:.1f} s."
@@ -139,11 +160,16 @@ class LaunchResult:
             if rank.status != "ok":
                 lines.append(f"--- rank {rank.rank} ({rank.status}, "
                              f"returncode {rank.returncode}), last lines:")
-                lines.append(rank.tail() or "(no output)")
+                lines.append(rank.tail(logs=logs) or "(no output)")
             if rank.main_stack:
                 lines.append(f"--- rank {rank.rank} was waiting here at the deadline "
                              "(main thread, most recent call first):")
                 lines.append(rank.main_stack)
+        hidden = 0 if logs else sum(rank.hidden_log_lines() for rank in self.ranks
+                                    if rank.status != "ok")
+        if hidden:
+            lines.append(f"({hidden} line{'s' if hidden != 1 else ''} of JAX and Gloo log "
+                         "hidden; summary(logs=True) shows them)")
         return "\n".join(lines)
 
     def __str__(self) -> str:

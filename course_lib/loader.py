@@ -15,6 +15,7 @@ come back in exactly the same order, so the batches are identical.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
 from course_lib.stream import in_process_elements
 from course_lib.transforms import Batch
-from course_lib.workers import worker_elements
+from course_lib.workers import PREFETCH, worker_elements
 
 
 class DataLoaderIterator(Iterator):
@@ -46,6 +47,7 @@ class DataLoaderIterator(Iterator):
         self._closed = False
         self._failure: str | None = None  # why the last element could not be prepared
         self._holds_allocator = False
+        self._waiting_to_prefetch = False  # workers started, nothing taken or prefetched yet
         if loader.worker_count > 0:
             self._start()  # workers start with the iterator, as in Grain
 
@@ -54,11 +56,13 @@ class DataLoaderIterator(Iterator):
             allocator.loader_started()
             self._holds_allocator = True
         self._elements = self._loader._elements_from(self._next_index)
+        self._waiting_to_prefetch = self._loader.worker_count > 0
 
     def __next__(self):
         if self._elements is None:
             self._check_usable()
             self._start()
+        self._waiting_to_prefetch = False
         try:
             element, self._next_index = next(self._elements)
         except StopIteration:
@@ -68,6 +72,27 @@ class DataLoaderIterator(Iterator):
             self._stop_elements()
             raise
         return element
+
+    def start_prefetch(self) -> None:
+        """Start preparing elements in the background without taking one, as Grain's does:
+        call it on a restored iterator, then restore the model, and the first batch is
+        (partly) ready by the time the loop asks for it. Calling it again does nothing.
+
+        With `worker_count > 0` the workers start and begin on the first elements (they
+        already do when the iterator is made); with `worker_count=0` nothing runs in the
+        background, so this only checks that the iterator is usable.
+        """
+        if self._elements is None:
+            self._check_usable()
+            self._start()
+        if self._waiting_to_prefetch:
+            self._waiting_to_prefetch = False
+            try:
+                self._elements.send(PREFETCH)
+            except BaseException as error:
+                self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
+                self._stop_elements()
+                raise
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -107,6 +132,11 @@ class DataLoaderIterator(Iterator):
                 self._holds_allocator = False
                 allocator.loader_stopped()
 
+    def __str__(self) -> str:
+        """The iterator and its state, as Grain prints its iterators."""
+        state = json.dumps(json.loads(self.get_state()), indent=4)
+        return f"{type(self).__name__}(state={state})"
+
     def __enter__(self):
         return self
 
@@ -129,7 +159,8 @@ class DataLoader:
       operations: transforms and at most one `Batch`, applied in order.
       worker_count: 0 runs everything in this process; N > 0 uses N worker processes.
       worker_buffer_size: per worker, how many units of work may be in flight.
-      shard_options: deprecated alias; give `shard_options` to the sampler instead.
+      shard_options: the shard, as Grain's `DataLoader` takes it; course_lib reads the shard
+        from the sampler, so this may be left out, and if given must equal the sampler's.
       read_options: threads and read-ahead for reading the source.
     """
 
@@ -159,7 +190,9 @@ class DataLoader:
                 "[Normalize(), Batch(32)].")
         self.data_source = data_source
         self.sampler = sampler
-        self.pipeline = Pipeline(operations, sampler.seed)
+        self.pipeline = Pipeline(operations, sampler.seed,
+                                 (sampler.shard_options.shard_index,
+                                  sampler.shard_options.shard_count))
         self.worker_count = check_int("worker_count", worker_count, minimum=0,
                                       fix="Use 0 to run in this process, or a number of "
                                           "worker processes such as os.cpu_count().")

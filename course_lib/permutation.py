@@ -32,12 +32,18 @@ def _splitmix64(value: int) -> int:
     return z ^ (z >> 31)
 
 
-def _round_keys(seed: int, epoch: int) -> list[int]:
-    """Derive one 64-bit key per round from (seed, epoch), so every epoch is shuffled anew.
+def _round_keys(seed: int, epoch: int, shard_index: int = 0) -> list[int]:
+    """Derive one 64-bit key per round from (seed, epoch, shard), so every epoch of every
+    shard is shuffled anew.
 
-    This runs once per epoch, so it is kept to a few integer operations: a tiny data set
-    starts a new epoch every few records."""
+    Two shards of equal size shuffled with the same keys would put their records in the
+    same order, so records `a` and `a + size` would meet in one global step every epoch;
+    mixing in the shard index gives each shard its own order (shard 0 keeps the keys of an
+    unsharded loader). This runs once per epoch, so it is kept to a few integer operations:
+    a tiny data set starts a new epoch every few records."""
     base = _splitmix64(_splitmix64(seed) ^ epoch)
+    if shard_index:
+        base = _splitmix64(base ^ _splitmix64(shard_index + (1 << 32)))
     return [_splitmix64(base + round_index) for round_index in range(_ROUNDS)]
 
 
@@ -50,13 +56,13 @@ def _half_bits(num_records: int) -> int:
 class FeistelPermutation:
     """A keyed bijection of `range(num_records)`; `perm(i)` is where index `i` goes."""
 
-    def __init__(self, num_records: int, seed: int, epoch: int = 0):
+    def __init__(self, num_records: int, seed: int, epoch: int = 0, shard_index: int = 0):
         if num_records < 1:
             raise ValueError(f"num_records={num_records} must be positive.")
         self.num_records = num_records
         self._bits = _half_bits(num_records)
         self._half_mask = (1 << self._bits) - 1
-        self._keys = _round_keys(seed, epoch)
+        self._keys = _round_keys(seed, epoch, shard_index)
         self._np_keys = [np.uint64(key) for key in self._keys]
 
     def _network(self, value: int) -> int:

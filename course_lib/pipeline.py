@@ -52,7 +52,8 @@ def _bind(operation) -> tuple[str, Any]:
 class Pipeline:
     """Checked, split operations; see the module docstring."""
 
-    def __init__(self, operations: Sequence[Any], seed: int | None):
+    def __init__(self, operations: Sequence[Any], seed: int | None,
+                 shard: tuple[int, int] = (0, 1)):
         operations = tuple(operations)
         for position, operation in enumerate(operations):
             check_operation(operation, position)
@@ -67,6 +68,7 @@ class Pipeline:
         self.record_ops = tuple(_bind(op) for op in operations[:split])
         self.batch_ops = tuple(_bind(op) for op in operations[split + 1:])
         self.seed = seed
+        self.shard = shard  # (index, count): random streams are keyed on global positions
         for position, operation in enumerate(operations):
             if isinstance(operation, RandomMapTransform) and seed is None:
                 raise ValueError(
@@ -223,8 +225,8 @@ class PipelineRun:
     """
 
     def __init__(self, pipeline: Pipeline, sampler: IndexSampler | None = None):
-        self.record_rng = _generators_for(pipeline.record_ops, pipeline.seed, RECORD_STREAM)
-        self.batch_rng = _generators_for(pipeline.batch_ops, pipeline.seed, BATCH_STREAM)
+        self.record_rng = _generators_for(pipeline.record_ops, pipeline, RECORD_STREAM)
+        self.batch_rng = _generators_for(pipeline.batch_ops, pipeline, BATCH_STREAM)
         endless = sampler is not None and sampler.total_length is None
         self._pass_length = sampler.shard_size if endless and pipeline.filters_records else None
         self._filters = pipeline.filter_names()
@@ -243,8 +245,8 @@ class PipelineRun:
                 "(it must be True for records to keep), for example on data_source[0].")
 
 
-def _generators_for(ops, seed: int | None, stream: int) -> RecordRng | None:
+def _generators_for(ops, pipeline: Pipeline, stream: int) -> RecordRng | None:
     """A rewindable generator, if any of `ops` is random (a random op implies a seed)."""
-    if seed is None or all(kind != RANDOM_MAP for kind, _ in ops):
+    if pipeline.seed is None or all(kind != RANDOM_MAP for kind, _ in ops):
         return None
-    return RecordRng(seed, stream)
+    return RecordRng(pipeline.seed, stream, *pipeline.shard)

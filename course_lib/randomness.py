@@ -61,8 +61,12 @@ class RecordRng:
     times faster. Any mismatch falls back to the setter.
     """
 
-    def __init__(self, seed: int, stream: int = RECORD_STREAM):
+    def __init__(self, seed: int, stream: int = RECORD_STREAM, shard_index: int = 0,
+                 shard_count: int = 1):
         self._key, self._stream = _philox_key(seed), stream
+        # A loader counts the steps of its own shard; generators are keyed on the global
+        # position of a step, `shard_index + step * shard_count` (see `sampler.py`).
+        self._offset, self._stride = shard_index, shard_count
         self._new_generator()
         self._unshared = _references(self.generator)  # how many there are when nobody kept it
 
@@ -74,6 +78,8 @@ class RecordRng:
         self._fast = _PhiloxViews.attach(self._bit_generator) if _fast_rewind_works() else None
 
     def at(self, position: int) -> np.random.Generator:
+        """The generator of step `position` of this shard's stream."""
+        position = self._offset + position * self._stride
         if _references(self.generator) > self._unshared:  # it was kept: leave it to its holder
             self._new_generator()
         if self._fast is not None:

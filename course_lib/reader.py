@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import time
 import weakref
 from collections.abc import Iterator, Sequence
@@ -32,6 +33,8 @@ import numpy as np
 
 from course_lib._checks import check_int
 
+logger = logging.getLogger("course_lib")
+
 
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
@@ -40,7 +43,10 @@ class ReadOptions:
     Args:
       num_threads: threads reading ahead; 0 reads inline, in the calling thread. Sources
         whose reads are fast are read inline anyway (see the module docstring).
-      prefetch_buffer_size: at most this many records are read ahead.
+      prefetch_buffer_size: at most this many records are read ahead; 0 reads nothing
+        ahead (every record is read when it is needed, in the calling thread). Below
+        `num_threads` (and not 0) some threads have nothing to read: a warning says so, as
+        in Grain.
     """
 
     num_threads: int = 16
@@ -48,9 +54,17 @@ class ReadOptions:
 
     def __post_init__(self):
         check_int("num_threads", self.num_threads, minimum=0,
-                  fix="Use num_threads=0 to read in the calling thread.")
-        check_int("prefetch_buffer_size", self.prefetch_buffer_size, minimum=1,
-                  fix="Pass the number of records to read ahead, e.g. 500.")
+                  fix="num_threads must be non-negative: use num_threads=0 to read in the "
+                      "calling thread.")
+        check_int("prefetch_buffer_size", self.prefetch_buffer_size, minimum=0,
+                  fix="prefetch_buffer_size must be non-negative: pass 0 to read nothing "
+                      "ahead, or the number of records to read ahead, e.g. 500.")
+        if 0 < self.prefetch_buffer_size < self.num_threads:
+            logger.warning(
+                "ReadOptions(prefetch_buffer_size=%d) is smaller than num_threads=%d, so at "
+                "most %d of the threads can be reading at once. Set prefetch_buffer_size >= "
+                "num_threads, or prefetch_buffer_size=0 for no read-ahead.",
+                self.prefetch_buffer_size, self.num_threads, self.prefetch_buffer_size)
 
 
 def read_records(source, record_keys: np.ndarray) -> Sequence:
@@ -90,7 +104,8 @@ class ChunkReader:
     def read(self, chunks: Iterator[tuple[int, np.ndarray]]):
         chunks = iter(chunks)
         if self._threaded is None:  # not decided yet: time the first chunk, read inline
-            if self._options.num_threads == 0 or hasattr(self._source, "__getitems__"):
+            if (self._options.num_threads == 0 or self._options.prefetch_buffer_size == 0
+                    or hasattr(self._source, "__getitems__")):
                 self._threaded = False
             else:
                 first = next(chunks, None)

@@ -4,13 +4,27 @@ A sampler is a pure function from a *global index* (0, 1, 2, ... across all epoc
 `RecordMetadata`: which record key to read, and the random generator that record's random
 transforms will use. Being a pure function is what makes a loader resumable (the state is
 just the next index) and parallel (any worker can compute any position).
+
+With `k` shards the global positions are dealt out as in Grain: shard `i` answers the
+positions `i, i + k, i + 2k, ...`, so that position `p` is read by shard `p % k`, as the
+`j`-th record of that shard's own stream (`j = p // k`). Every record's random generator is
+keyed on its global position, so two shards never draw the same numbers. A loader walks its
+shard's own stream, `j = 0, 1, 2, ...`: `total_length` and `record_keys(start, stop)` count
+in those steps, and `__getitem__` and `__len__` in global positions.
+
+Which records a shard holds: `IndexSampler` gives each shard a contiguous block of keys
+(`ShardOptions.block`), shuffled with the shard's own permutation; `SequentialSampler`
+deals keys by stride (shard `i` reads `i, i + k, ...`), so that reading every shard's first
+record, then every shard's second, ... reads the data set in order.
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from course_lib._checks import check_bool, check_optional_int, check_seed
+from course_lib._checks import check_bool, check_optional_int, check_sampler_seed
 from course_lib.permutation import FeistelPermutation
 from course_lib.randomness import record_rng
 from course_lib.sharding import NoSharding, ShardOptions
@@ -40,8 +54,12 @@ class RecordMetadata:
             self._rng = record_rng(self._seed, self.index)
         return self._rng
 
+    def remove_record_key(self) -> RecordMetadata:
+        """This metadata without its record key (as Grain's, for records a transform made)."""
+        return RecordMetadata(self.index, None, self._rng, seed=self._seed)
+
     def __repr__(self) -> str:
-        return f"RecordMetadata(index={self.index}, record_key={self.record_key})"
+        return f"RecordMetadata(index={self.index}, record_key={self.record_key}, rng={self.rng})"
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, RecordMetadata):
@@ -57,10 +75,14 @@ class IndexSampler:
     Args:
       num_records: length of the data source.
       shard_options: which contiguous block of keys this process reads.
-      shuffle: reshuffle the shard's block every epoch (needs a `seed`).
+      shuffle: reshuffle the shard's block every epoch (needs a `seed`); every shard has its
+        own order.
       num_epochs: passes over the shard; `None` repeats forever.
-      seed: drives the shuffle and every record's random generator.
+      seed: drives the shuffle and every record's random generator; an integer in
+        [0, 2**32), as in Grain.
     """
+
+    _dealt_by_stride = False  # SequentialSampler deals keys by stride
 
     def __init__(self, num_records: int, shard_options: ShardOptions = NoSharding(),
                  shuffle: bool = False, num_epochs: int | None = None,
@@ -79,13 +101,17 @@ class IndexSampler:
         self.num_epochs = check_optional_int(
             "num_epochs", num_epochs, minimum=1,
             fix="Pass num_epochs=None to repeat forever, or a positive number of epochs.")
-        self.seed = check_seed("seed", seed)
+        self.seed = check_sampler_seed("seed", seed)
         if self.shuffle and self.seed is None:
             raise ValueError(
                 "shuffle=True needs a seed, otherwise the order could not be reproduced or "
                 "resumed. Pass seed=<an integer>, e.g. seed=0.")
-        self.shard_start, shard_stop = shard_options.block(self.num_records)
-        self.shard_size = shard_stop - self.shard_start
+        if self._dealt_by_stride:
+            keys = shard_options.stride_keys(self.num_records)
+            self.shard_start, self._key_step, self.shard_size = keys.start, keys.step, len(keys)
+        else:
+            self.shard_start, shard_stop = shard_options.block(self.num_records)
+            self._key_step, self.shard_size = 1, shard_stop - self.shard_start
         if self.shard_size == 0:
             raise ValueError(
                 f"shard {shard_options.shard_index} of {shard_options.shard_count} is empty: "
@@ -97,37 +123,57 @@ class IndexSampler:
     # -- the size of the stream --------------------------------------------------------
     @property
     def total_length(self) -> int | None:
-        """Number of indices in the stream, or `None` when it repeats forever."""
+        """Steps in this shard's own stream, or `None` when it repeats forever."""
         return None if self.num_epochs is None else self.num_epochs * self.shard_size
+
+    def __len__(self) -> int:
+        """One past the last global position this shard answers (`sys.maxsize` when endless),
+        so that `len(sampler) // shard_count` is the shard's number of steps."""
+        total = self.total_length
+        return sys.maxsize if total is None else total * self.shard_options.shard_count
 
     def _check_index(self, index: int) -> None:
         total = self.total_length
         if index < 0 or (total is not None and index >= total):
             raise IndexError(f"index {index} is past the end of this sampler ({total} indices).")
 
+    def global_position(self, step: int) -> int:
+        """The global position of step `step` of this shard's stream."""
+        return self.shard_options.shard_index + step * self.shard_options.shard_count
+
     def _permutation(self, epoch: int) -> FeistelPermutation:
         permutation = self._permutations.get(epoch)
         if permutation is None:
             if len(self._permutations) > 8:
                 self._permutations.clear()
-            permutation = FeistelPermutation(self.shard_size, self.seed, epoch)
+            permutation = FeistelPermutation(self.shard_size, self.seed, epoch,
+                                             self.shard_options.shard_index)
             self._permutations[epoch] = permutation
         return permutation
 
     # -- one index ---------------------------------------------------------------------
-    def record_key(self, index: int) -> int:
-        self._check_index(index)
-        epoch, offset = divmod(index, self.shard_size)
+    def record_key(self, step: int) -> int:
+        """The record key at step `step` of this shard's stream."""
+        self._check_index(step)
+        epoch, offset = divmod(step, self.shard_size)
         if self.shuffle:
             offset = self._permutation(epoch)(offset)
-        return self.shard_start + offset
+        return self.shard_start + offset * self._key_step
 
     def __getitem__(self, index: int) -> RecordMetadata:
-        return RecordMetadata(index, self.record_key(index), seed=self.seed)
+        """The record at global position `index`; this shard is asked for `shard_index`,
+        `shard_index + shard_count`, ... (any position `p` answers step `p // shard_count`)."""
+        if index < 0 or index >= len(self):
+            raise IndexError(
+                f"index {index} is past the end of this sampler ({len(self)} indices: the "
+                f"global positions [0, {len(self)}) of shard {self.shard_options.shard_index}"
+                f" of {self.shard_options.shard_count}).")
+        step = index // self.shard_options.shard_count
+        return RecordMetadata(index, self.record_key(step), seed=self.seed)
 
     # -- a chunk of indices at once (the loader's hot path) ----------------------------
     def record_keys(self, start: int, stop: int) -> np.ndarray:
-        """Record keys for the global indices `[start, stop)`, computed with NumPy.
+        """Record keys for the steps `[start, stop)` of this shard's stream, with NumPy.
 
         Keys are computed a block of `KEY_BLOCK` indices at a time and the last block is
         kept, because one vectorised call over 4096 indices costs about as much as one over
@@ -161,12 +207,15 @@ class IndexSampler:
     def _compute_keys(self, start: int, stop: int) -> np.ndarray:
         positions = np.arange(start, stop, dtype=np.int64)
         epochs, offsets = np.divmod(positions, self.shard_size)
+        return self.shard_start + self._shuffled(epochs, offsets) * self._key_step
+
+    def _shuffled(self, epochs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         if not self.shuffle:
-            return self.shard_start + offsets
+            return offsets
         if epochs[0] == epochs[-1]:
-            return self.shard_start + self._permutation(int(epochs[0])).permute_many(offsets)
+            return self._permutation(int(epochs[0])).permute_many(offsets)
         if self.shard_size < SMALL_SHARD:  # many short epochs: one scalar call per index
-            return self.shard_start + np.array(
+            return np.array(
                 [self._permutation(epoch)(offset)
                  for epoch, offset in zip(epochs.tolist(), offsets.tolist(), strict=True)],
                 dtype=np.int64)
@@ -174,7 +223,7 @@ class IndexSampler:
         for epoch in range(int(epochs[0]), int(epochs[-1]) + 1):
             in_epoch = epochs == epoch
             keys[in_epoch] = self._permutation(epoch).permute_many(offsets[in_epoch])
-        return self.shard_start + keys
+        return keys
 
     def describe(self) -> dict:
         """The facts that fix this sampler's stream; saved with the iterator state."""
@@ -194,7 +243,12 @@ class IndexSampler:
 
 
 class SequentialSampler(IndexSampler):
-    """One epoch of the shard, in order. `seed` only feeds random transforms."""
+    """One epoch of the shard, in order. `seed` only feeds random transforms.
+
+    As in Grain, the keys are dealt by stride: shard `i` of `k` reads `i, i + k, i + 2k, ...`
+    (with `drop_remainder=True`, only the first `num_records // k * k` keys are dealt)."""
+
+    _dealt_by_stride = True
 
     def __init__(self, num_records: int, shard_options: ShardOptions = NoSharding(),
                  seed: int | None = None):

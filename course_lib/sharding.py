@@ -1,10 +1,13 @@
 """Which slice of the data set this process reads.
 
 In data-parallel training every process must see a *different* part of the data. We give
-shard `i` of `k` a contiguous block of record keys. Blocks never overlap; with
-`drop_remainder=False` their union is the whole data set (block sizes differ by at most
-one), and with `drop_remainder=True` every shard gets exactly `num_records // k` records so
-that every process runs the same number of steps.
+shard `i` of `k` a contiguous block of record keys, cut as Grain cuts it: every block has
+`num_records // k` keys, and with `drop_remainder=False` the first `num_records % k` blocks
+take one more each, so blocks never overlap and their union is the whole data set. With
+`drop_remainder=True` the remainder is left out and every shard gets exactly
+`num_records // k` records, so that every process runs the same number of steps.
+
+(`SequentialSampler` deals keys by stride instead, as Grain's does: see `sampler.py`.)
 """
 
 from __future__ import annotations
@@ -54,10 +57,17 @@ class ShardOptions:
     def block(self, num_records: int) -> tuple[int, int]:
         """Return `(start, stop)`: this shard's contiguous range of record keys."""
         index, count = self.shard_index, self.shard_count
+        size, remainder = divmod(num_records, count)
         if self.drop_remainder:
-            size = num_records // count
             return index * size, (index + 1) * size
-        return index * num_records // count, (index + 1) * num_records // count
+        return index * size + min(index, remainder), (index + 1) * size + min(index + 1,
+                                                                              remainder)
+
+    def stride_keys(self, num_records: int) -> range:
+        """The keys dealt to this shard by stride: `shard_index, shard_index + k, ...`."""
+        stop = (num_records // self.shard_count * self.shard_count if self.drop_remainder
+                else num_records)
+        return range(self.shard_index, stop, self.shard_count)
 
 
 class NoSharding(ShardOptions):

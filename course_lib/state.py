@@ -7,6 +7,11 @@ The state also records the facts that fix the stream (sampler settings, source t
 length) so that restoring into a loader over different data fails loudly instead of silently
 continuing somewhere else. It does not record the worker count: any count continues exactly.
 
+`next_index` counts the steps of the loader's own shard: with `k` shards, step `j` of shard
+`i` is the sampler's global position `i + j * k` (see `sampler.py`). Grain 0.2.18 saves
+another state (version 2, the last global position seen by each worker), so a state of one
+library cannot be restored by the other; both refuse it with an error.
+
 A state looks like this (`STATE_SHAPE`), and `set_state` checks every part of it, so that a
 file that is not a state, or was edited by hand, is refused with what is wrong:
 

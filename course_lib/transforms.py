@@ -156,7 +156,11 @@ def _stack(records: Sequence[Any], empty: Callable | None, where: str):
         stacked = np.empty(len(records), dtype=object)
         stacked[:] = records
         return stacked
-    return np.asarray(records)
+    try:
+        return np.asarray(records)
+    except ValueError:  # a number in one record and an array in another, say
+        _raise_ragged(records, where)
+        raise
 
 
 def _differs(index: int, where: str, what: str, first_what: str) -> ValueError:

@@ -154,10 +154,13 @@ def _refuse(error: Exception, worker_index: int, tasks, results) -> None:
 def _report_stop(error: BaseException, worker_index: int, results) -> None:
     """Send back a KeyboardInterrupt or SystemExit raised by the pipeline's code, as a
     RuntimeError (raising KeyboardInterrupt in the main process would look like Ctrl-C)."""
+    ended = (f"worker {worker_index} was terminated unexpectedly with exit code "
+             f"{error.code}" if isinstance(error, SystemExit) else f"it stopped worker "
+             f"{worker_index}")
     stand_in = RuntimeError(
         f"{error!r} was raised in worker {worker_index} by the pipeline's own code, and "
-        "stopped the worker. Workers ignore Ctrl-C, so it came from a transform or the data "
-        "source (sys.exit(), raise KeyboardInterrupt). Raise an ordinary exception there "
+        f"{ended}. Workers ignore Ctrl-C, so it came from a transform or the data source "
+        "(sys.exit(), raise KeyboardInterrupt). Raise an ordinary exception there "
         "instead, or use worker_count=0 to debug the pipeline in this process.")
     for note in getattr(error, "__notes__", ()):
         stand_in.add_note(note)

@@ -124,7 +124,10 @@ def _pickle_payload(loader, shared: SharedArrays) -> bytes:
 
 
 def _raise_for_unpicklable_part(loader) -> None:
-    """Say which part of the loader cannot be pickled, and what to do about it."""
+    """Say which part of the loader cannot be pickled, and what to do about it.
+
+    The pickling error itself is raised (as Grain does, so `except` clauses written for it
+    keep working), with the explanation added as a note."""
     parts = {"data_source": loader.data_source, "sampler": loader.sampler,
              "read_options": loader.read_options}
     parts.update({f"operations[{i}]": op for i, op in enumerate(loader.operations)})
@@ -132,11 +135,11 @@ def _raise_for_unpicklable_part(loader) -> None:
         try:
             _dumps(part, shared=None)
         except Exception as error:
-            raise TypeError(
+            error.add_note(
                 f"{name} ({type(part).__name__}) cannot be pickled, so it cannot be sent to "
-                f"worker processes: {error}. Keep open files, locks, generators and live "
-                "connections out of it (open them lazily inside the worker), or use "
-                "worker_count=0.") from error
+                "worker processes. Keep open files, locks, generators and live connections "
+                "out of it (open them lazily inside the worker), or use worker_count=0.")
+            raise
 
 
 def _worker_context():
@@ -272,8 +275,9 @@ def _describe_exit(process) -> str:
     if code == 0:
         return ("ended (exit code 0) without sending its result: something in the pipeline "
                 "ended the process, such as os._exit()")
-    return (f"ended with exit code {code}: something in the pipeline ended the process, or "
-            "the worker failed; its own error, if any, is printed above")
+    return (f"was terminated unexpectedly with exit code {code}: something in the pipeline "
+            "ended the process (sys.exit(), os._exit()), or the worker failed; its own error, "
+            "if any, is printed above")
 
 
 # The worker counts this process has already been told are more than its cores.
@@ -431,11 +435,16 @@ def _note_arrays_not_shared(shared: SharedArrays) -> None:
           "container with a larger --shm-size, e.g. --shm-size=1g.", file=sys.stderr)
 
 
+PREFETCH = "prefetch"  # sent to `worker_elements` to start work before the first element
+
+
 def worker_elements(loader, next_index: int):
     """Yield `(element, next_index)` pairs computed by worker processes, in stream order.
 
     The workers start when the generator is first advanced; the loader does that at once
     (the first `yield` hands back nothing), so start-up errors surface at `iter(loader)`.
+    Sending it `PREFETCH` there hands the workers their first units and yields nothing
+    again (`DataLoaderIterator.start_prefetch`).
     """
     pipeline = loader.pipeline
     depth = loader.worker_buffer_size + 1
@@ -444,13 +453,14 @@ def worker_elements(loader, next_index: int):
     # slots are reused rather than retired and replaced (transport.py).
     pool = WorkerPool(loader, slots_per_worker=depth + 2)
     try:
-        yield None
+        request = yield None
         units = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
         submitted: collections.deque = collections.deque()
         run = pipeline.start_run(loader.sampler)  # this iterator's own generators
         batcher = Batcher(pipeline, run) if pipeline.batch is not None else None
-        unit_id, end = 0, next_index
-        while True:
+        end = next_index
+
+        def submit_more(unit_id: int) -> int:
             while len(submitted) < pool.worker_count * depth:
                 unit = next(units, None)
                 if unit is None:
@@ -458,6 +468,14 @@ def worker_elements(loader, next_index: int):
                 pool.submit(unit_id, *unit)
                 submitted.append((unit_id, *unit))
                 unit_id += 1
+            return unit_id
+
+        unit_id = 0
+        if request is PREFETCH:
+            unit_id = submit_more(unit_id)
+            yield None
+        while True:
+            unit_id = submit_more(unit_id)
             if not submitted:
                 break
             current, start, end, _ = submitted.popleft()

@@ -119,8 +119,10 @@ def test_a_right_answer_passes_and_shows_each_shards_records(right, capsys):
     table = _table(out)
     assert sorted(table) == [2, 3]
     for num_shards, shards in table.items():
-        expected = [[sampler[index].record_key for index in range(sampler.shard_size)]
-                    for sampler in right(20, num_shards, 0)]
+        # Shard i answers the global positions i, i + num_shards, ... (as in Grain).
+        expected = [[sampler[shard + step * num_shards].record_key
+                     for step in range(sampler.shard_size)]
+                    for shard, sampler in enumerate(right(20, num_shards, 0))]
         assert shards == expected
 
 
@@ -137,10 +139,10 @@ def test_the_unsolved_stub_is_let_through():
                      r"records with num_shards=2 \[10\]; 2 of 11 records with num_shards=3 "
                      r"\[9, 10\]; 2 of 102 records with num_shards=4 \[100, 101\]; 1 of 1797 "
                      r"records with num_shards=4 \[1796\].*drop_remainder=False"),
-    (two_shards_always, r"samplers 0 and 2 of shard_samplers\(11, 3, seed=0\) share 5 "
+    (two_shards_always, r"samplers 0 and 2 of shard_samplers\(11, 3, seed=0\) share 6 "
                         r"records.*not a fixed count"),
-    (shard_count_too_large, r"some records belong to no shard: 4 of 10 records with "
-                            r"num_shards=2 \[6, 7, 8, 9\]"),
+    (shard_count_too_large, r"some records belong to no shard: 3 of 10 records with "
+                            r"num_shards=2 \[7, 8, 9\]"),
     (shard_count_too_small, r"shard_samplers\(10, 2, seed=0\) raised ValueError: "
                             r"shard_index=1 is out of range"),
     (one_too_few, r"returned 1 sampler for num_shards=2.*range\(num_shards\)"),

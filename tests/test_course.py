@@ -155,7 +155,7 @@ def test_both_shard_policies_split_an_epoch_into_disjoint_covering_shards():
     for policy in (course.contiguous_shard_keys, course.strided_shard_keys):
         shards = [policy(11, shard_index=index, shard_count=2, seed=0) for index in range(2)]
         assert sorted(np.concatenate(shards).tolist()) == list(range(11)), policy.__name__
-    assert course.contiguous_shard_keys(11, shard_index=0, shard_count=2, seed=0).max() < 5
+    assert course.contiguous_shard_keys(11, shard_index=0, shard_count=2, seed=0).max() < 6  # 0..5
     assert course.strided_shard_keys(100, shard_index=0, shard_count=2, seed=0).max() > 50
 
 

@@ -160,3 +160,11 @@ def test_an_unsolved_exercise_fails_exactly_at_its_check_cells(path):
     kinds = {error.ename for error in result.errors}
     assert kinds <= {"NotImplementedError", "AssertionError"}, f"{path.name}: {kinds}"
     assert not result.passed and result.message.startswith("not solved yet")
+
+
+@pytest.mark.timeout(600)
+def test_every_solution_earns_every_point_from_the_grader():
+    grades = grade.cli.grade_all(SOLUTIONS, None, grade.Limits(), jobs=2)
+    short = {result.name: result.message for result in grades
+             if not result.passed or result.points != result.possible or result.restored}
+    assert short == {}, f"solutions the grader does not pass in full: {short}"

@@ -1,10 +1,11 @@
 """Unequal shards in a real two-process JAX job: the process with one more step hangs.
 
 11 records over 2 processes with `ShardByJaxProcess(drop_remainder=False)` gives shards of
-5 and 6 records; in batches of 2 (incomplete batches dropped) that is 2 steps on rank 0 and
-3 on rank 1. Every step sums the global batch, a cross-process collective like a gradient
-all-reduce. Rank 1's third collective waits for a rank 0 that has already finished, and
-rank 0 itself waits at exit, in JAX's shutdown barrier, for rank 1: neither ever returns.
+6 and 5 records (the first shard takes the remainder, as in Grain); in batches of 2
+(incomplete batches dropped) that is 3 steps on rank 0 and 2 on rank 1. Every step sums the
+global batch, a cross-process collective like a gradient all-reduce. Rank 0's third
+collective waits for a rank 1 that has already finished, and rank 1 itself waits at exit, in
+JAX's shutdown barrier, for rank 0: neither ever returns.
 The launcher stops both at the deadline and shows where each was waiting.
 `drop_remainder=True` gives both shards 5 records, 2 steps each, and the job completes.
 """
@@ -43,16 +44,16 @@ def test_unequal_shards_hang_on_the_extra_collective_and_are_reported_stuck():
     assert result.elapsed < DEADLINE + 10, "the launcher did not stop the stuck ranks"
     rank0, rank1 = result.ranks
 
-    # Rank 1 entered the collective of its extra step and never came out of it ...
-    assert "rank 1: step 2 waits for the collective" in rank1.output, summary
-    assert "rank 1: step 2 done" not in rank1.output, summary
-    assert "unequal_steps.py" in rank1.main_stack and "<module>" in rank1.main_stack, summary
-    # ... while rank 0 finished its 2 steps and then waited at exit for rank 1.
-    assert "rank 0: finished 2 steps" in rank0.output, summary
-    assert "unequal_steps.py" not in rank0.main_stack, summary
-    assert "shutdown" in rank0.main_stack, summary
+    # Rank 0 entered the collective of its extra step and never came out of it ...
+    assert "rank 0: step 2 waits for the collective" in rank0.output, summary
+    assert "rank 0: step 2 done" not in rank0.output, summary
+    assert "unequal_steps.py" in rank0.main_stack and "<module>" in rank0.main_stack, summary
+    # ... while rank 1 finished its 2 steps and then waited at exit for rank 0.
+    assert "rank 1: finished 2 steps" in rank1.output, summary
+    assert "unequal_steps.py" not in rank1.main_stack, summary
+    assert "shutdown" in rank1.main_stack, summary
 
-    assert "deadline" in summary and "rank 1 was waiting here at the deadline" in summary
+    assert "deadline" in summary and "rank 0 was waiting here at the deadline" in summary
     print(summary)  # what a student sees (pytest -s)
 
 

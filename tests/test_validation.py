@@ -71,12 +71,14 @@ def _loader(**kwargs) -> DataLoader:
     ({"num_records": 10, "shuffle": "yes", "seed": 0}, TypeError, r"shuffle='yes'"),
     ({"num_records": 10, "num_epochs": 0}, ValueError, r"num_epochs=0 must be positive"),
     ({"num_records": 10, "num_epochs": -3}, ValueError, r"num_epochs=-3"),
-    ({"num_records": 10, "seed": -1}, ValueError, r"seed=-1 must be >= 0"),
-    ({"num_records": 10, "seed": 2**63}, ValueError, r"seed=9223372036854775808 must be below"),
+    ({"num_records": 10, "seed": -1}, ValueError, r"seed=-1 must be a non-negative 32-bit"),
+    ({"num_records": 10, "seed": 2**32}, ValueError,
+     r"seed=4294967296 must be a non-negative 32-bit integer, in \[0, 2\*\*32\).*e\.g\. seed=0"),
+    ({"num_records": 10, "seed": 2**40}, ValueError, r"seed=1099511627776 must be"),
     ({"num_records": 10, "seed": 1.5}, TypeError, r"seed=1\.5 must be an integer"),
     ({"num_records": 10, "shard_options": (0, 2)}, TypeError, r"shard_options=\(0, 2\)"),
-    ({"num_records": 3, "shard_options": ShardOptions(0, 4)}, ValueError,
-     r"shard 0 of 4 is empty: num_records=3 is smaller than shard_count"),
+    ({"num_records": 3, "shard_options": ShardOptions(3, 4)}, ValueError,
+     r"shard 3 of 4 is empty: num_records=3 is smaller than shard_count"),
     ({"num_records": 3, "shard_options": ShardOptions(3, 4, drop_remainder=True)}, ValueError,
      r"shard 3 of 4 is empty"),
 ])
@@ -131,7 +133,8 @@ def test_batch_rejects_bad_arguments(kwargs, error, message):
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
     ({"num_threads": -1}, ValueError, r"num_threads=-1 must be >= 0"),
     ({"num_threads": 1.5}, TypeError, r"num_threads=1\.5"),
-    ({"prefetch_buffer_size": 0}, ValueError, r"prefetch_buffer_size=0 must be positive"),
+    ({"prefetch_buffer_size": -1}, ValueError,
+     r"prefetch_buffer_size=-1 must be >= 0\. prefetch_buffer_size must be non-negative"),
 ])
 def test_read_options_rejects_bad_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):

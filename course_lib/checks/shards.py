@@ -2,8 +2,10 @@
 
 `check_shard_samplers(shard_samplers)` calls the learner's function for several data set
 sizes and shard counts, some that divide evenly and some that leave a remainder, and reads
-one full epoch of every sampler it returns through the sampler API (`sampler[i].record_key`
-for i = 0, 1, 2, ... until `IndexError`), exactly as a `DataLoader` would. Then:
+one full epoch of every sampler it returns through the sampler API, exactly as a
+`DataLoader` would: shard `i` of `k` answers the global positions `i, i + k, i + 2k, ...`
+(as in Grain), so the check reads `sampler[i + j * k].record_key` for j = 0, 1, 2, ... until
+`IndexError`, with `i` and `k` taken from the sampler's own `shard_options`. Then:
 
 1. **One `IndexSampler` per shard.** A `DataLoader` accepts only an `IndexSampler`, and a
    job with `num_shards` processes needs one sampler for each.
@@ -69,16 +71,17 @@ def _call(shard_samplers: Callable, num_records: int, num_shards: int, seed: int
 
 
 def _epoch(sampler, call: str, position: int, num_records: int) -> list[int]:
-    """Every record key the sampler gives, read position by position until IndexError."""
+    """Every record key the sampler gives at its own shard's positions, until IndexError."""
     keys = []
     limit = MAX_EPOCHS_READ * num_records
+    shard = sampler.shard_options
     with learner_code(f"reading sampler {position} of {call}"):
-        for index in itertools.count():
+        for step in itertools.count():
             try:
-                keys.append(int(sampler[index].record_key))
+                keys.append(int(sampler[shard.shard_index + step * shard.shard_count].record_key))
             except IndexError:
                 break
-            if index >= limit:
+            if step >= limit:
                 fail(f"sampler {position} of {call} gives more than {limit} positions for "
                      f"{num_records} records: it never ends (num_epochs=None repeats forever)",
                      "pass num_epochs=1, so that reading the sampler to its end is one epoch")

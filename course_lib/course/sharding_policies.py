@@ -1,7 +1,11 @@
-"""Lesson 5, sharding: the keys each policy deals to a process, and their pictures."""
+"""Lesson 5, sharding: the keys each policy deals to a process, and their pictures; which
+records meet in one global step epoch after epoch; and step counts once a filter runs."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -16,7 +20,9 @@ def contiguous_shard_keys(num_records: int, *, shard_index: int, shard_count: in
 
     sampler = IndexSampler(num_records, shard_options=ShardOptions(shard_index, shard_count),
                            shuffle=True, seed=seed, num_epochs=1)
-    return np.array([sampler[index].record_key for index in range(sampler.shard_size)])
+    # Shard i of k answers the global positions i, i + k, i + 2k, ... (as in Grain).
+    return np.array([sampler[shard_index + step * shard_count].record_key
+                     for step in range(sampler.shard_size)])
 
 
 def strided_shard_keys(num_records: int, *, shard_index: int, shard_count: int,
@@ -87,3 +93,125 @@ def plot_shard_policies(policies: Mapping[str, np.ndarray], labels: np.ndarray, 
     return figure
 
 
+
+
+# -- which records meet in one global step ----------------------------------------------------
+def shard_step_keys(num_records: int, *, shard_count: int, num_epochs: int, seed: int,
+                    own_shuffles: bool = True) -> np.ndarray:
+    """Keys read at every step, shape `(shard_count, num_epochs, shard_size)`, for equal
+    shards (`drop_remainder=True`). `own_shuffles=True` is what `IndexSampler` does; `False`
+    rebuilds one shuffle shared by every shard (shard 0's order moved to each block), which
+    is what Grain 0.2.18 does: its shards shuffle their local positions with the same seed."""
+    from course_lib.sampler import IndexSampler
+    from course_lib.sharding import ShardOptions
+
+    samplers = [IndexSampler(num_records, ShardOptions(index, shard_count, drop_remainder=True),
+                             shuffle=True, num_epochs=num_epochs, seed=seed)
+                for index in range(shard_count)]
+    size = samplers[0].shard_size
+    keys = np.stack([sampler.record_keys(0, num_epochs * size).reshape(num_epochs, size)
+                     for sampler in samplers])
+    if not own_shuffles:
+        local = keys[0] - samplers[0].shard_start
+        keys = np.stack([sampler.shard_start + local for sampler in samplers])
+    return keys
+
+
+@dataclasses.dataclass(frozen=True)
+class PairRepeats:
+    """Pairs of records that share a global step (one read by each of two processes)."""
+
+    num_epochs: int
+    pairs_per_epoch: int  # pairs that share a step in one epoch
+    repeated: int  # pairs that shared a step in more than one epoch
+    every_epoch: int  # pairs that shared a step in every epoch
+    by_chance: float  # expected `repeated` if every epoch paired records at random
+
+
+def pair_repeats(step_keys: np.ndarray) -> PairRepeats:
+    """Count the pairs of `shard_step_keys` that meet again in later epochs."""
+    shard_count, num_epochs, size = step_keys.shape
+    seen: dict[tuple[int, int], int] = {}
+    for epoch in range(num_epochs):
+        for step in range(size):
+            for pair in itertools.combinations(sorted(step_keys[:, epoch, step].tolist()), 2):
+                seen[pair] = seen.get(pair, 0) + 1
+    pairs_per_epoch = size * math.comb(shard_count, 2)
+    # A given pair shares a step in one epoch with probability 1/size if orders are random.
+    by_chance = math.comb(num_epochs, 2) * pairs_per_epoch / size
+    return PairRepeats(num_epochs, pairs_per_epoch, sum(count > 1 for count in seen.values()),
+                       sum(count == num_epochs for count in seen.values()), by_chance)
+
+
+def describe_pair_repeats(shared: PairRepeats, own: PairRepeats) -> str:
+    """The conclusion of the two counts, for every outcome."""
+    epochs = shared.num_epochs
+    head = (f"One shuffle for every shard: {shared.every_epoch} of the "
+            f"{shared.pairs_per_epoch} pairs that share a step met in all {epochs} epochs, "
+            f"{shared.repeated} in more than one. Each shard its own shuffle: "
+            f"{own.repeated} pair{'s' if own.repeated != 1 else ''} met in more than one epoch "
+            f"({own.every_epoch} in all), "
+            f"where random pairings would give about {own.by_chance:.1f}. ")
+    if own.repeated >= shared.repeated:
+        return head + ("Here the shards' own shuffles did not reduce the repeats: with "
+                       f"{shared.pairs_per_epoch} pairs per epoch the shards are too small for "
+                       "two orders to differ much; try more records.")
+    if own.repeated > 3 * own.by_chance + 3:
+        return head + ("Own shuffles cut the repeats, but they stay above chance: some pairs "
+                       "still meet too often; more epochs or records would show whether it "
+                       "is more than noise.")
+    partner = ("never changes (a and a + shard size, every epoch)"
+               if shared.every_epoch == shared.pairs_per_epoch else "often stays the same")
+    return head + (f"With one shared shuffle, a record's partner in the global batch "
+                   f"{partner}; with each shard's own shuffle, pairs meet again only about as "
+                   "often as chance makes them.")
+
+
+def plot_step_partners(shared: np.ndarray, own: np.ndarray):
+    """Per step: the record process 0 reads against the one process 1 reads, by epoch."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    titles = ("one shuffle for every shard (Grain 0.2.18)", "each shard its own shuffle")
+    for ax, keys, title in zip(axes, (shared, own), titles, strict=True):
+        for epoch in range(keys.shape[1]):
+            ax.plot(keys[0, epoch], keys[1, epoch], ".", markersize=4, alpha=0.6,
+                    label=f"epoch {epoch}")
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel("record read by process 0")
+        ax.legend(fontsize="small", loc="lower right")
+    axes[0].set_ylabel("record read by process 1 at the same step")
+    figure.suptitle("Which records meet in one global step, epoch after epoch")
+    figure.tight_layout()
+    return figure
+
+
+# -- step counts once a filter runs -------------------------------------------------------
+def steps_per_process(source, *, shard_count: int, operations: Sequence, seed: int = 0,
+                      num_epochs: int | None = 1, steps: int | None = None) -> list[int]:
+    """How many batches each of `shard_count` processes would run: each reads its equal
+    shard (`drop_remainder=True`) through `operations`; with `steps`, at most that many."""
+    from course_lib.loader import DataLoader
+    from course_lib.sampler import IndexSampler
+    from course_lib.sharding import ShardOptions
+
+    counts = []
+    for index in range(shard_count):
+        sampler = IndexSampler(len(source), ShardOptions(index, shard_count, drop_remainder=True),
+                               shuffle=True, num_epochs=num_epochs, seed=seed)
+        with iter(DataLoader(data_source=source, sampler=sampler,
+                             operations=operations)) as batches:
+            counts.append(sum(1 for _ in itertools.islice(batches, steps)))
+    return counts
+
+
+def describe_step_counts(counts: Sequence[int]) -> str:
+    """Whether processes with equal shards and a filter would run equal step counts."""
+    listed = ", ".join(f"process {index}: {count}" for index, count in enumerate(counts))
+    if len(set(counts)) == 1:
+        return (f"Steps per process: {listed}. Equal here, but only because the filter kept "
+                "about as many records in every shard: the count depends on each shard's "
+                "data, and another filter or data set would not be equal.")
+    return (f"Steps per process: {listed}. The shards are equal, but the filter kept more "
+            f"records in some than in others, so the job would hang after {min(counts)} steps "
+            "at the collective of the first process that has one step more.")

@@ -1,0 +1,78 @@
+"""Lesson 5's measurements and the sentences printed from them, with made-up numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import course_lib as grain
+from course_lib import course
+from course_lib.course import PairRepeats
+
+
+def test_one_shared_shuffle_pairs_records_a_and_a_plus_size_in_every_epoch():
+    shared = course.shard_step_keys(40, shard_count=2, num_epochs=3, seed=0, own_shuffles=False)
+    assert shared.shape == (2, 3, 20)
+    assert (shared[1] - shared[0] == 20).all()
+    counts = course.pair_repeats(shared)
+    assert (counts.pairs_per_epoch, counts.repeated, counts.every_epoch) == (20, 20, 20)
+
+
+def test_own_shuffles_are_the_samplers_and_pair_records_anew():
+    own = course.shard_step_keys(40, shard_count=2, num_epochs=3, seed=0)
+    sampler = grain.IndexSampler(40, grain.ShardOptions(1, 2, drop_remainder=True),
+                                 shuffle=True, num_epochs=3, seed=0)
+    assert own[1].ravel().tolist() == sampler.record_keys(0, 60).tolist()
+    counts = course.pair_repeats(own)
+    assert counts.every_epoch < 20 and counts.by_chance == pytest.approx(3.0)
+
+
+def test_pair_repeats_counts_a_pair_seen_twice():
+    keys = np.array([[[0, 1], [0, 1]], [[2, 3], [3, 2]]])  # epoch 1 swaps shard 1's order
+    counts = course.pair_repeats(keys)
+    assert (counts.pairs_per_epoch, counts.repeated, counts.every_epoch) == (2, 0, 0)
+    same = np.array([[[0, 1], [0, 1]], [[2, 3], [2, 3]]])
+    assert course.pair_repeats(same).every_epoch == 2
+
+
+SHARED = PairRepeats(num_epochs=3, pairs_per_epoch=100, repeated=100, every_epoch=100,
+                     by_chance=3.0)
+
+
+@pytest.mark.parametrize(("own", "expected"), [
+    (PairRepeats(3, 100, 2, 0, 3.0), "pairs meet again only about as often as chance"),
+    (PairRepeats(3, 100, 40, 5, 3.0), "they stay above chance"),
+    (PairRepeats(3, 100, 100, 100, 3.0), "did not reduce the repeats"),
+])
+def test_describe_pair_repeats_covers_each_outcome(own, expected):
+    sentence = course.describe_pair_repeats(SHARED, own)
+    assert expected in sentence
+    assert f"{own.repeated} pair" in sentence and "100 of the 100 pairs" in sentence
+
+
+def test_describe_pair_repeats_says_partners_change_when_the_shared_shuffle_is_not_total():
+    partial = PairRepeats(3, 100, 60, 50, 3.0)
+    sentence = course.describe_pair_repeats(partial, PairRepeats(3, 100, 2, 0, 3.0))
+    assert "often stays the same" in sentence and "never changes" not in sentence
+
+
+@pytest.mark.parametrize(("counts", "expected"), [
+    ([19, 17], "would hang after 17 steps"),
+    ([12, 12], "Equal here, but only because"),
+])
+def test_describe_step_counts_covers_each_outcome(counts, expected):
+    assert expected in course.describe_step_counts(counts)
+
+
+class KeepOdd(grain.FilterTransform):
+    def filter(self, record):
+        return record % 2 == 1
+
+
+def test_steps_per_process_counts_batches_and_stops_at_a_fixed_number():
+    source = grain.RangeDataSource(0, 40, 1)
+    operations = [KeepOdd(), grain.Batch(4, drop_remainder=True)]
+    assert course.steps_per_process(source, shard_count=2, operations=operations) == [2, 2]
+    endless = course.steps_per_process(source, shard_count=2, operations=operations,
+                                       num_epochs=None, steps=7)
+    assert endless == [7, 7]
