@@ -239,21 +239,21 @@ def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
     colors = ["tab:blue" if label.startswith("course_lib") else "tab:orange"
               for label in labels]
     panels = (
-        ("training steps per second (higher is better)",
+        ("training steps per second\n(higher is better)", "steps / s",
          [summaries[label].median_steps_per_s for label in labels], "{:.1f}"),
-        ("accelerator idle, % of wall time (lower is better)",
+        ("accelerator idle\n(lower is better)", "% of wall time",
          [100 * summaries[label].idle_fraction for label in labels], "{:.0f}%"),
-        ("seconds to the first batch (lower is better)",
+        ("time to the first batch\n(lower is better)", "seconds",
          [summaries[label].first_batch_s for label in labels], "{:.2f}"),
     )
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for ax, (ylabel, values, value_format) in zip(axes, panels, strict=True):
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    for ax, (title, ylabel, values, value_format) in zip(axes, panels, strict=True):
         bars = ax.bar(range(len(labels)), values, color=colors)
         ax.bar_label(bars, labels=[value_format.format(value) for value in values])
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
         ax.set_xlabel("feed (blue: course_lib, orange: Grain)")
         ax.set_ylabel(ylabel)
-        ax.set_title(ylabel.split(" (")[0])
+        ax.set_title(title)
         ax.margins(y=0.15)
     figure.suptitle("Lesson 7's loop, fed by course_lib and by Grain")
     figure.tight_layout()
@@ -371,7 +371,7 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
         summaries[label].steps_per_s, best.steps_per_s) == "within noise"]
     if level:
         lines.append(f"{len(level)} of the other {len(summaries) - 1} feeds ran within the "
-                     f"noise of it ({', '.join(level)}): on this machine the choice of library "
+                     f"noise of it ({'; '.join(level)}): on this machine the choice of library "
                      "mattered less than the run-to-run spread.")
     starts = {label: summary.first_batch_s for label, summary in summaries.items()}
     slowest_start = max(starts, key=starts.get)
