@@ -33,6 +33,14 @@ def test_verdict_reads_faster_slower_and_within_noise_from_the_repetitions():
     assert lesson.verdict([10.5, 10.5, 10.5], [10.0, 10.0, 10.0]) == "faster"
 
 
+def test_verdict_is_the_same_either_way_round():
+    fast, slow = [44.0, 40.0, 46.0], [26.0, 20.0, 35.0]  # 1.7x apart, 58% spread
+    assert lesson.verdict(fast, slow) == "faster"
+    assert lesson.verdict(slow, fast) == "slower"
+    level, other = [10.0, 13.0, 9.0], [11.0, 11.5]
+    assert lesson.verdict(level, other) == lesson.verdict(other, level) == "within noise"
+
+
 def test_verdict_uses_the_single_run_noise_when_there_is_no_spread():
     assert lesson.verdict([10.5], [10.0]) == "within noise"
     assert lesson.verdict([12.0], [10.0]) == "faster"

@@ -270,16 +270,17 @@ def relative_noise(*samples: Sequence[float]) -> float:
 
 
 def verdict(speeds: Sequence[float], baseline_speeds: Sequence[float]) -> str:
-    """"faster", "slower" or "within noise": the medians compared against the spread of
-    the repetitions themselves (higher is faster)."""
+    """"faster", "slower" or "within noise": the ratio of the medians (the larger over the
+    smaller) against the spread of the repetitions themselves (higher is faster)."""
     for name, values in (("speeds", speeds), ("baseline_speeds", baseline_speeds)):
         if not values or min(values) <= 0:
             raise ValueError(f"{name}={list(values)!r} must be a non-empty list of positive "
                              "speeds (steps per second).")
-    ratio = statistics.median(speeds) / statistics.median(baseline_speeds)
-    if abs(ratio - 1) <= relative_noise(speeds, baseline_speeds):
+    mine, theirs = statistics.median(speeds), statistics.median(baseline_speeds)
+    # the larger over the smaller, so that swapping the two never changes the verdict's kind
+    if max(mine, theirs) / min(mine, theirs) - 1 <= relative_noise(speeds, baseline_speeds):
         return "within noise"
-    return "faster" if ratio > 1 else "slower"
+    return "faster" if mine > theirs else "slower"
 
 
 def _why(slow: FeedSummary, fast: FeedSummary, cores: int) -> str:
