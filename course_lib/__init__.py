@@ -29,6 +29,7 @@ _LAZY = {
     "augment": ["DecodeImage", "Normalize", "RandomCrop", "RandomHorizontalFlip"],
     "image_folder": ["ImageFolderDataSource", "write_image_folder"],
     "record_file": ["RecordFileDataSource", "write_record_file"],
+    "array_record": ["ArrayRecordDataSource", "write_array_record_shards"],
     "datasets": ["DownloadError", "encode_idx", "load_digits", "load_mnist", "parse_idx"],
     "device": ["make_global_batch", "prefetch_to_device", "data_parallel_mesh",
                "batch_sharding", "replicated_sharding"],
@@ -36,6 +37,7 @@ _LAZY = {
     "launch": ["LaunchError", "LaunchResult", "initialize_from_env", "launch"],
     "workers": ["WorkerError"],
     "padding": ["PadAndMask"],
+    "bucketing": ["BucketByLength"],
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
 

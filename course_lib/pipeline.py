@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from course_lib.packing import PackAndBatchOperation
 from course_lib.randomness import BATCH_STREAM, RECORD_STREAM, RecordRng
 from course_lib.transforms import (
     Batch,
@@ -55,14 +56,20 @@ class Pipeline:
     def __init__(self, operations: Sequence[Any], seed: int | None,
                  shard: tuple[int, int] = (0, 1)):
         operations = tuple(operations)
-        for position, operation in enumerate(operations):
+        self.packer = _last_packer(operations)
+        for position, operation in enumerate(operations[:len(operations) - bool(self.packer)]):
             check_operation(operation, position)
         batch_positions = [i for i, op in enumerate(operations) if isinstance(op, Batch)]
         if len(batch_positions) > 1:
             raise ValueError(
                 f"operations has {len(batch_positions)} Batch entries (at positions "
                 f"{batch_positions}); a pipeline batches once. Keep a single Batch.")
-        split = batch_positions[0] if batch_positions else len(operations)
+        if batch_positions and self.packer is not None:
+            raise ValueError(
+                f"operations has a Batch (at position {batch_positions[0]}) and a "
+                "PackAndBatchOperation, which batches too. Keep only the "
+                "PackAndBatchOperation, last.")
+        split = batch_positions[0] if batch_positions else len(operations) - bool(self.packer)
         self.operations = operations
         self.batch: Batch | None = operations[split] if batch_positions else None
         self.record_ops = tuple(_bind(op) for op in operations[:split])
@@ -86,8 +93,15 @@ class Pipeline:
         return any(kind == FILTER for kind, _ in self.record_ops)
 
     def describe(self) -> list[str]:
-        return [repr(op) if isinstance(op, Batch) else type(op).__name__
+        return [repr(op) if isinstance(op, Batch | PackAndBatchOperation) else type(op).__name__
                 for op in self.operations]
+
+    def start_batcher(self, run: PipelineRun, stack=None):
+        """What groups this iterator's records into batches, in stream order: a `Batcher`,
+        the packer of a `PackAndBatchOperation`, or None when nothing batches."""
+        if self.packer is not None:
+            return self.packer.start()
+        return Batcher(self, run, stack) if self.batch is not None else None
 
     def filter_names(self) -> list[str]:
         return [type(op).__name__ for op in self.operations[:len(self.record_ops)]
@@ -243,6 +257,19 @@ class PipelineRun:
                 f"shard ({self._pass_length} records), and with num_epochs=None the loader "
                 "would look for a record to keep forever. Check what the filter returns "
                 "(it must be True for records to keep), for example on data_source[0].")
+
+
+def _last_packer(operations: tuple) -> PackAndBatchOperation | None:
+    """The `PackAndBatchOperation`, which must be the last operation, if there is one."""
+    places = [i for i, op in enumerate(operations) if isinstance(op, PackAndBatchOperation)]
+    if not places:
+        return None
+    if places != [len(operations) - 1]:
+        raise ValueError(
+            f"PackAndBatchOperation is at position(s) {places} of {len(operations)} "
+            "operations, but it must be the last one, once: it turns records into batches, "
+            "and nothing runs on packed batches. Move it to the end of operations.")
+    return operations[-1]
 
 
 def _generators_for(ops, pipeline: Pipeline, stream: int) -> RecordRng | None:

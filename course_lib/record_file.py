@@ -71,9 +71,9 @@ _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
                    (2, 0): np.lib.format.read_array_header_2_0}
 
 
-def _read_header(path: Path) -> tuple[np.dtype, int]:
-    """The record dtype and count from the file's header, after checking that the file is
-    a record file and holds every record its header promises.
+def _read_header(path: Path) -> tuple[np.dtype, int, int]:
+    """The record dtype, the record count and the bytes they need, from the file's header,
+    after checking that the file is a record file and holds every record its header promises.
 
     The header is parsed here, without `np.load`, so that a damaged file gets an error that
     says so (NumPy would talk about mmap lengths, or suggest loading pickled objects, which
@@ -101,7 +101,7 @@ def _read_header(path: Path) -> tuple[np.dtype, int]:
             f"{dtype.itemsize} bytes ({needed} bytes with the header), but the file holds only "
             f"{file_bytes} bytes. It was cut off while being written or copied; copy it "
             f"again, or {how[0].lower()}{how[1:]}")
-    return dtype, count
+    return dtype, count, needed
 
 
 class RecordFileDataSource:
@@ -117,13 +117,37 @@ class RecordFileDataSource:
             raise FileNotFoundError(
                 f"path={str(self.path)!r} does not exist. Call write_record_file(path, arrays) "
                 "to create it.")
-        self.dtype, self._length = _read_header(self.path)
+        self.dtype, self._length, self._needed_bytes = _read_header(self.path)
         self._records = None
 
     def _map(self) -> np.ndarray:
         if self._records is None:
-            self._records = np.load(self.path, mmap_mode="r")
+            try:
+                self._records = np.load(self.path, mmap_mode="r")
+            except (ValueError, OSError) as error:
+                raise self._damaged_since_opened(error) from error
         return self._records
+
+    def _damaged_since_opened(self, error: Exception) -> Exception:
+        """Why the map failed, when the file changed after `__init__` checked it (NumPy only
+        says "mmap length is greater than file size")."""
+        try:
+            found = self.path.stat().st_size
+        except OSError:
+            return FileNotFoundError(
+                f"path={str(self.path)!r} was removed after this source was opened ({error}). "
+                "Write it again with write_record_file(path, arrays), then recreate the source.")
+        if found >= self._needed_bytes:
+            return error
+        header_bytes = self._needed_bytes - self._length * self.dtype.itemsize
+        return ValueError(
+            f"path={str(self.path)!r} was cut short after this source was opened: "
+            f"{self._length} records of {self.dtype.itemsize} bytes need "
+            f"{self._needed_bytes} bytes "
+            f"({header_bytes} of them header), but the file now holds {found} bytes "
+            f"(NumPy says: {error}). Something truncated or is still rewriting it: wait for the "
+            "copy to finish or write it again with write_record_file(path, arrays), then "
+            "recreate the source.")
 
     def __len__(self) -> int:
         return self._length

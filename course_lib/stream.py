@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from course_lib.pipeline import Batcher, Pipeline
+from course_lib.pipeline import Pipeline
 from course_lib.reader import ChunkReader
 from course_lib.sampler import IndexSampler
 
@@ -51,7 +51,7 @@ def in_process_elements(sampler: IndexSampler, pipeline: Pipeline, start: int,
                         reader: ChunkReader):
     """Yield `(element, next_index)` pairs, computed here: read, transform, batch."""
     run = pipeline.start_run(sampler)  # this iterator's own generators
-    batcher = Batcher(pipeline, run) if pipeline.batch is not None else None
+    batcher = pipeline.start_batcher(run)
     end = start
     chunks = stream_chunks(sampler, start, chunk_size_for(pipeline))
     for chunk_start, record_keys, records in reader.read(chunks):

@@ -48,7 +48,6 @@ import cloudpickle
 import numpy as np
 
 from course_lib import allocator
-from course_lib.pipeline import Batcher
 from course_lib.shared_arrays import MIN_SHARED_BYTES, SharedArrays
 from course_lib.stream import chunk_bounds, chunk_size_for
 from course_lib.transport import SlotOwner
@@ -457,7 +456,7 @@ def worker_elements(loader, next_index: int):
         units = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
         submitted: collections.deque = collections.deque()
         run = pipeline.start_run(loader.sampler)  # this iterator's own generators
-        batcher = Batcher(pipeline, run) if pipeline.batch is not None else None
+        batcher = pipeline.start_batcher(run)
         end = next_index
 
         def submit_more(unit_id: int) -> int:

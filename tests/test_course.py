@@ -176,3 +176,69 @@ def test_plot_resume_draws_three_labelled_curves():
     assert ax.get_xlabel() == "step" and ax.get_ylabel() == "training loss"
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert "uninterrupted run" in labels and "checkpoint saved" in labels
+
+
+# -- repeated timings and their noise -----------------------------------------------------
+def test_estimate_median_of_keeps_the_median_and_a_standard_error_from_the_quartiles():
+    estimate = course.Estimate.median_of([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert estimate.value == 3.0 and estimate.count == 5
+    assert estimate.stderr == pytest.approx(1.2533 * (4.0 - 2.0) / 1.349 / np.sqrt(5))
+    # one disturbed repetition barely moves either
+    disturbed = course.Estimate.median_of([1.0, 2.0, 3.0, 4.0, 500.0])
+    assert (disturbed.value, disturbed.stderr) == (estimate.value, estimate.stderr)
+    assert np.isnan(course.Estimate.median_of([4.0]).stderr)
+
+
+def test_estimate_mean_of_is_the_mean_with_the_standard_error_of_the_mean():
+    estimate = course.Estimate.mean_of([1.0, 2.0, 3.0])
+    assert (estimate.value, estimate.count) == (2.0, 3)
+    assert estimate.stderr == pytest.approx(1 / np.sqrt(3))
+
+
+def test_estimate_ratio_combines_the_relative_errors():
+    ratio = course.Estimate(10.0, 1.0, 5).ratio(course.Estimate(5.0, 0.5, 3))
+    assert ratio.value == 2.0 and ratio.count == 3
+    assert ratio.stderr == pytest.approx(2.0 * np.hypot(0.1, 0.1))
+
+
+@pytest.mark.parametrize("samples", [[], [1.0, float("nan")], [float("inf")]])
+def test_estimate_refuses_no_samples_or_samples_that_are_not_finite(samples):
+    with pytest.raises(ValueError, match="finite numbers"):
+        course.Estimate.median_of(samples)
+
+
+def test_outcome_says_better_worse_or_same_from_the_noise():
+    baseline = course.Estimate(10.0, 0.1, 5)
+    assert course.outcome(course.Estimate(8.0, 0.1, 5), baseline) == "better"
+    assert course.outcome(course.Estimate(12.0, 0.1, 5), baseline) == "worse"
+    # 8 against 10 is a tie when the runs vary by more than the difference
+    assert course.outcome(course.Estimate(8.0, 1.0, 5), course.Estimate(10.0, 1.0, 5)) == "same"
+    # under 5% is a tie however steady the runs, and a single run has only that floor
+    assert course.outcome(course.Estimate(9.7, 0.0, 5), course.Estimate(10.0, 0.0, 5)) == "same"
+    assert course.outcome(course.Estimate(9.0, np.nan, 1), baseline) == "better"
+    assert course.outcome(course.Estimate(12.0, 0.1, 5), baseline,
+                          lower_is_better=False) == "better"
+
+
+def test_compare_estimates_has_a_sentence_for_each_outcome():
+    base = course.Estimate(0.010, 0.0001, 5)
+    faster = course.compare_estimates("a", course.Estimate(0.005, 0.0001, 5), "b", base)
+    slower = course.compare_estimates("a", course.Estimate(0.020, 0.0001, 5), "b", base)
+    tie = course.compare_estimates("a", course.Estimate(0.011, 0.002, 5), "b", base)
+    assert faster.startswith("a was 2.0x faster than b (5.00 ms ± 100.0 µs against 10.00 ms")
+    assert "5 repetitions each" in faster
+    assert "a was 2.0x slower than b" in slower
+    assert "within the noise of the repetitions" in tie and "faster" not in tie
+    single = course.compare_estimates("a", course.Estimate(0.005, np.nan, 1), "b",
+                                      course.Estimate(0.010, np.nan, 1))
+    assert "one run each, so their noise is unknown" in single and "±" not in single
+    with pytest.raises(ValueError, match="positive"):
+        course.compare_estimates("a", course.Estimate(0.0, 0.0, 1), "b", base)
+
+
+def test_run_times_returns_one_time_per_repeat_after_the_warmup():
+    calls = []
+    times = course.run_times(lambda: calls.append(1), repeats=3, warmup=2)
+    assert len(times) == 3 and len(calls) == 5 and all(t >= 0 for t in times)
+    with pytest.raises(ValueError, match="repeats="):
+        course.run_times(lambda: None, repeats=0)

@@ -71,3 +71,130 @@ def test_progress_passes_every_item_through_in_order():
 def test_progress_refuses_a_total_that_is_not_a_positive_integer(total):
     with pytest.raises(ValueError, match="must be a positive integer"):
         course.progress(range(3), total=total, desc="test")
+
+
+# -- the sentences the lesson prints, one test per outcome, on made-up numbers -------------
+def _steady(value: float, stderr: float = 0.0, count: int = 20) -> course.Estimate:
+    return course.Estimate(value, stderr, count)
+
+
+def test_step_period_is_wall_time_per_step_with_the_spread_of_the_steps():
+    period = course.step_period(_profiler(0.03, 0.01, 4))
+    assert period.value == pytest.approx(0.04) and period.count == 4
+    assert period.stderr == pytest.approx(0.0, abs=1e-12)  # every step took the same time
+    with pytest.raises(ValueError, match="recorded no steps"):
+        course.step_period(StepProfiler())
+
+
+def test_dispatch_sentence_for_each_outcome():
+    assert "stopped at the dispatch" in course.dispatch_sentence(0.001, 0.008)
+    assert "about the same" in course.dispatch_sentence(0.0081, 0.008)
+    assert "read more" in course.dispatch_sentence(0.013, 0.008)
+    with pytest.raises(ValueError, match="dispatch_s"):
+        course.dispatch_sentence(0.0, 0.008)
+
+
+def test_diagnosis_sentence_for_each_outcome():
+    step = _steady(0.01)
+    data_bound = course.diagnosis_sentence(_steady(0.03), step)
+    assert "the data is the bottleneck" in data_bound
+    assert "compute only 25% of the time and sit idle 75%" in data_bound
+    assert "the step is the bottleneck" in course.diagnosis_sentence(_steady(0.003), step)
+    tie = course.diagnosis_sentence(_steady(0.012, stderr=0.002), _steady(0.01, stderr=0.002))
+    assert "within the noise" in tie and "the data is" not in tie
+
+
+def test_idle_prediction_sentence_for_each_outcome():
+    assert course.idle_prediction_sentence(0.77, 0.75).startswith("Close")
+    assert "idled more than the timings predicted" in course.idle_prediction_sentence(0.5, 0.75)
+    assert "idled less than the timings predicted" in course.idle_prediction_sentence(0.79, 0.63)
+    with pytest.raises(ValueError, match="share between 0 and 1"):
+        course.idle_prediction_sentence(75, 0.5)
+
+
+def test_same_schedule_sentence_for_each_outcome():
+    naive = _steady(0.036)
+    assert "As expected" in course.same_schedule_sentence(_steady(0.0355), naive)
+    assert "other code" in course.same_schedule_sentence(_steady(0.030), naive)
+    assert "bookkeeping" in course.same_schedule_sentence(_steady(0.050), naive)
+
+
+def test_overlap_sentence_says_when_overlap_made_training_faster():
+    sentence = course.overlap_sentence(_profiler(0.002, 0.012, 100), _profiler(0.03, 0.01, 100),
+                                       worker_count=2, cores=2)
+    assert "2 workers + prefetch was 2.9x faster than the naive loop" in sentence
+    assert "Overlap works" in sentence and "75%" in sentence
+
+
+def test_overlap_sentence_explains_a_slower_loop_whose_idle_share_fell():
+    # The step doubled (workers on the same cores), so the idle share fell from 75% to 33%
+    # while each step took longer: the sentence must call it slower and say why.
+    sentence = course.overlap_sentence(_profiler(0.015, 0.03, 100), _profiler(0.03, 0.01, 100),
+                                       worker_count=2, cores=2)
+    assert "slower than the naive loop" in sentence and "Overlap made training slower" in sentence
+    assert "The step itself got slower (30.00 ms against 10.00 ms)" in sentence
+    assert "The idle share fell all the same" in sentence
+    assert "too few" not in sentence and "Other programs" not in sentence
+
+
+def test_overlap_sentence_names_other_programs_when_the_load_was_high():
+    slower = (_profiler(0.015, 0.03, 100), _profiler(0.03, 0.01, 100))
+    busy = course.overlap_sentence(*slower, worker_count=2, cores=2, load=18.8)
+    assert "18.8 processes wanted the 2 cores" in busy
+    quiet = course.overlap_sentence(*slower, worker_count=2, cores=2, load=2.9)
+    assert "Other programs" not in quiet
+    faster = course.overlap_sentence(_profiler(0.002, 0.012, 100), _profiler(0.03, 0.01, 100),
+                                     worker_count=2, cores=2, load=18.8)
+    assert "Other programs" not in faster  # a win needs no excuse
+
+
+def test_overlap_sentence_calls_a_tie_a_tie_and_a_short_run_short():
+    sentence = course.overlap_sentence(_profiler(0.02, 0.0195, 20), _profiler(0.03, 0.01, 100),
+                                       worker_count=2, cores=2)
+    assert "within the noise" in sentence and "Overlap gained nothing measurable" in sentence
+    assert "only 20 steps" in sentence
+
+
+def test_busy_step_sentence_for_each_outcome():
+    alone = _steady(0.0076)
+    assert "took CPU time from it" in course.busy_step_sentence(_steady(0.012), alone, 2)
+    assert "left the step its cores" in course.busy_step_sentence(_steady(0.0077), alone, 2)
+    assert "quieter" in course.busy_step_sentence(_steady(0.005), alone, 2)
+
+
+@pytest.mark.parametrize("loop_s, expected", [
+    (0.0218, "overlap hid 66% of what it could"),
+    (0.0164, "overlap reached the best case"),
+    (0.0120, "faster than that best case"),
+    (0.0330, "no faster than one after the other"),
+    (0.0500, "slower even than one after the other"),
+])
+def test_overlap_bound_sentence_never_states_a_bound_the_loop_beats(loop_s, expected):
+    # The naive loop waited 25 ms and stepped 7.6 ms: the slower half (25 ms) is not the bound
+    # with 2 workers on 2 cores; the best case is the whole work over the cores, 16.3 ms.
+    naive = _profiler(0.025, 0.0076, 20)
+    overlapped = _profiler(loop_s - 0.0076, 0.0076, 20)
+    sentence = course.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2)
+    assert "a best case of 16.30 ms" in sentence and "32.60 ms" in sentence
+    assert expected in sentence
+
+
+def test_overlap_bound_sentence_with_many_cores_is_bound_by_the_split_loading():
+    naive, overlapped = _profiler(0.025, 0.0076, 20), _profiler(0.0124, 0.0076, 20)
+    sentence = course.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=16)
+    assert "a best case of 12.50 ms" in sentence
+    with pytest.raises(ValueError, match="must both be at least 1"):
+        course.overlap_bound_sentence(overlapped, naive, worker_count=0, cores=2)
+
+
+def test_stand_in_sentence_for_each_outcome():
+    real = _steady(1.66, 0.02)
+    assert "the CPU that the real step takes" in course.stand_in_sentence(real, _steady(2.14))
+    assert "the same within the noise" in course.stand_in_sentence(real, _steady(1.68, 0.02))
+    assert "busier during the stand-in" in course.stand_in_sentence(real, _steady(1.2, 0.02))
+
+
+def test_machine_load_sentence_tells_other_programs_from_the_lesson_itself():
+    assert "other programs took CPU time" in course.machine_load_sentence(5.2, 2, 3)
+    assert "this lesson's own" in course.machine_load_sentence(2.8, 2, 3)
+    assert "not oversubscribed" in course.machine_load_sentence(1.1, 2, 3)

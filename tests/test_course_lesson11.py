@@ -89,14 +89,14 @@ def test_speed_sentence_says_within_the_noise_with_the_spread():
 
 
 def test_first_batch_sentence_covers_later_sooner_and_noise():
-    later = lesson.first_batch_sentence(0.5, 5.0, 2)
+    later = lesson.grain_first_batch_sentence(0.5, 5.0, 2)
     assert "10.0x later" in later and "spawns a fresh Python" in later
-    sooner = lesson.first_batch_sentence(5.0, 0.5, 2)
+    sooner = lesson.grain_first_batch_sentence(5.0, 0.5, 2)
     assert "10.0x sooner" in sooner and "although" in sooner
-    same = lesson.first_batch_sentence(1.0, 1.05, 2)
+    same = lesson.grain_first_batch_sentence(1.0, 1.05, 2)
     assert "within the noise" in same
     with pytest.raises(ValueError, match="grain_s"):
-        lesson.first_batch_sentence(1.0, 0.0, 2)
+        lesson.grain_first_batch_sentence(1.0, 0.0, 2)
 
 
 def test_what_to_remember_follows_the_numbers():
@@ -239,7 +239,7 @@ def test_measure_feeds_trains_and_times_each_feed_in_rounds():
         return iter(course_lib.load(source, shuffle=True, seed=0, batch_size=16,
                                     drop_remainder=True, transformations=[course_lib.Normalize()]))
 
-    runs = lesson.measure_feeds({"a": loader, "b": loader}, repeats=2, num_steps=3,
+    runs = lesson.train_on_feeds({"a": loader, "b": loader}, repeats=2, num_steps=3,
                                 warmup_steps=1, held_out=held_out)
     assert list(runs) == ["a", "b"] and all(len(measured) == 2 for measured in runs.values())
     first = runs["a"][0]
@@ -251,5 +251,5 @@ def test_measure_feeds_trains_and_times_each_feed_in_rounds():
     table = lesson.summary_table(summaries)
     assert table.splitlines()[0].startswith("feed") and len(table.splitlines()) == 3
     with pytest.raises(ValueError, match="repeats"):
-        lesson.measure_feeds({"a": loader}, repeats=0, num_steps=1, warmup_steps=0,
+        lesson.train_on_feeds({"a": loader}, repeats=0, num_steps=1, warmup_steps=0,
                              held_out=held_out)

@@ -89,3 +89,76 @@ def test_time_pipeline_counts_the_cpu_time_its_transforms_used():
     loader = _loader(grain.RangeDataSource(0, 16, 1), [BurnCpu(), grain.Batch(4)], 16)
     timing = course.time_pipeline(loader)
     assert timing.cpu_s >= 16 * 0.005
+
+
+def test_time_pipelines_keeps_every_repetition_on_the_median_run():
+    timings = course.time_pipelines(
+        {"eight": lambda: _loader(grain.RangeDataSource(0, 8, 1), [grain.Batch(4)], 8)},
+        repeats=3)
+    timing = timings["eight"]
+    assert len(timing.runs) == 3 and timing in timing.runs
+    assert timing.seconds_per_record().count == 3
+    assert timing.cpu_seconds_per_record().value >= 0
+
+
+# -- the sentences the lesson prints, one test per outcome, on made-up timings -------------
+def _timing(seconds_per_record: list[float], threads: int = 0,
+            cpu_per_record: float | None = None, records: int = 100) -> course.PipelineTiming:
+    """Made-up repetitions of one pipeline: the first batch of 10 records at the same pace."""
+    runs = []
+    for per_record in seconds_per_record:
+        loader_timing = course.LoaderTiming(first_batch_s=10 * per_record,
+                                            total_s=records * per_record, records=records,
+                                            first_records=10)
+        cpu = (cpu_per_record if cpu_per_record is not None else per_record) * records
+        runs.append(course.PipelineTiming(loader_timing, threads, cpu))
+    median = runs[len(runs) // 2]
+    median.runs = tuple(runs)
+    return median
+
+
+def test_pipeline_timing_per_record_estimates_come_from_every_run():
+    timing = _timing([1e-3, 2e-3, 3e-3], cpu_per_record=5e-4)
+    assert timing.steady_seconds_per_record().value == pytest.approx(2e-3)
+    assert timing.seconds_per_record().value == pytest.approx(2e-3)
+    assert timing.cpu_seconds_per_record().value == pytest.approx(5e-4)
+    assert timing.seconds_per_record().stderr > 0
+
+
+def test_read_threads_sentence_for_each_outcome():
+    inline = _timing([300e-6, 301e-6, 302e-6])
+    faster = course.read_threads_sentence(_timing([200e-6, 201e-6, 202e-6], threads=16), inline)
+    tie = course.read_threads_sentence(_timing([295e-6, 310e-6, 305e-6], threads=16), inline)
+    slower = course.read_threads_sentence(_timing([600e-6, 610e-6, 620e-6], threads=16), inline)
+    assert "with 16 read-ahead threads was 1.5x faster" in faster
+    assert "gives the interpreter" in faster
+    assert "within the noise" in tie and "No gain the repetitions can tell" in tie
+    assert "GIL" in tie
+    assert "2.0x slower" in slower and "lesson 9" in slower and "lesson 4" in slower
+    unthreaded = course.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline)
+    assert "used no threads" in unthreaded
+
+
+def test_placement_sentence_for_each_outcome():
+    transform = _timing([300e-6, 302e-6, 304e-6])
+    assert "As expected" in course.placement_sentence(_timing([301e-6] * 3), transform)
+    faster = course.placement_sentence(_timing([200e-6] * 3), transform)
+    assert "1.5x faster" in faster and "one more transform" in faster
+    slower = course.placement_sentence(_timing([400e-6] * 3), transform)
+    assert "1.3x slower" in slower and "cache" in slower and "As expected" not in slower
+
+
+def test_filter_first_sentence_for_each_outcome():
+    decode_first = _timing([800e-6, 801e-6, 802e-6], threads=16, cpu_per_record=900e-6)
+    faster = course.filter_first_sentence(decode_first, _timing([300e-6] * 3,
+                                                                cpu_per_record=300e-6))
+    assert "2.7x faster" in faster and "never decoded" in faster and "3.0x the work" in faster
+    tie = course.filter_first_sentence(_timing([300e-6, 800e-6, 1300e-6], threads=16),
+                                       _timing([500e-6, 600e-6, 700e-6], cpu_per_record=300e-6))
+    assert "cannot tell" in tie and "read-ahead threads may" in tie
+    slower = course.filter_first_sentence(decode_first, _timing([1600e-6] * 3,
+                                                                cpu_per_record=900e-6))
+    assert "Slower in wall time" in slower and "the same within the noise" in slower
+    more_work = course.filter_first_sentence(decode_first, _timing([300e-6] * 3,
+                                                                   cpu_per_record=2e-3))
+    assert "only noise can explain" in more_work

@@ -144,3 +144,70 @@ def test_all_keys_in_chunks_sums_every_key_once(num_records, chunk_size):
     permutation = FeistelPermutation(num_records, seed=1)
     total = course.all_keys_in_chunks(permutation, chunk_size)
     assert total == num_records * (num_records - 1) // 2
+
+
+# -- the sentences that read the lesson's measurements (made-up numbers, every outcome) ----
+def test_seed_collision_sentence_has_a_wording_for_each_outcome():
+    assert "independent" in course.seed_collision_sentence("course_lib", 0, 1000)
+    shifted = course.seed_collision_sentence("Grain", 999, 1000)
+    assert "999 of seed 8's first 1,000" in shifted and "shifted by 1 record," in shifted
+    assert "shifted by 3 records" in course.seed_collision_sentence("x", 997, 1000)
+    assert "share part of their streams" in course.seed_collision_sentence("x", 12, 1000)
+
+
+def test_per_record_cost_prints_nanoseconds_and_whole_bytes():
+    text = course.per_record_cost(8.0e7, 0.479, 10**7)
+    assert text == ("np.random.permutation: 8 bytes and 47.9 ns per record at "
+                    "n = 10,000,000")
+
+
+def test_format_duration_never_rounds_a_small_cost_to_zero():
+    assert course.format_duration(4.79e-8) == "47.9 ns"
+    assert course.format_duration(2.5e-6) == "2.5 µs"
+    assert course.format_duration(0.0123) == "12.3 ms"
+    assert course.format_duration(47.87) == "47.9 s"
+
+
+def test_stored_table_sentence_compares_the_table_with_the_machines_memory():
+    fits = course.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=24 * 10**9)
+    assert "about 8.0 GB" in fits and "48 s" in fits and "33% of this machine's 24.0 GB" in fits
+    too_big = course.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=4 * 10**9)
+    assert "more than this machine's 4.0 GB" in too_big and "could not be built" in too_big
+    unknown = course.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=None)
+    assert unknown.endswith("at n = 10,000,000.")
+
+
+def test_physical_memory_is_known_on_linux():
+    assert course.physical_memory_bytes() > 10**8
+
+
+def test_growth_sentence_says_underestimate_only_when_the_cost_per_record_grew():
+    small = [1.0e-4, 1.02e-4, 0.98e-4]  # 10 ns per record at 10,000
+    grew = course.growth_sentence(small, 10**4, [0.40, 0.41, 0.39], 10**7)  # 40 ns
+    assert grew.startswith("That is an underestimate: the cost per record grew 4.0x")
+    fell = course.growth_sentence(small, 10**4, [0.05, 0.051, 0.049], 10**7)  # 5 ns
+    assert fell.startswith("The cost per record fell 2.0x") and "underestimate" not in fell
+    same = course.growth_sentence(small, 10**4, [0.101, 0.1, 0.102], 10**7)
+    assert same.startswith("The cost per record stayed the same within the noise")
+    assert "underestimate" not in same
+    noisy = course.growth_sentence(small, 10**4, [0.06, 0.12, 0.2], 10**7)
+    assert noisy.startswith("Whether the cost per record grew cannot be told from this run")
+    assert "spread by up to 117%" in noisy and "a quieter machine can" in noisy
+
+
+def test_computed_epoch_sentence_explains_each_outcome():
+    slower = course.computed_epoch_sentence([1.4, 1.38, 1.41], [0.48, 0.47, 0.49], 10**7)
+    assert "2.9x slower than building" in slower and "not speed per key" in slower
+    same = course.computed_epoch_sentence([0.48, 0.47, 0.49], [0.48, 0.47, 0.49], 10**7)
+    assert "took about as long as" in same and "cost the same" in same
+    faster = course.computed_epoch_sentence([0.2, 0.21, 0.19], [0.48, 0.47, 0.49], 10**7)
+    assert "faster than building" in faster and "cheaper even per key" in faster
+
+
+def test_first_key_sentence_states_memory_then_the_comparison():
+    quick = course.first_key_sentence(784, [1e-5, 1.1e-5], 10**9, [0.48, 0.47], 10**7)
+    assert quick.startswith("The computed shuffle of 1,000,000,000 records used 784 B.")
+    assert "faster than building the stored table of only 10,000,000" in quick
+    assert "starts at once" in quick
+    assert "equally soon" in course.first_key_sentence(784, [0.1], 10**9, [0.101], 10**4)
+    assert "unexpected" in course.first_key_sentence(784, [0.3], 10**9, [0.1], 10**4)

@@ -3,6 +3,7 @@ pickle-or-share measurement, and the rule-of-thumb sentences built from measurem
 
 import importlib.util
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -95,26 +96,217 @@ def test_pickle_or_share_times_both_ways_and_unlinks_its_segment():
         assert set(os.listdir(SHM)) - before == set()
 
 
+def _repeated(records_per_s: Sequence[float], first_batch_s: Sequence[float] = (0.1,),
+              records: int = 1000) -> course.LoaderTiming:
+    """A made-up median timing that also carries its repetitions, as benchmark_workers
+    builds them."""
+    totals = [records / speed for speed in records_per_s]
+    timing = course.LoaderTiming(sorted(first_batch_s)[len(first_batch_s) // 2],
+                                 sorted(totals)[len(totals) // 2], records, 10)
+    timing.repeat_total_s, timing.repeat_first_batch_s = tuple(totals), tuple(first_batch_s)
+    return timing
+
+
 def test_rule_of_thumb_follows_the_numbers():
     faster_with_workers = {0: _timing(100), 1: _timing(180), 2: _timing(300), 3: _timing(290)}
     lines = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
                                         decode=faster_with_workers,
-                                        vectorised=_timing(3000), cores=2)
+                                        vectorised=_timing(3000), cores=2, load=0.5)
     text = "\n".join(lines)
     assert "Decode-bound: 2 workers were fastest, 3.00x" in text
-    assert "In memory: no worker count beat worker_count=0" in text
-    assert "gave 3.00x at worker_count=0: more than" in text
-    assert "(3) decoded no faster than the best count within them" in text
+    assert "decoded on several cores at once" in text
+    assert "In memory: every worker count was slower than worker_count=0" in text
+    assert "gave 3.00x the records/s of the best per-record run (worker_count=0)" in text
+    assert "(3) decoded no faster than the best count within them, 2 workers," in text
+    over = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
+                                       decode={0: _timing(300), 2: _timing(200),
+                                               3: _timing(100)},
+                                       vectorised=_timing(3000), cores=2, load=0.5)[3]
+    assert "decoded slower than the best count within them, worker_count=0," in over
     assert "Memory per worker was not measured" in text
 
     slower_with_workers = {0: _timing(300), 2: _timing(100)}
     lines = course.worker_rule_of_thumb(in_memory=slower_with_workers,
                                         decode=slower_with_workers,
-                                        vectorised=_timing(200), cores=4)
+                                        vectorised=_timing(200), cores=4, load=0.5)
     text = "\n".join(lines)
-    assert "Decode-bound: no worker count beat worker_count=0" in text
-    assert "gave 0.67x at worker_count=0: less than" in text
+    assert "Decode-bound: every worker count was slower than worker_count=0" in text
+    assert "gave only 0.67x the records/s of the best per-record run" in text
     assert "No count above the 4 cores" in text
+
+
+def test_rule_of_thumb_reads_a_difference_within_the_noise_as_none():
+    noisy = {0: _repeated([100, 70, 130]), 2: _repeated([110, 60, 140], [0.2, 0.2, 0.2])}
+    lines = course.worker_rule_of_thumb(in_memory=noisy, decode=noisy,
+                                        vectorised=_repeated([105, 75, 125]), cores=2,
+                                        load=0.5)
+    assert lines[0].startswith("Decode-bound: no worker count beat worker_count=0 beyond the "
+                               "noise; the best, 2 workers, gave 1.10x")
+    assert "spread by up to 105%" in lines[0]  # 1000/60 - 1000/140 against 1000/110
+    assert "cannot tell them apart" in lines[0]
+    assert "was as fast as the best per-record run" in lines[2]
+
+
+def test_rule_of_thumb_says_when_a_run_was_too_short_to_show_workers():
+    # 1000 records in 100 ms at worker_count=0; the workers need 150 ms to start
+    short = {0: _repeated([10_000], [0.01]), 2: _repeated([4_000], [0.16])}
+    line = course.worker_rule_of_thumb(in_memory=short, decode=short,
+                                       vectorised=_timing(20_000), cores=2, load=0.5)[0]
+    assert "This run was too short to show what workers can do" in line
+    assert "start-up of about 150 ms plus 50 ms, no less" in line
+    assert "busy" not in line
+
+
+def test_rule_of_thumb_judges_a_run_by_the_most_workers_measured_not_the_best():
+    # 1 worker was best, but 2 were measured: perfect sharing among 2 would have won
+    timings = {0: _repeated([100], [0.01]), 1: _repeated([102], [0.05]),
+               2: _repeated([80], [0.06])}
+    line = course.worker_rule_of_thumb(in_memory=timings, decode=timings,
+                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+    assert "the best, 1 worker, gave 1.02x" in line
+    assert "too short" not in line and "share the CPU with the main process" in line
+    only_one = {0: _repeated([100], [0.01]), 1: _repeated([102], [0.05])}
+    line = course.worker_rule_of_thumb(in_memory=only_one, decode=only_one,
+                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+    assert "With one worker (or one core) the work is moved" in line
+    assert "too short" not in line
+
+
+def test_rule_of_thumb_blames_a_busy_machine_only_when_it_was_busy():
+    long_run = {0: _repeated([100], [0.01]), 2: _repeated([90], [0.11])}
+    busy = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                       vectorised=_timing(300), cores=2, load=5.0)[0]
+    assert "The machine was busy before the timings (load 5.0 on 2 cores)" in busy
+    assert "too short" not in busy
+    idle = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+    assert "busy" not in idle and "share the CPU with the main process" in idle
+
+
+def test_rule_of_thumb_start_up_line_weighs_the_start_up_against_the_run():
+    long_run = {0: _repeated([100], [0.01]), 2: _repeated([190], [0.11])}
+    lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                        vectorised=_timing(300), cores=2, load=0.5)
+    assert "100x the workers' start-up of about 100 ms" in lines[4]
+    assert "long enough for the start-up to matter little" in lines[4]
+    short = {0: _repeated([2000], [0.01]), 2: _repeated([3000], [0.11])}
+    lines = course.worker_rule_of_thumb(in_memory=short, decode=short,
+                                        vectorised=_timing(300), cores=2, load=0.5)
+    assert "the start-up is 20% of it" in lines[4]
+
+
+def test_startup_is_how_much_later_the_first_batch_came_with_workers():
+    timings = {0: _timing(100, 0.02), 1: _timing(100, 0.12), 2: _timing(100, 0.16)}
+    assert course.startup_s(timings) == pytest.approx(0.12)
+    assert course.startup_s({0: _timing(100, 0.05), 2: _timing(100, 0.04)}) == 0.0
+    with pytest.raises(ValueError, match="include 0"):
+        course.startup_s({2: _timing(100)})
+
+
+def test_first_batch_sentence_covers_each_outcome():
+    same = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
+                                        1: _repeated([100], [0.116, 0.08, 0.12]),
+                                        2: _repeated([100], [0.083, 0.11, 0.09])})
+    assert "after 20 ms with worker_count=0 and after 116 ms with 1 worker, 90 ms with 2" in same
+    assert "The difference with 1 worker, about 96 ms, is the start-up" in same
+    assert "1 and 2 workers gave the same first-batch time within the noise" in same
+    assert "start in parallel" in same
+
+    later = course.first_batch_sentence({0: _repeated([100], [0.02]),
+                                         1: _repeated([100], [0.1]),
+                                         3: _repeated([100], [0.3])})
+    assert "3 workers took longer than 1" in later
+    sooner = course.first_batch_sentence({0: _repeated([100], [0.02]),
+                                          1: _repeated([100], [0.3]),
+                                          2: _repeated([100], [0.1])})
+    assert "2 workers gave the first batch sooner than 1" in sooner and "the machine" in sooner
+    hidden = course.first_batch_sentence({0: _repeated([100], [0.1]),
+                                          2: _repeated([100], [0.102])})
+    assert "not later beyond the noise" in hidden and "1 and" not in hidden
+    with pytest.raises(ValueError, match="no worker count above 0"):
+        course.first_batch_sentence({0: _timing(100)})
+
+
+def test_prepare_sentences_explain_each_outcome():
+    loop = [1.0, 1.02, 0.98]
+    faster = course.prepare_sentences(loop, [0.8, 0.81, 0.79], [0.5, 0.52, 0.5], cores=2,
+                                      load=0.3)
+    assert faster[0].startswith("Preparing in threads was 1.2x faster than the plain loop")
+    assert "Pillow lets go" in faster[0]
+    assert faster[1].startswith("Preparing in worker processes was 2.0x faster")
+    assert "busy" not in " ".join(faster)
+    same = course.prepare_sentences(loop, [1.01, 0.99, 1.0], [1.0, 1.03, 0.97], cores=2,
+                                    load=0.3)
+    assert all("took about as long as the plain loop" in line for line in same)
+    slower = course.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2,
+                                      load=6.0)
+    assert "1.5x slower" in slower[0] and "2.0x slower" in slower[1]
+    assert all("The machine was busy (load 6.0 on 2 cores)" in line for line in slower)
+
+
+def test_vectorise_sentence_covers_each_outcome():
+    per_record = {0: _timing(1000), 2: _timing(500)}
+    assert "4.0x faster" in course.vectorise_sentence(_timing(4000), per_record)
+    assert "about as long" in course.vectorise_sentence(_timing(1010), per_record)
+    slower = course.vectorise_sentence(_timing(500), per_record)
+    assert "2.0x slower than the best per-record run (worker_count=0)" in slower
+
+
+def test_benchmark_workers_keeps_every_repetition_of_the_median_run():
+    timings = course.benchmark_workers(_range_loader, [0], repeats=3)
+    assert len(timings[0].repeat_total_s) == len(timings[0].repeat_first_batch_s) == 3
+    assert timings[0].total_s == sorted(timings[0].repeat_total_s)[1]
+    assert len(timings[0].seconds_per_record) == 3
+
+
+def test_comparison_reads_differences_within_the_spread_as_noise():
+    tight = course.Comparison((1.0, 1.01, 0.99), (2.0, 2.02, 1.98))
+    assert tight.outcome == "faster" and tight.ratio == pytest.approx(2.0)
+    assert course.Comparison((2.0,), (1.0,)).outcome == "slower"
+    assert course.Comparison((1.04,), (1.0,)).outcome == "same"  # under the 5% floor
+    assert course.Comparison((1.2, 0.8, 1.0), (1.0, 1.0, 1.0)).outcome == "same"
+    assert "one run each" in course.Comparison((1.0,), (2.0,)).numbers()
+    assert "medians of 1 and 3 runs, which spread by up to 40%: a difference under 40%" in \
+        course.Comparison((1.2, 0.8, 1.0), (1.0,)).numbers()
+    assert "spread by up to 2%: a difference under 5% is noise" in course.Comparison(
+        (1.0, 1.02), (1.0, 1.01)).numbers()
+    with pytest.raises(ValueError, match="positive timings"):
+        course.Comparison((0.0,), (1.0,))
+
+
+def test_compare_runs_appends_the_explanation_of_the_outcome_measured():
+    why = {"faster": "F.", "slower": "S.", "same": "N."}
+    assert course.compare_runs("a", [1.0], "b", [3.0], why=why).endswith("against 3 s; one run "
+                                                                         "each, so a difference "
+                                                                         "under 5% is not read "
+                                                                         "as real). F.")
+    assert course.compare_runs("a", 3.0, "b", 1.0, why=why).endswith("S.")
+    assert course.compare_runs("a", 1.0, "b", 1.0, why=why).endswith("N.")
+    assert "3.0x slower" in course.compare_runs("a", 3.0, "b", 1.0)
+    assert "86x faster" in course.compare_runs("a", 1.0, "b", 86.0)
+    noisy = course.compare_runs("a", [1.0, 2.0, 3.0], "b", [2.0, 2.1], why=why)
+    assert "took about as long as" in noisy and "cannot tell them apart" in noisy
+    assert not noisy.endswith("N.")
+    assert not course.Comparison((1.0, 1.1), (1.0, 1.1)).too_noisy
+    assert not course.Comparison((1.0, 2.0, 3.0), (9.0,)).too_noisy  # a clear difference
+
+
+def test_run_times_and_relative_spread():
+    assert len(course.run_times(lambda: None, repeats=4)) == 4
+    with pytest.raises(ValueError, match="repeats=0"):
+        course.run_times(lambda: None, repeats=0)
+    assert course.relative_spread([1.0, 2.0, 3.0]) == pytest.approx(1.0)
+    assert course.relative_spread([5.0]) == 0.0
+
+
+def test_accelerator_sentence_says_what_the_accelerator_is(monkeypatch):
+    import jax
+
+    assert "the same" in course.accelerator_sentence() and "load the data" in \
+        course.accelerator_sentence()
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert course.accelerator_sentence().startswith("JAX runs on")
+    assert "GPU device(s)" in course.accelerator_sentence()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain")
@@ -139,6 +331,7 @@ def test_first_batches_in_a_new_process_times_each_loader():
 def test_fork_server_sentence_follows_the_numbers():
     assert "waited 4.0x as long" in course.fork_server_sentence([0.4, 0.1, 0.12, 0.08])
     assert "was not slower" in course.fork_server_sentence([0.1, 0.1, 0.2])
+    assert "was not slower" in course.fork_server_sentence([0.102, 0.1, 0.1])  # within 5%
     with pytest.raises(ValueError, match="at least 2"):
         course.fork_server_sentence([0.3])
 

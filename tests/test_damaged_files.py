@@ -97,3 +97,29 @@ def test_truncated_labels_name_their_path(image_folder):
     with pytest.raises(ValueError) as caught:
         ImageFolderDataSource(image_folder)
     assert str(labels) in str(caught.value) and "allow_pickle" not in str(caught.value)
+
+
+def test_a_record_file_cut_short_after_opening_says_so_at_read_time(record_file):
+    source = RecordFileDataSource(record_file)  # the header was whole when it was opened
+    needed = record_file.stat().st_size
+    record_file.write_bytes(record_file.read_bytes()[:-7])
+    with pytest.raises(ValueError) as caught:
+        source[0]
+    message = str(caught.value)
+    assert str(record_file) in message and "cut short after this source was opened" in message
+    assert f"need {needed} bytes" in message and f"now holds {needed - 7} bytes" in message
+    assert "write_record_file" in message
+    assert "mmap length is greater than file size" in message  # NumPy's words are kept
+
+
+def test_an_array_record_file_cut_short_is_named_with_its_size(tmp_path):
+    pytest.importorskip("array_record")
+    from course_lib.array_record import ArrayRecordDataSource, write_array_record_shards
+
+    (path,) = write_array_record_shards([bytes([n]) * 3000 for n in range(40)], tmp_path, 1)
+    path.write_bytes(path.read_bytes()[:70_000])
+    with pytest.raises(ValueError) as caught:
+        ArrayRecordDataSource(path)
+    message = str(caught.value)
+    assert str(path) in message and "70000 bytes" in message
+    assert "not a readable ArrayRecord file" in message and "write_array_record_shards" in message

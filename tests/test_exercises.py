@@ -22,6 +22,8 @@ import exercises as generator  # noqa: E402
 
 EXPECTED = ["01_random_rotation", "02_worker_benchmark", "03_disjoint_shards",
             "04_recompilation", "05_exact_resume", "06_lazy_file_source"]
+EXPECTED += ["07_sharded_files"]
+EXPECTED += ["08_packing"]
 EXERCISES = sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 

@@ -84,10 +84,27 @@ def test_timeline_has_one_bar_per_wait_and_per_step():
     profiler = StepProfiler().measure(slow_batches(0.001), slow_step, 6)
     figure = profiler.plot_timeline()
     assert isinstance(figure, Figure)
-    bars = [len(collection.get_paths()) for collection in figure.axes[0].collections]
-    assert bars == [6, 6]  # computing lane, waiting lane
+    lanes = [container.patches for container in figure.axes[0].containers]
+    assert [len(patches) for patches in lanes] == [6, 6]  # computing lane, waiting lane
     figure = profiler.plot_timeline(max_steps=2)
-    assert [len(c.get_paths()) for c in figure.axes[0].collections] == [2, 2]
+    assert [len(container.patches) for container in figure.axes[0].containers] == [2, 2]
+    matplotlib.pyplot.close("all")
+
+
+def test_timeline_draws_back_to_back_steps_as_separate_outlined_bars():
+    from matplotlib.colors import to_rgba
+
+    profiler = StepProfiler()  # made-up spans: four steps with no gap between them
+    profiler._wait_spans = [(0.01 * k, 0.01 * k) for k in range(4)]
+    profiler._step_spans = [(0.01 * k, 0.01 * (k + 1)) for k in range(4)]
+    figure = profiler.plot_timeline()
+    computing = figure.axes[0].containers[0].patches
+    assert [bar.get_x() for bar in computing] == pytest.approx([0.0, 10.0, 20.0, 30.0])
+    assert [bar.get_width() for bar in computing] == pytest.approx([10.0] * 4)
+    for bar in computing:
+        assert bar.get_linewidth() > 0
+        assert bar.get_edgecolor() != bar.get_facecolor()
+        assert bar.get_edgecolor() == to_rgba("black")
     matplotlib.pyplot.close("all")
 
 

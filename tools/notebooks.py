@@ -77,8 +77,9 @@ def setup_cell_source(notebook_name: str = "") -> str:
     extras = ", ".join(f'"{package}"' for package in needed)
     installs, keeps = " and ".join(needed), ", ".join(KEPT_PACKAGES)
     return f'''# NBVAL_SKIP
-{SETUP_MARKER}: install course_lib and {installs}; keep the {keeps} that
-# Colab ships (pinned to the installed versions, so nothing is upgraded). Elsewhere: nothing.
+{SETUP_MARKER}: install course_lib and {installs};
+# keep the {keeps} that Colab ships (pinned to the installed
+# versions, so nothing is upgraded). Elsewhere: nothing.
 import sys
 
 if "google.colab" in sys.modules:

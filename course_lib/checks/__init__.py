@@ -8,9 +8,15 @@ same verdict.
 
 from course_lib.checks._verdict import expect, fail, learner_code, passed
 from course_lib.checks.lazy_source import check_decode, check_lazy_costs, check_lazy_source
+from course_lib.checks.packing import check_pack_first_fit, check_segment_mask
 from course_lib.checks.recompilation import check_count_traces
 from course_lib.checks.resume import check_resume_batches
 from course_lib.checks.rotation import check_rotation
+from course_lib.checks.sharded_files import (
+    check_sharded_loader,
+    check_sharded_source,
+    check_write_shards,
+)
 from course_lib.checks.shards import check_shard_samplers
 from course_lib.checks.worker_benchmark import (
     check_best_worker_count,
@@ -24,11 +30,16 @@ __all__ = [
     "check_decode",
     "check_lazy_costs",
     "check_lazy_source",
+    "check_pack_first_fit",
     "check_resume_batches",
     "check_rotation",
+    "check_segment_mask",
     "check_shard_samplers",
+    "check_sharded_loader",
+    "check_sharded_source",
     "check_time_worker_counts",
     "check_worker_plot",
+    "check_write_shards",
     "expect",
     "fail",
     "learner_code",

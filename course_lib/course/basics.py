@@ -5,12 +5,14 @@ plots, what JAX says while compiling, and cells that are meant to raise."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,14 +112,7 @@ def mnist_or_digits(timeout: float = 10.0) -> dict[str, dict[str, np.ndarray]]:
 # -- timing and honest sentences ----------------------------------------------------------
 def median_time(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float:
     """Median wall time of `function()` in seconds, after `warmup` untimed calls."""
-    for _ in range(warmup):
-        function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(run_times(function, repeats, warmup))
 
 
 def compare(name: str, seconds: float, baseline_name: str, baseline_seconds: float) -> str:
@@ -143,6 +138,261 @@ def format_seconds(seconds: float) -> str:
     if seconds < 1:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds:.2f} s"
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds with three significant digits in ns, µs, ms or s, so that a per-record
+    cost of a few nanoseconds does not print as "0.0 µs"."""
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def run_times(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> list[float]:
+    """The wall time of each of `repeats` calls of `function()` in seconds, after `warmup`
+    untimed calls: what `median_time` takes the median of, kept for the noise."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 3.")
+    for _ in range(warmup):
+        function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+# -- how much repetitions vary ------------------------------------------------------------
+NOISE_FLOOR = 0.05  # differences under 5% are never called a win: clocks and caches jitter
+NOISE_FACTOR = 2.0  # nor differences under twice the combined standard error of the runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A measured value with its standard error, from `count` repetitions.
+
+    Repeat a timing and the results spread; the standard error says how far the value
+    would move if the whole measurement were taken again. `median_of` suits repetitions of
+    one call (one disturbed repetition barely moves a median); `mean_of` suits the steps of
+    a training loop, whose mean is the time per step.
+    """
+
+    value: float
+    stderr: float
+    count: int
+
+    @classmethod
+    def median_of(cls, samples: Sequence[float]) -> Estimate:
+        """The median, with its standard error (1.25 times the mean's, for a normal spread).
+
+        The spread is read from the interquartile range, so that one repetition disturbed
+        by another program neither moves the median much nor swamps the noise.
+        """
+        array = _samples(samples)
+        quartiles = np.percentile(array, [25, 75])
+        spread = float(quartiles[1] - quartiles[0]) / 1.349  # a standard deviation
+        stderr = 1.2533 * spread / float(np.sqrt(len(array))) if len(array) > 1 else np.nan
+        return cls(float(np.median(array)), stderr, len(array))
+
+    @classmethod
+    def mean_of(cls, samples: Sequence[float]) -> Estimate:
+        """The mean, with the standard error of the mean."""
+        array = _samples(samples)
+        stderr = float(array.std(ddof=1) / np.sqrt(len(array))) if len(array) > 1 else np.nan
+        return cls(float(array.mean()), stderr, len(array))
+
+    def ratio(self, other: Estimate) -> Estimate:
+        """`self / other`, with the two relative errors combined."""
+        value = self.value / other.value
+        relative = np.hypot(self.stderr / self.value, other.stderr / other.value)
+        return Estimate(value, float(abs(value) * relative), min(self.count, other.count))
+
+
+def _samples(samples: Sequence[float]) -> np.ndarray:
+    array = np.asarray(samples, dtype=np.float64).ravel()
+    if array.size == 0 or not np.all(np.isfinite(array)):
+        raise ValueError(f"samples={samples!r} must be one or more finite numbers: pass the "
+                         "repetitions of one measurement.")
+    return array
+
+
+def outcome(measured: Estimate, baseline: Estimate, *, lower_is_better: bool = True) -> str:
+    """"better", "worse" or "same": how `measured` compares with `baseline`.
+
+    "same" means within the noise: the difference is smaller than twice the combined
+    standard error of the two (unknown for a single run), or than 5% of the baseline.
+    """
+    noise = NOISE_FACTOR * np.hypot(measured.stderr, baseline.stderr)
+    noise = max(0.0 if np.isnan(noise) else float(noise), NOISE_FLOOR * abs(baseline.value))
+    difference = measured.value - baseline.value
+    if abs(difference) <= noise:
+        return "same"
+    return "better" if (difference < 0) == lower_is_better else "worse"
+
+
+def compare_estimates(name: str, seconds: Estimate, baseline_name: str,
+                      baseline_seconds: Estimate) -> str:
+    """Like `compare`, for two timings that were repeated: a difference the repetitions
+    could explain is called a tie, and the sentence says so."""
+    if seconds.value <= 0 or baseline_seconds.value <= 0:
+        raise ValueError(f"timings must be positive, got {seconds.value!r} and "
+                         f"{baseline_seconds.value!r}.")
+    numbers = (f"{format_estimate(seconds)} against {format_estimate(baseline_seconds)}, "
+               f"{_runs(seconds, baseline_seconds)}")
+    verdict = outcome(seconds, baseline_seconds)
+    if verdict == "same":
+        return (f"{name} took as long as {baseline_name}, within the noise of the "
+                f"repetitions ({numbers}).")
+    ratio = baseline_seconds.value / seconds.value
+    how = f"{ratio:.1f}x faster than" if verdict == "better" else f"{1 / ratio:.1f}x slower than"
+    return f"{name} was {how} {baseline_name} ({numbers})."
+
+
+def format_estimate(seconds: Estimate) -> str:
+    """A repeated timing as "value ± standard error", each in a readable unit."""
+    if np.isnan(seconds.stderr):
+        return format_seconds(seconds.value)
+    return f"{format_seconds(seconds.value)} ± {format_seconds(seconds.stderr)}"
+
+
+def _runs(*estimates: Estimate) -> str:
+    counts = sorted({estimate.count for estimate in estimates})
+    if counts == [1]:
+        return "one run each, so their noise is unknown"
+    if len(counts) == 1:
+        return f"{counts[0]} repetitions each"
+    return f"{' and '.join(map(str, counts))} repetitions"
+
+
+def format_times(ratio: float) -> str:
+    """A ratio as "1.4x" (one decimal below 10, none above: "86x")."""
+    return f"{ratio:.1f}x" if ratio < 10 else f"{ratio:.0f}x"
+
+
+TOO_NOISY = 0.25  # runs that disagree by more than this cannot say two timings are equal
+
+
+def relative_spread(samples: Sequence[float]) -> float:
+    """(largest - smallest) / median of repeated measurements; 0 for a single one."""
+    if not samples:
+        raise ValueError("samples is empty: pass at least one measurement.")
+    middle = statistics.median(samples)
+    return (max(samples) - min(samples)) / middle if middle > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two repeated timings, one against a baseline, and what their difference means.
+
+    `outcome` is "faster", "slower" or "same": "same" when the ratio of the medians is
+    within the noise margin, the larger of `NOISE_FLOOR` and each side's relative spread
+    (its repetitions disagree by that much among themselves, so a smaller difference
+    between the two sides says nothing)."""
+
+    seconds: tuple[float, ...]
+    baseline_seconds: tuple[float, ...]
+    floor: float = NOISE_FLOOR
+    per: str = ""  # what each timing is for, printed after it: " per record"
+
+    def __post_init__(self) -> None:
+        for name in ("seconds", "baseline_seconds"):
+            values = getattr(self, name)
+            if not values or min(values) <= 0:
+                raise ValueError(f"{name}={values!r} must hold positive timings, at least one.")
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def baseline_median(self) -> float:
+        return statistics.median(self.baseline_seconds)
+
+    @property
+    def ratio(self) -> float:
+        """How many times faster than the baseline (below 1: slower)."""
+        return self.baseline_median / self.median
+
+    @property
+    def margin(self) -> float:
+        return max(self.floor, relative_spread(self.seconds),
+                   relative_spread(self.baseline_seconds))
+
+    @property
+    def outcome(self) -> str:
+        if max(self.ratio, 1 / self.ratio) - 1 <= self.margin:
+            return "same"
+        return "faster" if self.ratio > 1 else "slower"
+
+    @property
+    def too_noisy(self) -> bool:
+        """True when the outcome is "same" only because the runs disagreed so much (more
+        than `TOO_NOISY`) that no difference could show: then nothing was learnt."""
+        return self.outcome == "same" and self.margin > TOO_NOISY
+
+    def how(self, name: str, baseline_name: str) -> str:
+        """'`name` was 1.4x faster than `baseline_name`', or 'took about as long as'."""
+        if self.outcome == "same":
+            return f"{name} took about as long as {baseline_name}"
+        times = self.ratio if self.ratio > 1 else 1 / self.ratio
+        return f"{name} was {format_times(times)} {self.outcome} than {baseline_name}"
+
+    def noise(self) -> str:
+        """What the noise margin was based on: the runs' spread, or the floor alone."""
+        runs = sorted({len(self.seconds), len(self.baseline_seconds)})
+        if runs == [1]:
+            return f"one run each, so a difference under {self.floor:.0%} is not read as real"
+        spread = max(relative_spread(self.seconds), relative_spread(self.baseline_seconds))
+        counts = " and ".join(map(str, runs))
+        return (f"medians of {counts} runs, which spread by up to {spread:.0%}: a difference "
+                f"under {self.margin:.0%} is noise")
+
+    def numbers(self) -> str:
+        """The two medians and the noise, in parentheses."""
+        return (f"({format_duration(self.median)}{self.per} against "
+                f"{format_duration(self.baseline_median)}{self.per}; {self.noise()})")
+
+
+def compare_runs(name: str, seconds: float | Sequence[float], baseline_name: str,
+                 baseline_seconds: float | Sequence[float], *,
+                 why: Mapping[str, str] | None = None, floor: float = NOISE_FLOOR,
+                 per: str = "") -> str:
+    """Like `compare`, but from repeated timings: the sentence says "about as long" when the
+    difference is within the repetitions' own spread, and appends `why[outcome]` (keys
+    "faster", "slower", "same"), the explanation of the outcome that was measured."""
+    comparison = Comparison(_as_tuple(seconds), _as_tuple(baseline_seconds), floor, per)
+    sentence = f"{comparison.how(name, baseline_name)} here {comparison.numbers()}."
+    if comparison.too_noisy:
+        return f"{sentence} {NOISY_EXPLANATION}"
+    explanation = (why or {}).get(comparison.outcome)
+    return f"{sentence} {explanation}" if explanation else sentence
+
+
+NOISY_EXPLANATION = ("The repetitions disagreed among themselves by more than the two "
+                     "differ, so this run cannot tell them apart (other programs competing "
+                     "for the cores are the usual cause); a quieter machine can.")
+
+
+def _as_tuple(seconds: float | Sequence[float]) -> tuple[float, ...]:
+    return (float(seconds),) if isinstance(seconds, int | float) else tuple(seconds)
+
+
+def accelerator_sentence() -> str:
+    """Where JAX would run the training step here, in a sentence: on a CPU-only machine the
+    "accelerator" is the same CPU whose cores load the data, which changes what a loader's
+    speed-up is worth."""
+    import jax
+
+    backend = jax.default_backend()
+    cores = os.cpu_count() or 1
+    if backend == "cpu":
+        return (f"JAX runs on the CPU here: this machine has no accelerator, so the "
+                f"\"accelerator\" is the same {cores} CPU cores that load the data, and "
+                "every core a worker uses is a core the training step cannot.")
+    return (f"JAX runs on {jax.device_count()} {backend.upper()} device(s) here; the loader "
+            f"runs on the host's {cores} CPU cores, which the training step leaves free.")
 
 
 # -- pictures -----------------------------------------------------------------------------

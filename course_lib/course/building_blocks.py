@@ -1,4 +1,9 @@
-"""Lesson 2, building blocks: timing whole pipelines and the threads that read them."""
+"""Lesson 2, building blocks: timing whole pipelines, the threads that read them, and the
+sentences the lesson prints about where decoding belongs.
+
+Each sentence is a function of the repeated timings it cites, with a branch for every
+outcome (better, worse, or within the noise of the repetitions, see `basics.outcome`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from course_lib.course.basics import Estimate, compare_estimates, outcome
 from course_lib.course.parallel_workers import LoaderTiming, interleaved_medians, timed_pass
 
 READ_AHEAD_THREAD_PREFIX = "course_lib-read"  # the name course_lib.reader gives its threads
@@ -36,6 +42,19 @@ class PipelineTiming(LoaderTiming):
                          timing.first_records)
         self.read_ahead_threads = read_ahead_threads
         self.cpu_s = cpu_s
+        self.runs: tuple[PipelineTiming, ...] = (self,)  # every repetition, this one among them
+
+    def steady_seconds_per_record(self) -> Estimate:
+        """Time per record after the first batch, over the repetitions (median)."""
+        return Estimate.median_of([1 / run.steady_records_per_s for run in self.runs])
+
+    def seconds_per_record(self) -> Estimate:
+        """Time per delivered record over the whole pass, over the repetitions (median)."""
+        return Estimate.median_of([run.total_s / run.records for run in self.runs])
+
+    def cpu_seconds_per_record(self) -> Estimate:
+        """CPU time of this process per delivered record, over the repetitions (median)."""
+        return Estimate.median_of([run.cpu_s / run.records for run in self.runs])
 
 
 def time_pipeline(loader: Any) -> PipelineTiming:
@@ -53,7 +72,97 @@ def time_pipelines(make_loaders: Mapping[str, Callable[[], Any]], *, repeats: in
     that a busy moment of the machine does not hit one pipeline only; keep the median run."""
     if not make_loaders:
         raise ValueError("make_loaders is empty: pass {label: function returning a loader}.")
-    return interleaved_medians(lambda label: time_pipeline(make_loaders[label]()),
-                               list(make_loaders), repeats=repeats, desc=name)
+    runs: dict[str, list[PipelineTiming]] = {label: [] for label in make_loaders}
+
+    def time_one(label: str) -> PipelineTiming:
+        runs[label].append(time_pipeline(make_loaders[label]()))
+        return runs[label][-1]
+
+    medians = interleaved_medians(time_one, list(make_loaders), repeats=repeats, desc=name)
+    for label, timing in medians.items():
+        timing.runs = tuple(runs[label])  # the median run keeps the others, for their noise
+    return medians
+
+
+# -- the sentences lesson 2 prints ----------------------------------------------------------
+def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTiming) -> str:
+    """A decoding `__getitem__` read with the loader's read-ahead threads, against the same
+    source read inline (`ReadOptions(num_threads=0)`), and why it came out that way."""
+    if threads_allowed.read_ahead_threads == 0:
+        return ("This time the reader timed the first reads as fast and used no threads, so "
+                "both runs read inline: nothing to compare. (The decision rests on one "
+                "timing; run the cell again.)")
+    said = compare_estimates(
+        f"Decoding in __getitem__ with {threads_allowed.read_ahead_threads} read-ahead "
+        "threads", threads_allowed.steady_seconds_per_record(), "with num_threads=0",
+        inline.steady_seconds_per_record())
+    lock = ("Python runs the Python code of one thread at a time (the interpreter lock, or "
+            "GIL), and Pillow gives that lock back for only part of decoding a PNG.")
+    verdict = outcome(threads_allowed.steady_seconds_per_record(),
+                      inline.steady_seconds_per_record())
+    if verdict == "better":
+        return (f"{said} The threads gained because Pillow gives the interpreter lock (the "
+                "GIL) back while it inflates a PNG's compressed pixels, so one thread can "
+                "decode while another runs Python code, on another core.")
+    if verdict == "same":
+        return (f"{said} No gain the repetitions can tell from noise: {lock} What the "
+                "threads could run beside the main thread, the hand-offs between them cost "
+                "again.")
+    return (f"{said} The threads cost time: {lock} For the rest of the work the threads and "
+            "the main thread, which runs Normalize and Batch, take turns, and every turn "
+            "costs a switch. Threads pay off when a read waits without computing, on a slow "
+            "disk or a network (lesson 9 shows it); work that computes needs processes, "
+            "which lesson 4 brings.")
+
+
+def placement_sentence(in_getitem: PipelineTiming, in_transform: PipelineTiming) -> str:
+    """Decoding in `__getitem__` (read inline) against decoding in a transform."""
+    said = compare_estimates("Decoding in __getitem__ (read inline)",
+                             in_getitem.steady_seconds_per_record(),
+                             "decoding in a transform", in_transform.steady_seconds_per_record())
+    verdict = outcome(in_getitem.steady_seconds_per_record(),
+                      in_transform.steady_seconds_per_record())
+    if verdict == "same":
+        return (f"{said} As expected: both decode every file, in this thread, once; where "
+                "the call is written does not change the work.")
+    if verdict == "worse":
+        return (f"{said} Both decode every file once, in this thread, but in another order: "
+                "the reader decodes a whole chunk of records before the first transform "
+                "runs, so Normalize likely finds their pixels gone from the CPU's cache, "
+                "while a transform decodes a record and normalizes it at once. (Or the "
+                "machine's load changed between the runs.)")
+    return (f"{said} Both decode every file once, in this thread, so the work is the same: "
+            "the difference is the cost of calling one more transform per record, or the "
+            "load of the machine changing between the runs.")
+
+
+def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTiming) -> str:
+    """Decoding every file before a filter, against filtering first, in wall and CPU time."""
+    said = compare_estimates("Filtering before DecodeImage", filter_first.seconds_per_record(),
+                             "decoding in __getitem__", decode_first.seconds_per_record())
+    wall = outcome(filter_first.seconds_per_record(), decode_first.seconds_per_record())
+    cpu = outcome(filter_first.cpu_seconds_per_record(), decode_first.cpu_seconds_per_record())
+    cpu_ratio = decode_first.cpu_seconds_per_record().value / \
+        filter_first.cpu_seconds_per_record().value
+    work = (f" In CPU time, decoding first used {cpu_ratio:.1f}x the work of filtering "
+            f"first for the same {filter_first.records} kept records")
+    if cpu == "better":
+        work += ": it decoded the files the filter then dropped."
+    elif cpu == "same":
+        work += (", the same within the noise of the repetitions: a filter that drops "
+                 "few records saves little.")
+    else:
+        work += ": more for filtering first, which only noise can explain."
+    if wall == "better":
+        return (f"{said} The filter saw the label first, so the files it dropped were never "
+                f"decoded.{work}")
+    if wall == "same":
+        threads = (" (the read-ahead threads may also have decoded beside the rest)"
+                   if decode_first.read_ahead_threads else "")
+        return (f"{said} In wall time the difference stayed within how much the runs varied"
+                f"{threads}, so this run cannot tell; run it again, or in full mode.{work}")
+    return (f"{said} Slower in wall time, which skipping work cannot cause by itself: the "
+            f"machine's load changed between the runs, or decoding first got help from its "
+            f"read-ahead threads.{work}")
 
 

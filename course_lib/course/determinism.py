@@ -1,5 +1,9 @@
 """Lesson 3, determinism: per-record streams, seed collisions and the Feistel shuffle,
-measured and drawn."""
+measured and drawn, and the sentences that read those measurements.
+
+Every sentence below is decided by the numbers it is given, with one wording per outcome
+(better, worse, or within the noise of the repetitions), so that a rerun on another machine,
+or on a busy one, never prints a conclusion its own numbers contradict."""
 
 from __future__ import annotations
 
@@ -9,7 +13,12 @@ from typing import Any
 import numpy as np
 
 from course_lib.course.basics import (
+    NOISY_EXPLANATION,
+    Comparison,
     _axes,
+    compare_runs,
+    format_duration,
+    format_times,
 )
 
 
@@ -214,3 +223,113 @@ def all_keys_in_chunks(permutation: Any, chunk_size: int | None = None) -> int:
     return total
 
 
+
+
+def seed_collision_sentence(who: str, shared: int, count: int) -> str:
+    """What `shared_stream_count` found for seeds 7 and 8, with what it means."""
+    found = f"{who}: {shared} of seed 8's first {count:,} record streams also occur in seed 7's"
+    if shared == 0:
+        return f"{found}: the two seeds' streams are independent."
+    if shared > count // 2:
+        return (f"{found}: the two seeds are one run shifted by {count - shared} "
+                f"record{'s' * (count - shared != 1)}, so they draw the same augmentations.")
+    return f"{found}: the seeds share part of their streams, so they are not independent."
+
+
+def per_record_cost(table_bytes: float, table_seconds: float, size: int) -> str:
+    """The stored permutation's bytes and seconds per record at `size`, each printed with
+    the precision its magnitude needs (8 bytes, 47.9 ns)."""
+    return (f"np.random.permutation: {table_bytes / size:.3g} bytes and "
+            f"{format_duration(table_seconds / size)} per record at n = {size:,}")
+
+
+def physical_memory_bytes() -> int | None:
+    """This machine's memory in bytes, where the operating system says (Linux, macOS)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def stored_table_sentence(per_record_bytes: float, per_record_seconds: float,
+                          records: int, measured_at: int,
+                          memory_bytes: int | None = None) -> str:
+    """What a stored permutation of `records` would cost at the rate measured at
+    `measured_at`, and whether this machine's memory could hold it."""
+    table = per_record_bytes * records
+    sentence = (f"A stored permutation of {records:,} records would hold about "
+                f"{format_bytes(table)} and take about "
+                f"{format_duration(per_record_seconds * records)} to build at the rate "
+                f"measured at n = {measured_at:,}")
+    if memory_bytes is None:
+        return sentence + "."
+    if table > memory_bytes:
+        return (sentence + f": more than this machine's {format_bytes(memory_bytes)} of "
+                "memory, so here it could not be built at all.")
+    return (sentence + f", {table / memory_bytes:.0%} of this machine's "
+            f"{format_bytes(memory_bytes)} of memory, in every process that shuffles.")
+
+
+def growth_sentence(small_seconds: Sequence[float], smallest: int,
+                    large_seconds: Sequence[float], largest: int) -> str:
+    """How the stored permutation's cost per record changed from `smallest` to `largest`
+    records (each timed several times), and what that means for the extrapolation to a
+    billion: an underestimate if it grew, no evidence either way if it did not."""
+    per_record = Comparison(tuple(t / largest for t in large_seconds),
+                            tuple(t / smallest for t in small_seconds))
+    costs = (f"{format_duration(per_record.baseline_median)} at n = {smallest:,} against "
+             f"{format_duration(per_record.median)} at n = {largest:,}")
+    noise = per_record.noise()
+    if per_record.outcome == "slower":
+        return (f"That is an underestimate: the cost per record grew "
+                f"{format_times(1 / per_record.ratio)}, from {costs} ({noise}). A larger "
+                "table misses the CPU caches more often, and a billion-record table would "
+                "miss them on almost every swap.")
+    if per_record.outcome == "faster":
+        return (f"The cost per record fell {format_times(per_record.ratio)}, from {costs} "
+                f"({noise}): at small n the fixed cost of each call is shared by fewer "
+                "records. The extrapolation uses the largest size's rate, where that fixed "
+                "cost matters least; these sizes still fit the CPU caches better than a "
+                "billion-record table would, so read it as a rough estimate, not a bound.")
+    if per_record.too_noisy:
+        return (f"Whether the cost per record grew cannot be told from this run: {costs} "
+                f"({noise}). {NOISY_EXPLANATION}")
+    return (f"The cost per record stayed the same within the noise, {costs} ({noise}), so "
+            "these sizes show no growth; a billion-record table, far larger than the CPU "
+            "caches, may still cost more per record than any size measured here.")
+
+
+def computed_epoch_sentence(computed_seconds: Sequence[float],
+                            table_seconds: Sequence[float], records: int) -> str:
+    """Computing every key of an epoch in the loader's chunks against building the same
+    epoch's table with `np.random.permutation`, with what the outcome means."""
+    return compare_runs(
+        f"Computing all {records:,} keys of an epoch in the loader's chunks", computed_seconds,
+        "building the same epoch's table with np.random.permutation", table_seconds,
+        why={"slower": "So the computed shuffle buys memory and the wait before the first "
+                       "record, not speed per key: a whole epoch of keys costs more than a "
+                       "table built in C. The loader spreads that cost over the epoch, a "
+                       "chunk at a time, so no batch waits for all of it.",
+             "same": "So per key the two cost the same here; what the computed shuffle "
+                     "buys is memory and the wait before the first record.",
+             "faster": "So here the computed shuffle was cheaper even per key, on top of "
+                       "its memory and its wait before the first record."})
+
+
+def first_key_sentence(computed_bytes: int, computed_seconds: Sequence[float], records: int,
+                       table_seconds: Sequence[float], table_records: int) -> str:
+    """The computed shuffle's memory and time to its first key at `records`, against the
+    time a stored table of `table_records` takes before its first key can be read."""
+    memory = (f"The computed shuffle of {records:,} records used "
+              f"{format_bytes(computed_bytes)}. ")
+    return memory + compare_runs(
+        "Reaching its first key", computed_seconds,
+        f"building the stored table of only {table_records:,} records", table_seconds,
+        why={"faster": "An epoch starts at once, whatever its size.",
+             "same": "At this size the two start an epoch equally soon; the table's wait "
+                     "grows with n, the computed one's does not.",
+             "slower": "Here the computed shuffle was slower to start than the table, "
+                       "which is unexpected: rerun the cell, since a busy machine can "
+                       "delay one short measurement."})

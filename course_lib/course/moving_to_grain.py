@@ -9,11 +9,11 @@ what this module helps a lesson show and measure:
   install, so a lesson runs top to bottom either way (`grain_ready()` guards each Grain cell).
   It also marks absl's flags as parsed: Grain 0.2.18's worker processes read absl flags,
   which a script parses in `app.run(main)` and a notebook never does.
-- **One measurement for every feed.** `measure_feeds` trains a fresh lesson-7 model on each
+- **One measurement for every feed.** `train_on_feeds` trains a fresh lesson-7 model on each
   feed (a course_lib loader, Grain's DataLoader, Grain's Dataset API), timing the first
   batch and every later step with `StepProfiler`, in interleaved rounds so that a busy
   moment of a shared machine does not hit one feed only.
-- **Sentences from the numbers.** `speed_sentence`, `first_batch_sentence` and
+- **Sentences from the numbers.** `speed_sentence`, `grain_first_batch_sentence` and
   `what_to_remember` say faster, slower or "within the noise" from the measurements, and
   why, so they would say the opposite if the numbers did.
 """
@@ -166,7 +166,7 @@ def measure_feed(label: str, make_iterator: Callable[[], Iterator], *, num_steps
     return FeedMeasurement(label, first_batch_s, profiler, first_labels, correct / len(labels))
 
 
-def measure_feeds(feeds: Mapping[str, Callable[[], Iterator]], *, repeats: int,
+def train_on_feeds(feeds: Mapping[str, Callable[[], Iterator]], *, repeats: int,
                   num_steps: int, warmup_steps: int,
                   held_out: tuple[np.ndarray, np.ndarray]) -> dict[str, list[FeedMeasurement]]:
     """`measure_feed` for every feed, `repeats` rounds of all feeds in turn, with a
@@ -208,7 +208,7 @@ class FeedSummary:
 
 
 def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSummary]:
-    """One `FeedSummary` per feed from the runs of `measure_feeds`."""
+    """One `FeedSummary` per feed from the runs of `train_on_feeds`."""
     return {label: FeedSummary(
         label=label,
         steps_per_s=[run.steps_per_s for run in measured],
@@ -325,7 +325,7 @@ def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
     return f"{head} ({numbers}): {why}."
 
 
-def first_batch_sentence(course_lib_s: float, grain_s: float, worker_count: int) -> str:
+def grain_first_batch_sentence(course_lib_s: float, grain_s: float, worker_count: int) -> str:
     """Seconds to the first batch with `worker_count` workers, course_lib against Grain,
     in a sentence decided by the numbers, with what each library does at start-up."""
     for name, value in (("course_lib_s", course_lib_s), ("grain_s", grain_s)):

@@ -1,4 +1,12 @@
-"""Lesson 4, parallel workers: timing worker counts, reading failures, what a worker costs."""
+"""Lesson 4, parallel workers: timing worker counts, reading failures, what a worker costs.
+
+Each timing is repeated and interleaved with the others, and every sentence that reads them
+is decided by the numbers, with one wording per outcome: faster, slower, or the same within
+the noise of the repetitions. When an outcome has a cause the numbers show (a run shorter
+than the workers' start-up, a machine busy with other programs, records too cheap to be
+worth sharing), the sentence names it. On a CPU-only machine the cores that load the data
+are also the ones that would run the training step, which the sentences say where it
+matters."""
 
 from __future__ import annotations
 
@@ -12,6 +20,10 @@ from typing import Any
 import numpy as np
 
 from course_lib.course.basics import (
+    NOISY_EXPLANATION,
+    Comparison,
+    compare_runs,
+    format_duration,
     format_seconds,
     median_time,
 )
@@ -30,6 +42,9 @@ class LoaderTiming:
         self.first_batch_s, self.total_s = first_batch_s, total_s
         self.records, self.first_records = records, first_records
         self.worker_memory_mb = dict(worker_memory_mb or {})
+        # every repetition's times, when this is the median of several (benchmark_workers)
+        self.repeat_total_s: tuple[float, ...] = (total_s,)
+        self.repeat_first_batch_s: tuple[float, ...] = (first_batch_s,)
 
     def __repr__(self) -> str:
         return (f"LoaderTiming(first batch {format_seconds(self.first_batch_s)}, "
@@ -38,6 +53,18 @@ class LoaderTiming:
     @property
     def records_per_s(self) -> float:
         return self.records / self.total_s
+
+    @property
+    def median_first_batch_s(self) -> float:
+        """The median time to the first batch over the repetitions (the median run, chosen
+        by its total time, need not have the median first batch)."""
+        return statistics.median(self.repeat_first_batch_s)
+
+    @property
+    def seconds_per_record(self) -> tuple[float, ...]:
+        """Every repetition's whole-run time divided by the records: what comparisons of
+        runs of different lengths use."""
+        return tuple(total / self.records for total in self.repeat_total_s)
 
     @property
     def steady_records_per_s(self) -> float:
@@ -93,6 +120,14 @@ def interleaved_medians(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
     """`time_one(key)` for every key, `repeats` rounds of all keys in turn (so that a busy
     moment of the machine does not hit one key only); keep each key's median run, by
     `total_s`. A text progress bar shows the rounds."""
+    return {key: sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
+            for key, timings in interleaved_runs(time_one, keys, repeats=repeats,
+                                                 desc=desc).items()}
+
+
+def interleaved_runs(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
+                     repeats: int, desc: str) -> dict[Any, list]:
+    """Every run of `interleaved_medians`: `repeats` results of `time_one(key)` per key."""
     from tqdm import tqdm  # a text bar: it renders in Jupyter, Colab and saved notebooks
 
     if not isinstance(repeats, int) or repeats < 1:
@@ -103,8 +138,7 @@ def interleaved_medians(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
             for key in runs:
                 runs[key].append(time_one(key))
                 bar.update()
-    return {key: sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
-            for key, timings in runs.items()}
+    return runs
 
 
 def benchmark_workers(make_loader: Callable[[int], Any], worker_counts: Sequence[int], *,
@@ -114,8 +148,15 @@ def benchmark_workers(make_loader: Callable[[int], Any], worker_counts: Sequence
     """
     if not worker_counts:
         raise ValueError("worker_counts is empty: pass the counts to time, e.g. [0, 1, 2].")
-    return interleaved_medians(lambda count: time_loader(make_loader(count)), worker_counts,
-                               repeats=repeats, desc=name or "worker counts")
+    runs = interleaved_runs(lambda count: time_loader(make_loader(count)), worker_counts,
+                            repeats=repeats, desc=name or "worker counts")
+    medians = {}
+    for count, timings in runs.items():
+        median = sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
+        median.repeat_total_s = tuple(t.total_s for t in timings)
+        median.repeat_first_batch_s = tuple(t.first_batch_s for t in timings)
+        medians[count] = median
+    return medians
 
 
 def speedups(timings: Mapping[int, LoaderTiming]) -> dict[int, float]:
@@ -161,13 +202,21 @@ def describe_failure(error: BaseException, function: Callable) -> list[str]:
     return lines
 
 
+def load_average() -> float | None:
+    """The load average of the last minute (processes running or waiting for a core), or
+    None where the operating system does not say."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def machine_load() -> str:
     """One sentence on how busy this machine is (the load average of the last minute against
     the core count), to read the timings measured next in context."""
     cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
+    load = load_average()
+    if load is None:
         return "The load average is not available here, so other programs' work is unknown."
     if load > cores:
         return (f"Load average over the last minute: {load:.1f} on {cores} cores. Other "
@@ -177,42 +226,209 @@ def machine_load() -> str:
             "is not overloaded.")
 
 
+def _busy(load: float | None, cores: int) -> bool:
+    return load is not None and load > cores
+
+
+def prepare_sentences(loop_s: Sequence[float], threads_s: Sequence[float],
+                      processes_s: Sequence[float], *, cores: int | None = None,
+                      load: float | None = None) -> list[str]:
+    """Section 3's two comparisons, threads and worker processes against the plain loop,
+    each with the explanation of the outcome measured (`load`: the load average then)."""
+    cores = cores or os.cpu_count() or 1
+    busy = (f" The machine was busy (load {load:.1f} on {cores} cores), so no core was "
+            "idle to take the extra work." if _busy(load, cores) else "")
+    threads = compare_runs(
+        "Preparing in threads", threads_s, "the plain loop", loop_s,
+        why={"faster": "Pillow lets go of the interpreter lock while it inflates the "
+                       "pixels, so that part of the work ran on several cores at once.",
+             "same": "The threads took turns holding the interpreter lock: the Python "
+                     "around each decode ran one thread at a time." + busy,
+             "slower": "The threads took turns holding the interpreter lock, and switching "
+                       "between them cost more than the decoding they overlapped." + busy})
+    processes = compare_runs(
+        "Preparing in worker processes", processes_s, "the plain loop", loop_s,
+        why={"faster": f"Each process has its own interpreter and lock, so the {cores} "
+                       "cores prepared records at the same time.",
+             "same": "Each process has its own lock, but the parallel work did not show: "
+                     "the main process, receiving the batches, shares the same cores."
+                     + busy,
+             "slower": "Each process has its own lock, but here the handing out of "
+                       "positions and the return of batches cost more than the parallel "
+                       "work saved." + busy})
+    return [threads, processes]
+
+
+def startup_s(timings: Mapping[int, LoaderTiming]) -> float:
+    """The workers' start-up, estimated from `benchmark_workers` timings: how much later
+    the first batch came with workers than with `worker_count=0` (median over the counts
+    with workers; both first batches hold the preparing of one batch)."""
+    if 0 not in timings or len(timings) < 2:
+        raise ValueError(f"timings has worker counts {sorted(timings)}; include 0 and at "
+                         "least one count with workers.")
+    extra = [timings[n].median_first_batch_s - timings[0].median_first_batch_s
+             for n in timings if n]
+    return max(0.0, statistics.median(extra))
+
+
+def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
+    """What the time to the first batch says about starting workers: it is start-up plus
+    one batch, and the workers start in parallel, so their count should hardly matter."""
+    counts = sorted(n for n in timings if n)
+    if not counts:
+        raise ValueError("timings has no worker count above 0: nothing starts workers.")
+    zero = timings[0]
+    times = ", ".join(f"{format_duration(timings[n].median_first_batch_s)} with {n} "
+                      f"worker{'s' * (n != 1)}" for n in counts)
+    lines = [f"The first batch came after {format_duration(zero.median_first_batch_s)} with "
+             f"worker_count=0 and after {times} (medians of the repetitions)."]
+    with_workers = Comparison(timings[counts[0]].repeat_first_batch_s,
+                              zero.repeat_first_batch_s)
+    if with_workers.outcome == "slower":
+        extra = timings[counts[0]].median_first_batch_s - zero.median_first_batch_s
+        lines.append(f"The difference with {_workers(counts[0])}, about "
+                     f"{format_duration(extra)}, is the start-up: forking the workers and "
+                     "sending them the pipeline, before one batch is prepared.")
+    else:
+        lines.append(f"With {counts[0]} worker{'s' * (counts[0] != 1)} the first batch was "
+                     "not later beyond the noise of the repetitions: the start-up hid in "
+                     "the time one batch takes.")
+    if len(counts) > 1:
+        fewest, most = counts[0], counts[-1]
+        spread = Comparison(timings[most].repeat_first_batch_s,
+                            timings[fewest].repeat_first_batch_s)
+        if spread.outcome == "same":
+            lines.append(f"{fewest} and {most} workers gave the same first-batch time within "
+                         f"the noise {spread.numbers()}: the workers start in parallel, "
+                         "and the first batch is start-up plus one batch, whatever the count.")
+        elif spread.outcome == "slower":
+            lines.append(f"{_workers(most)} took longer than {fewest} {spread.numbers()}: they "
+                         "start in parallel, but each needs CPU time to start, and on "
+                         f"{os.cpu_count() or 1} cores they wait for each other.")
+        else:
+            lines.append(f"{_workers(most)} gave the first batch sooner than {fewest} "
+                         f"{spread.numbers()}. Nothing in the design makes more workers "
+                         "sooner (the first batch is start-up plus one batch either way), "
+                         "so this is the machine: other programs' load at that moment.")
+    return " ".join(lines)
+
+
+def _workers(count: int) -> str:
+    return f"{count} worker{'s' * (count != 1)}"
+
+
+def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: float,
+                  cores: int, load: float | None, gain_reason: str) -> str:
+    """One line of the rule of thumb: did any worker count beat worker_count=0, and why.
+
+    A run is too short to show workers when even perfect sharing could not win: the start-up
+    plus the run at worker_count=0 divided among min(workers, cores) is no shorter than the
+    run itself."""
+    zero = timings[0]
+    counts = [n for n in timings if n]
+    if not counts:
+        return f"{name}: only worker_count=0 was measured."
+    best = max(counts, key=lambda n: timings[n].records_per_s)
+    shares = min(max(counts), cores)  # the most cores the measured workers could use
+    best_vs_zero = Comparison(timings[best].seconds_per_record, zero.seconds_per_record,
+                              per=" per record")
+    gain = f"{best_vs_zero.ratio:.2f}x the records/s of worker_count=0"
+    if best_vs_zero.outcome == "faster":
+        return (f"{name}: {_workers(best)} {'were' if best > 1 else 'was'} fastest, {gain} "
+                f"{best_vs_zero.numbers()}. {gain_reason}")
+    verdict = ("no worker count beat worker_count=0 beyond the noise"
+               if best_vs_zero.outcome == "same"
+               else "every worker count was slower than worker_count=0")
+    line = (f"{name}: {verdict}; the best, {_workers(best)}, gave {gain} "
+            f"{best_vs_zero.numbers()}.")
+    ideal = startup + zero.total_s / shares
+    reasons = []
+    if shares == 1:
+        reasons.append("With one worker (or one core) the work is moved to another process, "
+                       "not shared: at best it takes as long as at worker_count=0, plus the "
+                       "start-up.")
+    elif ideal >= zero.total_s:
+        reasons.append(f"This run was too short to show what workers can do: it took "
+                       f"{format_duration(zero.total_s)} at worker_count=0, and even shared "
+                       f"perfectly among {_workers(shares)} it would take the workers' "
+                       f"start-up of about {format_duration(startup)} plus "
+                       f"{format_duration(zero.total_s / shares)}, no less. A longer run "
+                       "(more records or epochs) spreads the start-up.")
+    if _busy(load, cores):
+        reasons.append(f"The machine was busy before the timings (load {load:.1f} on {cores} "
+                       "cores): the workers found no idle core to add.")
+    if best_vs_zero.too_noisy and not reasons:
+        reasons.append(NOISY_EXPLANATION)
+    if not reasons:
+        reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
+                       f"worker_count=0, and on these {cores} cores the workers share the CPU "
+                       "with the main process, which hands out positions and receives every "
+                       "batch: here that cost as much as the workers saved.")
+    return " ".join([line, *reasons])
+
+
 def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                          decode: Mapping[int, LoaderTiming], vectorised: LoaderTiming,
-                         cores: int | None = None) -> list[str]:
+                         cores: int | None = None, load: float | None = None) -> list[str]:
     """The lesson's rule of thumb, one sentence per limit, each built from the timings of
-    `benchmark_workers`, so each says what was measured."""
+    `benchmark_workers` (repetitions included, for the noise), so each says what was
+    measured and why; `load` is the load average while they ran."""
     cores = cores or os.cpu_count() or 1
-    lines = []
-    for name, timings in (("Decode-bound", decode), ("In memory", in_memory)):
-        gains = speedups(timings)
-        best = max(gains, key=gains.__getitem__)
-        if best == 0:
-            lines.append(f"{name}: no worker count beat worker_count=0 here.")
-        else:
-            lines.append(f"{name}: {best} workers were fastest, {gains[best]:.2f}x the "
-                         "records/s of worker_count=0.")
-    vector_gain = vectorised.records_per_s / in_memory[0].records_per_s
-    beats = vector_gain > max(speedups(in_memory).values())
-    lines.append(f"In memory, vectorising after Batch gave {vector_gain:.2f}x at "
-                 f"worker_count=0: {'more' if beats else 'less'} than any worker count gave.")
+    startup = startup_s(decode)
+    lines = [
+        _workers_line("Decode-bound", decode, startup=startup, cores=cores, load=load,
+                      gain_reason="Each record is expensive to decode, so there was much "
+                                  "to share, and the workers decoded on several cores at "
+                                  "once."),
+        _workers_line("In memory", in_memory, startup=startup_s(in_memory), cores=cores,
+                      load=load,
+                      gain_reason="The workers took the per-record transforms off the "
+                                  "main process.")]
+    best = max(in_memory, key=lambda n: in_memory[n].records_per_s)
+    vector = Comparison(vectorised.seconds_per_record, in_memory[best].seconds_per_record,
+                        per=" per record")
+    best_name = "worker_count=0" if best == 0 else _workers(best)
+    lines.append({
+        "faster": f"In memory, vectorising after Batch at worker_count=0 gave "
+                  f"{vector.ratio:.2f}x the records/s of the best per-record run "
+                  f"({best_name}) {vector.numbers()}: a few NumPy calls per batch replace "
+                  "a few per record, and no worker is needed.",
+        "same": f"In memory, vectorising after Batch at worker_count=0 was as fast as the "
+                f"best per-record run ({best_name}) within the noise {vector.numbers()}."
+                + (f" {NOISY_EXPLANATION}" if vector.too_noisy else ""),
+        "slower": f"In memory, vectorising after Batch at worker_count=0 gave only "
+                  f"{vector.ratio:.2f}x the records/s of the best per-record run "
+                  f"({best_name}) {vector.numbers()}: here the per-record run was faster.",
+    }[vector.outcome])
     over = [count for count in decode if count > cores]
     if over:
-        within = max(decode[count].records_per_s for count in decode if count <= cores)
-        beyond = max(decode[count].records_per_s for count in over)
-        how = ("no faster than" if beyond <= within
-               else f"{beyond / within:.2f}x faster than")
+        within = max((n for n in decode if n <= cores), key=lambda n: decode[n].records_per_s)
+        beyond = max(over, key=lambda n: decode[n].records_per_s)
+        extra = Comparison(decode[beyond].seconds_per_record,
+                           decode[within].seconds_per_record, per=" per record")
+        how = {"same": "no faster than", "slower": "slower than",
+               "faster": f"{extra.ratio:.2f}x faster than"}[extra.outcome]
         lines.append(f"More workers than the {cores} cores ({', '.join(map(str, over))}) "
-                     f"decoded {how} the best count within them.")
+                     f"decoded {how} the best count within them, "
+                     f"{'worker_count=0' if within == 0 else _workers(within)}, "
+                     f"{extra.numbers()}.")
     else:
         lines.append(f"No count above the {cores} cores was measured in this mode.")
     most = max(decode)
+    run = decode[0].total_s
+    length = (f"{run / startup:.0f}x the workers' start-up of about "
+              f"{format_duration(startup)}" if startup > 0 else
+              "while the workers' start-up did not show beyond the first batch's own time")
+    verdict = ("long enough for the start-up to matter little." if startup * 10 < run else
+               f"short enough that the start-up is {startup / run:.0%} of it, a share the "
+               "workers must win back before they gain anything.")
     lines.append(
-        f"Start-up: the first batch came after {format_seconds(decode[0].first_batch_s)} "
-        f"with worker_count=0 and after {format_seconds(decode[most].first_batch_s)} with "
-        f"{most} workers, while the whole decode-bound run ({decode[0].records} records) "
-        f"took {format_seconds(decode[0].total_s)} at worker_count=0. Workers pay off "
-        "only when a run lasts much longer than their start-up.")
+        f"Start-up: the first batch came after "
+        f"{format_duration(decode[0].median_first_batch_s)} with worker_count=0 and after "
+        f"{format_duration(decode[most].median_first_batch_s)} with {_workers(most)}; the "
+        f"whole decode-bound run ({decode[0].records} records) took "
+        f"{format_duration(run)} at worker_count=0, {length}. Workers pay off only when a "
+        f"run lasts much longer than their start-up; this one was {verdict}")
     memory_mb = decode[most].worker_memory_mb
     if memory_mb:
         each = statistics.mean(memory_mb.values())
@@ -221,6 +437,24 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
     else:
         lines.append("Memory per worker was not measured here (it is read from Linux's /proc).")
     return lines
+
+
+def vectorise_sentence(vectorised: LoaderTiming, in_memory: Mapping[int, LoaderTiming]) -> str:
+    """Section 6's comparison: vectorised transforms at worker_count=0 against the best
+    per-record run, with why."""
+    best = max(in_memory, key=lambda n: in_memory[n].records_per_s)
+    best_name = "worker_count=0" if best == 0 else _workers(best)
+    return compare_runs(
+        "Vectorising at worker_count=0", vectorised.seconds_per_record,
+        f"the best per-record run ({best_name})", in_memory[best].seconds_per_record,
+        per=" per record",
+        why={"faster": "A few NumPy calls per batch replace a few per record: the "
+                       "interpreter's cost of each call is paid once per batch.",
+             "same": "Here the per-record transforms cost no more than the batched ones: "
+                     "the interpreter's cost per call was not what the time went to.",
+             "slower": "Here the per-record run was faster: the batched transforms copy "
+                       "the whole batch, which for so few pixels can cost more than the "
+                       "calls they save, and a busy moment can delay one run."})
 
 
 def pickle_or_share(batch: Mapping[str, np.ndarray], repeats: int = 20) -> dict[str, float]:
@@ -326,12 +560,13 @@ def fork_server_sentence(seconds: Sequence[float]) -> str:
         raise ValueError(f"got {len(seconds)} timings; pass at least 2 (loaders=2 or more)")
     first, later = seconds[0], statistics.median(seconds[1:])
     times = f"{format_seconds(first)} against {format_seconds(later)} (median of the later ones)"
-    if first > later:
+    if Comparison((first,), tuple(seconds[1:])).outcome == "slower":
         return (f"The first iter() in the new process waited {first / later:.1f}x as long for "
                 f"its first batch as the later ones: {times}. It also started the fork "
                 "server; every later loader in the process forks its workers from it.")
-    return (f"The first iter() in the new process was not slower than the later ones: "
-            f"{times}. The fork server's start did not show here; a busy machine can hide it.")
+    return (f"The first iter() in the new process was not slower than the later ones beyond "
+            f"the noise of the later ones: {times}. The fork server's start did not show "
+            "here; a busy machine can hide it.")
 
 
 _GRAIN_SCRIPT = """

@@ -27,3 +27,97 @@ def plot_resume(uninterrupted: Sequence[Mapping[str, float]],
     ax.legend()
     figure.tight_layout()
     return figure
+
+
+# -- the prefetch trap: what saving the wrong position would lose --------------------------
+def skipped_batches(sampler, loop_position: int, loader_position: int,
+                    batch_size: int) -> list[list[int]]:
+    """The record keys of the batches between the position the loop has consumed and the
+    position the loader underneath has read to: what a run resumed from the loader's own
+    state would never train on. Positions are `next_index` values of the two states."""
+    if loader_position < loop_position:
+        raise ValueError(f"loader_position={loader_position} is behind loop_position="
+                         f"{loop_position}: the loader underneath cannot have read less than "
+                         "the loop consumed. Pass the states' next_index in that order.")
+    keys = [sampler[index].record_key for index in range(loop_position, loader_position)]
+    return [keys[start:start + batch_size] for start in range(0, len(keys), batch_size)]
+
+
+def read_ahead_sentence(loop_position: int, loader_position: int,
+                        skipped: Sequence[Sequence[int]]) -> str:
+    """What resuming from each of the two positions would do, from the positions themselves."""
+    if loader_position == loop_position:
+        return (f"At this moment both stood at record {loop_position}: the thread had not "
+                "read ahead, so this run does not show the trap. It reads ahead whenever the "
+                "loop is slower than the loader, as it is during training.")
+    if loader_position < loop_position:
+        raise ValueError(f"loader_position={loader_position} is behind loop_position="
+                         f"{loop_position}; pass the loop's position first.")
+    shown = "\n".join(f"  {keys}" for keys in skipped[:4])
+    more = f"\n  ... and {len(skipped) - 4} more" if len(skipped) > 4 else ""
+    first = loop_position // len(skipped[0]) + 1 if skipped and skipped[0] else None
+    which = (f" (batches {first} to {first + len(skipped) - 1} of the stream)"
+             if first and len(skipped) > 1 else f" (batch {first} of the stream)" if first else "")
+    return (f"Resumed from the loop's position ({loop_position}), the next batch is the one "
+            f"the loop has not trained on yet. Resumed from the loader's own position "
+            f"({loader_position}), the run would skip the {len(skipped)} batch"
+            f"{'es' if len(skipped) != 1 else ''} read ahead{which}, never training on "
+            f"these records:\n{shown}{more}")
+
+
+# -- course_lib's saved state against Grain's ------------------------------------------------
+def _position_keys(state: Mapping) -> str:
+    keys = [f"`{key}`" for key in state if "index" in key or "indices" in key]
+    return " and ".join(keys) or "no index"
+
+
+def state_formats_sentence(course_state: str | bytes, grain_state: str | bytes | None) -> str:
+    """How course_lib's saved data position differs from Grain's, from two real states."""
+    import json
+
+    ours = json.loads(course_state)
+    ours_text = (f"course_lib saves version {ours.get('version')}, its position as "
+                 f"{_position_keys(ours)}")
+    if grain_state is None:
+        return (f"{ours_text}. Grain is not installed here to compare; Grain 0.2.18 saves "
+                "another format, so a checkpoint does not carry across between the two.")
+    theirs = json.loads(grain_state)
+    theirs_text = (f"Grain saves version {theirs.get('version')}, its position as "
+                   f"{_position_keys(theirs)}")
+    if theirs.get("version") == ours.get("version") and set(theirs) == set(ours):
+        return (f"{ours_text}; {theirs_text}: the same format, so a state saved by one "
+                "should restore in the other.")
+    return (f"{ours_text} (the next record to read); {theirs_text} (the last record each "
+            "worker produced). The formats differ, so a checkpoint saved with one does not "
+            "restore in the other: switching libraries means starting the data position "
+            "afresh, or converting it. Lesson 11 moves this loop to Grain and saves its "
+            "position with Grain's own checkpoint handler.")
+
+
+def checkpoint_listing(directory, *, max_depth: int = 3) -> str:
+    """The folders and files of a checkpoint directory, relative to it, as an indented tree.
+
+    Folders deeper than `max_depth` are summarised as a file count, so Orbax's array
+    storage stays one line."""
+    from pathlib import Path
+
+    root = Path(directory)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root.name} is not a folder: pass a checkpoint directory.")
+    lines: list[str] = []
+
+    def walk(folder: Path, depth: int) -> None:
+        for path in sorted(folder.iterdir()):
+            indent = "  " * depth
+            if path.is_dir():
+                if depth + 1 >= max_depth:
+                    count = sum(1 for item in path.rglob("*") if item.is_file())
+                    lines.append(f"{indent}{path.name}/  ({count} file{'' if count == 1 else 's'})")
+                else:
+                    lines.append(f"{indent}{path.name}/")
+                    walk(path, depth + 1)
+            else:
+                lines.append(f"{indent}{path.name}")
+
+    walk(root, 0)
+    return "\n".join(lines)

@@ -1,0 +1,607 @@
+"""Lesson 9, data bigger than memory: what loading a set whole costs, three formats on disk
+read warm and cold, the memory an epoch takes, and slow storage hidden by read threads.
+
+Two kinds of memory matter, and Linux counts them apart in `/proc/self/status`:
+
+- `RssAnon`, anonymous memory: the process's own arrays and objects. Nobody else can use
+  it, and the kernel can only get it back by killing the process (or swapping).
+- `RssFile`, pages of files that the process has mapped (a memory-mapped record file). They
+  belong to the page cache, the kernel's copy of recently read files, shared by every
+  process, and dropped whenever memory is needed elsewhere.
+
+A source that reads records on demand keeps `RssAnon` flat however large the data set is;
+the page cache grows and shrinks on its own. Reading a data set whole grows `RssAnon` by
+its size.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from course_lib.course.basics import DIGIT_SIDE, digits, upscale
+from course_lib.transforms import MapTransform
+
+# -- the records ----------------------------------------------------------------------------
+
+
+class DigitRecords:
+    """`count` records as bytes, made on demand from the upscaled scikit-learn digits.
+
+    Record `k` is digit `k % 1797`: one byte of label, then `side * side` bytes of pixels.
+    Nothing but the 1,797 upscaled digits is held in memory, so a writer can stream a data
+    set far larger than them to disk."""
+
+    def __init__(self, count: int, side: int = DIGIT_SIDE):
+        data = digits()
+        self.count, self.side = int(count), int(side)
+        self.images = upscale(data["image"], side)
+        self.labels = data["label"].astype(np.uint8)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, record_key: int) -> bytes:
+        if not 0 <= record_key < self.count:
+            raise IndexError(f"record_key={record_key} is out of range for {self.count} records")
+        digit = record_key % len(self.labels)
+        return bytes([self.labels[digit]]) + self.images[digit].tobytes()
+
+    @property
+    def record_bytes(self) -> int:
+        return 1 + self.side * self.side
+
+    def record_dtype(self) -> np.dtype:
+        return np.dtype([("label", np.uint8), ("image", np.uint8, (self.side, self.side))])
+
+
+class DecodeDigit(MapTransform):
+    """Record bytes (label byte, then pixels) -> {"image": (side, side) uint8, "label": int}."""
+
+    def __init__(self, side: int = DIGIT_SIDE):
+        self.side = side
+
+    def map(self, record: bytes) -> dict:
+        pixels = np.frombuffer(record, np.uint8, offset=1).reshape(self.side, self.side)
+        return {"image": pixels.copy(), "label": int(record[0])}
+
+
+def write_folder_of_files(records: Sequence[bytes], directory: str | Path) -> list[Path]:
+    """One file per record, `000000.bin`, `000001.bin`, ...; returns the paths in order."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / f"{key:06d}.bin" for key in range(len(records))]
+    for key, path in enumerate(paths):
+        path.write_bytes(records[key])
+    return paths
+
+
+class FolderOfFilesSource:
+    """Record `k` is the bytes of the `k`-th file: one open, one read, one close per record."""
+
+    def __init__(self, paths: Sequence[str | Path]):
+        self.paths = [os.fspath(path) for path in paths]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, record_key: int) -> bytes:
+        with open(self.paths[record_key], "rb") as file:
+            return file.read()
+
+
+class RecordFileBytes:
+    """A memory-mapped record file (`RecordFileDataSource`) whose records are given back as
+    the same bytes as the other formats, so that every format serves the same records."""
+
+    def __init__(self, path: str | Path):
+        from course_lib.record_file import RecordFileDataSource
+
+        self.source = RecordFileDataSource(path)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, record_key: int) -> bytes:
+        record = self.source[record_key]
+        return bytes([int(record["label"])]) + record["image"].tobytes()
+
+
+def write_digit_record_file(records: DigitRecords, path: str | Path, block: int = 4096) -> Path:
+    """The records as a course_lib record file (what `write_record_file` writes), filled
+    `block` records at a time through a map of the file, so that the whole set is never in
+    memory at once."""
+    path = Path(path)
+    mapped = np.lib.format.open_memmap(path, mode="w+", dtype=records.record_dtype(),
+                                       shape=(len(records),))
+    for start in range(0, len(records), block):
+        stop = min(start + block, len(records))
+        which = np.arange(start, stop) % len(records.labels)
+        mapped["label"][start:stop] = records.labels[which]
+        mapped["image"][start:stop] = records.images[which]
+    mapped.flush()
+    del mapped
+    return path
+
+
+def bytes_on_disk(paths: Sequence[str | Path]) -> int:
+    """Bytes the files take on disk (allocated blocks, so small files count what they use)."""
+    total = 0
+    for path in paths:
+        status = os.stat(path)
+        blocks = getattr(status, "st_blocks", None)
+        total += blocks * 512 if blocks is not None else status.st_size
+    return total
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+
+def process_memory_mb() -> dict[str, float]:
+    """This process's anonymous memory and mapped file pages, in MB of 10^6 bytes (from
+    /proc, Linux);
+    NaN where /proc is not available."""
+    found = {"anonymous": math.nan, "file": math.nan}
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return found
+    for line in text.splitlines():
+        if line.startswith("RssAnon:"):
+            found["anonymous"] = int(line.split()[1]) * 1024 / 1e6  # kB there are KiB
+        elif line.startswith("RssFile:"):
+            found["file"] = int(line.split()[1]) * 1024 / 1e6
+    return found
+
+
+_MEMORY_SCRIPT = """
+import json, sys
+import numpy as np
+from course_lib.record_file import RecordFileDataSource
+
+
+def memory():
+    fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return {name: int(fields[key].split()[0]) * 1024 / 1e6
+            for name, key in (("anonymous", "RssAnon"), ("file", "RssFile"))}
+
+
+how, path, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+source = RecordFileDataSource(path)
+before = memory()
+if how == "whole":
+    header = source._needed_bytes - len(source) * source.dtype.itemsize
+    data = np.fromfile(path, dtype=source.dtype, count=count, offset=header)
+else:
+    for key in range(count):
+        record = source[key]
+after = memory()
+print(json.dumps({name: after[name] - before[name] for name in after}))
+"""
+
+
+def memory_growth_mb(how: str, path: str | Path, count: int, timeout: float = 120) -> dict:
+    """In a new Python process: how much anonymous memory and mapped file pages (MB) grow
+    while the first `count` records of a record file are read `"whole"` (into one array,
+    as `np.load` does) or `"lazily"` (one record at a time, each dropped after use).
+    NaN where /proc is not available."""
+    if how not in ("whole", "lazily"):
+        raise ValueError(f"how={how!r} must be 'whole' or 'lazily'.")
+    if not Path("/proc/self/status").is_file():
+        return {"anonymous": math.nan, "file": math.nan}
+    done = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, how, os.fspath(path),
+                           str(count)], capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"the memory measurement failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def plot_memory_growth(sizes_mb: Sequence[float], whole: Sequence[float],
+                       lazily: Sequence[float]):
+    """Anonymous memory growth against the data set's size, whole and read lazily."""
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(6.4, 3.8))
+    ax.plot(sizes_mb, sizes_mb, color="grey", linestyle=":", label="growth = data set size")
+    ax.plot(sizes_mb, whole, marker="o", label="read whole (np.load)")
+    ax.plot(sizes_mb, lazily, marker="o", label="read one record at a time (memory map)")
+    ax.set_xlabel("data set size (MB)")
+    ax.set_ylabel("growth of anonymous memory (MB)")
+    ax.set_title("The process's own memory against the data set's size")
+    ax.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def memory_sentence(data_mb: float, whole_mb: float, lazily_mb: float) -> str:
+    """What the two growths say, for the largest size measured."""
+    if math.isnan(whole_mb) or math.isnan(lazily_mb):
+        return ("This system has no /proc/self/status, so the process's memory could not be "
+                "read here; on Linux the whole read grows it by the data set's size.")
+    whole = (f"Reading {data_mb:.0f} MB whole grew the process's own memory by "
+             f"{whole_mb:.0f} MB")
+    if whole_mb >= 0.8 * data_mb:
+        whole += ", about the data set's size: that memory is the process's until it ends"
+    else:
+        whole += (", less than the data set's size (the kernel may not have counted every "
+                  "page yet)")
+    if lazily_mb <= max(0.1 * data_mb, 10):
+        lazy = (f"reading it one record at a time grew it by {lazily_mb:.0f} MB, flat: a "
+                "data set ten times larger would cost the same")
+    else:
+        lazy = (f"reading it one record at a time grew it by {lazily_mb:.0f} MB too, which is "
+                "not flat: something kept the records (a list, a cache) instead of dropping "
+                "them")
+    return f"{whole}; {lazy}."
+
+
+# -- reads per second, warm and cold ------------------------------------------------------
+
+
+def drop_page_cache(paths: Sequence[str | Path]) -> bool:
+    """Ask the kernel to forget the cached pages of these files (no root needed).
+
+    Only clean pages can be dropped: for pages not yet written to disk the call starts
+    writing them, so call it once after writing the files, and again before a cold read.
+    (`fsync` would wait for the disk instead, one file at a time, which is slow on a busy
+    machine.) Pages that some process still maps stay. Returns False where
+    `os.posix_fadvise` does not exist (macOS)."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    for path in paths:
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(descriptor)
+    return True
+
+
+def reads_per_second(make_source: Callable[[], Any], record_keys: Sequence[int], *,
+                     cold_paths: Sequence[str | Path] | None = None) -> float:
+    """Open a new source, read `record_keys` one at a time, return records per second.
+
+    With `cold_paths`, those files' cached pages are dropped first (after the sources no
+    longer referenced are collected, so that no old memory map keeps them cached)."""
+    if cold_paths is not None:
+        gc.collect()
+        drop_page_cache(cold_paths)
+    source = make_source()
+    keys = [int(key) for key in record_keys]
+    start = time.perf_counter()
+    for key in keys:
+        source[key]
+    seconds = time.perf_counter() - start
+    del source
+    return len(keys) / seconds
+
+
+def read_rates(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]]],
+               num_records: int, reads: int, seed: int = 0) -> dict[str, dict[str, float]]:
+    """For every format (`name: (make_source, its files)`): records/s for random and
+    sequential reads, cold (page cache dropped) then warm (the same keys again)."""
+    generator = np.random.default_rng(seed)
+    random_keys = generator.choice(num_records, size=min(reads, num_records), replace=False)
+    start = int(generator.integers(0, num_records - min(reads, num_records) + 1))
+    patterns = {"random": random_keys, "sequential": np.arange(start, start + len(random_keys))}
+    rates: dict[str, dict[str, float]] = {}
+    for name, (make_source, paths) in formats.items():
+        rates[name] = {}
+        for pattern, keys in patterns.items():
+            rates[name][f"{pattern}, cold"] = reads_per_second(make_source, keys,
+                                                               cold_paths=paths)
+            rates[name][f"{pattern}, warm"] = reads_per_second(make_source, keys)
+    return rates
+
+
+def plot_read_rates(rates: Mapping[str, Mapping[str, float]]):
+    """Grouped bars: one group per format, one bar per read pattern (log scale)."""
+    import matplotlib.pyplot as plt
+
+    names = list(rates)
+    patterns = list(next(iter(rates.values())))
+    figure, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / len(patterns)
+    for index, pattern in enumerate(patterns):
+        xs = np.arange(len(names)) + (index - (len(patterns) - 1) / 2) * width
+        ax.bar(xs, [rates[name][pattern] for name in names], width, label=pattern)
+    ax.set_xticks(np.arange(len(names)), names, fontsize="small")
+    ax.set_yscale("log")
+    ax.set_ylabel("records read per second")
+    ax.set_title("One record at a time: random and sequential, cold and warm page cache")
+    ax.legend(fontsize="small", ncols=2)
+    figure.tight_layout()
+    return figure
+
+
+def cold_warm_sentence(name: str, cold: float, warm: float) -> str:
+    """How much the page cache helped one format's random reads."""
+    ratio = warm / cold
+    if ratio > 1.2:
+        return (f"{name}: random reads were {ratio:.1f}x faster warm ({warm:,.0f}/s) than "
+                f"cold ({cold:,.0f}/s): cold, every read waits for the disk.")
+    if ratio < 1 / 1.2:
+        return (f"{name}: random reads were {1 / ratio:.1f}x slower warm ({warm:,.0f}/s) "
+                f"than cold ({cold:,.0f}/s): the machine was busier during the warm run, "
+                "which says nothing about the cache.")
+    return (f"{name}: cold and warm random reads were within 20% of each other ({cold:,.0f}/s "
+            f"and {warm:,.0f}/s): these reads spend their time on something other than the disk "
+            "(decompressing, say), or the pages were not really dropped (a file system in "
+            "memory, a disk cache below the kernel).")
+
+
+def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
+                        random_group: float, group_size: int) -> str:
+    """The trade-off group_size makes, from the file sizes and the warm random reads."""
+    smaller = bytes_one / bytes_group
+    size_part = (f"group_size:{group_size} made the file {smaller:.1f}x smaller than "
+                 "group_size:1" if smaller > 1.05 else
+                 f"group_size:{group_size} saved no space over group_size:1 here")
+    slower = random_one / random_group
+    if slower > 1.1:
+        read_part = (f"and random reads {slower:.1f}x slower ({random_group:,.0f}/s against "
+                     f"{random_one:,.0f}/s): each one decompresses {group_size} records to "
+                     "return one")
+    elif slower < 1 / 1.1:
+        read_part = (f"and random reads were {1 / slower:.1f}x faster ({random_group:,.0f}/s "
+                     f"against {random_one:,.0f}/s), which a busy machine can do to one run; "
+                     "expect them slower, since each read decompresses the whole group")
+    else:
+        read_part = (f"and random reads about as fast ({random_group:,.0f}/s against "
+                     f"{random_one:,.0f}/s): these records decompress quickly")
+    return f"{size_part}, {read_part}. Grain asks for group_size:1, made for random access."
+
+
+# -- memory while an epoch runs --------------------------------------------------------------
+
+
+def epoch_memory_trace(source: Any, samples: int = 40) -> dict[str, np.ndarray]:
+    """Read every record of `source` once, in order; sample this process's anonymous memory
+    and mapped file pages (MB above the start) `samples` times along the way."""
+    every = max(1, len(source) // samples)
+    start = process_memory_mb()
+    positions, anonymous, mapped = [], [], []
+    for key in range(len(source)):
+        source[key]
+        if key % every == 0 or key == len(source) - 1:
+            now = process_memory_mb()
+            positions.append(key + 1)
+            anonymous.append(now["anonymous"] - start["anonymous"])
+            mapped.append(now["file"] - start["file"])
+    return {"records": np.array(positions), "anonymous": np.array(anonymous),
+            "file": np.array(mapped)}
+
+
+def plot_epoch_memory(traces: Mapping[str, Mapping[str, np.ndarray]], data_mb: float):
+    """Anonymous memory (solid) and mapped file pages (dashed) along an epoch, per format."""
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(7, 3.8))
+    for index, (name, trace) in enumerate(traces.items()):
+        color = f"C{index}"
+        ax.plot(trace["records"], trace["anonymous"], color=color, label=f"{name}: anonymous")
+        if np.nanmax(np.abs(trace["file"])) > 1:
+            ax.plot(trace["records"], trace["file"], color=color, linestyle="--",
+                    label=f"{name}: mapped file pages (page cache)")
+    ax.axhline(data_mb, color="grey", linestyle=":", label="the data set's size")
+    ax.set_xlabel("records read in the epoch")
+    ax.set_ylabel("memory above the start (MB)")
+    ax.set_title("Memory while one epoch is read, one record at a time")
+    ax.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def epoch_memory_sentence(name: str, anonymous_mb: float, data_mb: float) -> str:
+    """Whether a format's anonymous memory stayed flat over an epoch of `data_mb` MB."""
+    if math.isnan(anonymous_mb):
+        return f"{name}: this system has no /proc/self/status to read memory from."
+    if anonymous_mb <= max(0.05 * data_mb, 10):
+        return (f"{name}: anonymous memory moved by {anonymous_mb:+.0f} MB over an epoch of "
+                f"{data_mb:.0f} MB: flat.")
+    return (f"{name}: anonymous memory grew by {anonymous_mb:.0f} MB over an epoch of "
+            f"{data_mb:.0f} MB: not flat, something keeps what it reads.")
+
+
+# -- slow storage -------------------------------------------------------------------------
+
+
+class SlowStorage:
+    """A source that waits `latency_s` before every read, as a network file system or an
+    object store does. `time.sleep` gives the interpreter lock back, like a real wait on
+    the network, so other threads run meanwhile."""
+
+    def __init__(self, source: Any, latency_s: float):
+        if not 0 < latency_s <= 1:
+            raise ValueError(f"latency_s={latency_s!r} must be in (0, 1] seconds, e.g. 0.005.")
+        self.source, self.latency_s = source, float(latency_s)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, record_key: int):
+        time.sleep(self.latency_s)
+        return self.source[record_key]
+
+    def __repr__(self) -> str:
+        return f"SlowStorage({self.source!r}, latency_s={self.latency_s})"
+
+
+def threads_limit(num_threads: int, latency_s: float, worker_count: int = 0) -> float:
+    """Records/s when every read waits `latency_s` and `num_threads` threads wait at once
+    in each process that reads (the main process, or each of `worker_count` workers).
+
+    A worker reads one chunk of its work at a time, in tasks of at least
+    `MIN_RECORDS_PER_TASK` records, so at most `chunk // MIN_RECORDS_PER_TASK` of its
+    threads can wait at once."""
+    from course_lib.reader import MIN_RECORDS_PER_TASK
+    from course_lib.stream import MIN_CHUNK_RECORDS
+
+    if worker_count == 0:
+        return num_threads / latency_s
+    waiting = min(num_threads, MIN_CHUNK_RECORDS // MIN_RECORDS_PER_TASK)
+    return worker_count * waiting / latency_s
+
+
+def time_slow_loader(source: Any, *, num_threads: int, worker_count: int = 0,
+                     num_records: int, side: int = DIGIT_SIDE, batch_size: int = 32,
+                     seed: int = 0) -> float:
+    """Records/s of a shuffled pass over `num_records` records of `source` (digit records),
+    decoded and batched, once the loader runs: the clock starts after the first
+    `warmup_records(worker_count)` records, which include starting the workers and the first
+    chunk of each reader, read inline and timed to decide whether threads pay off."""
+    import course_lib as grain
+
+    sampler = grain.IndexSampler(num_records=num_records, shuffle=True, seed=seed,
+                                 num_epochs=1)
+    loader = grain.DataLoader(
+        data_source=source, sampler=sampler,
+        operations=[DecodeDigit(side), grain.Batch(batch_size)], worker_count=worker_count,
+        read_options=grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=500))
+    skip = warmup_records(worker_count)
+    if num_records < skip + 4 * batch_size:
+        raise ValueError(f"num_records={num_records} leaves too little to time after the "
+                         f"first {skip} records; pass at least {skip + 4 * batch_size}.")
+    seen, timed, start = 0, 0, None
+    with iter(loader) as iterator:
+        for batch in iterator:
+            if start is None:
+                seen += len(batch["label"])
+                if seen >= skip:
+                    start = time.perf_counter()
+            else:
+                timed += len(batch["label"])
+    return timed / (time.perf_counter() - start)
+
+
+def warmup_records(worker_count: int) -> int:
+    """Records left out of a timing: each reader's first chunk is read inline."""
+    from course_lib.stream import MIN_CHUNK_RECORDS
+
+    return MIN_CHUNK_RECORDS * max(1, worker_count)
+
+
+def plot_read_threads(rates: Mapping[int, float], latency_s: float,
+                      worker_rates: Mapping[int, float] | None = None, worker_count: int = 2):
+    """Measured records/s against the number of read threads, with the limit
+    `num_threads / latency`; optionally the same inside `worker_count` workers."""
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(6.8, 4))
+    threads = sorted(rates)
+    ax.plot(threads, [threads_limit(t, latency_s) for t in threads], color="grey",
+            linestyle=":", label="limit: num_threads / latency")
+    ax.plot(threads, [rates[t] for t in threads], marker="o", label="measured, worker_count=0")
+    if worker_rates:
+        counts = sorted(worker_rates)
+        ax.plot(counts, [threads_limit(t, latency_s, worker_count) for t in counts],
+                color="tab:orange", linestyle=":", alpha=0.6,
+                label=f"limit with {worker_count} workers")
+        ax.plot(counts, [worker_rates[t] for t in counts], marker="s", color="tab:orange",
+                label=f"measured, worker_count={worker_count}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(threads, [str(t) for t in threads])
+    ax.set_xlabel("ReadOptions(num_threads=...)")
+    ax.set_ylabel("records per second")
+    ax.set_title(f"Storage that waits {latency_s * 1e3:.0f} ms per read, hidden by threads")
+    ax.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def latency_threads_sentence(rates: Mapping[int, float], latency_s: float) -> str:
+    """How close each thread count came to `num_threads / latency`, and where it fell short."""
+    shares = {threads: rate / threads_limit(threads, latency_s)
+              for threads, rate in sorted(rates.items())}
+    one = min(rates)
+    parts = [f"With {one} thread{'s' if one > 1 else ''} the loader read {rates[one]:,.0f} "
+             f"records/s, {shares[one]:.0%} of the {threads_limit(one, latency_s):,.0f}/s that "
+             f"waits of {latency_s * 1e3:.0f} ms allow."]
+    short = [threads for threads, share in shares.items() if share < 0.8]
+    if not short:
+        parts.append(f"Every thread count up to {max(rates)} reached at least 80% of its "
+                     "limit: the threads spend their time waiting, together.")
+        return " ".join(parts)
+    listed = ", ".join(f"{threads} ({shares[threads]:.0%})" for threads in short)
+    parts.append(f"Below 80% of the limit: {listed} threads.")
+    if short[0] == one:
+        parts.append("Even the fewest threads fell short: each record's own work (reading, "
+                     "decoding, handing it over) adds to its wait, and on a busy machine a "
+                     "thread whose wait is over may wait again for a core.")
+    else:
+        parts.append("The waits overlap, but with many threads the work between them "
+                     "(handing records over, decoding, batching) fills a core, and the "
+                     "threads share one interpreter lock.")
+    return " ".join(parts)
+
+
+def workers_threads_sentence(in_process: float, in_workers: float, worker_count: int,
+                             num_threads: int) -> str:
+    """Read threads in the main process against the same threads inside workers."""
+    ratio = in_workers / in_process
+    head = (f"{worker_count} workers with {num_threads} read threads each read "
+            f"{in_workers:,.0f} records/s, against {in_process:,.0f}/s for {num_threads} "
+            "threads in the main process")
+    if ratio > 1.1:
+        return (f"{head}: {ratio:.1f}x more, since every worker waits on its own reads while "
+                "the others do too.")
+    if ratio < 1 / 1.1:
+        return (f"{head}: {1 / ratio:.1f}x less; each worker waits for one chunk at a time, "
+                "so fewer reads were in flight than in the main process.")
+    return f"{head}: about the same; waiting is waiting, whichever process does it."
+
+
+# -- what to remember -------------------------------------------------------------------------
+
+
+def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
+                   rates: Mapping[str, Mapping[str, float]], thread_rates: Mapping[int, float],
+                   latency_s: float) -> list[str]:
+    """The lesson's closing points, each with this run's numbers."""
+    fastest = max(rates, key=lambda name: rates[name]["random, warm"])
+    slowest = min(rates, key=lambda name: rates[name]["random, cold"])
+    many = max(thread_rates)
+    return [
+        f"Reading {data_mb:.0f} MB whole cost {whole_mb:.0f} MB of the process's own memory; "
+        f"reading it record by record cost {lazily_mb:.0f} MB.",
+        f"Warm random reads were fastest from {fastest} "
+        f"({rates[fastest]['random, warm']:,.0f}/s); cold random reads were slowest from "
+        f"{slowest} ({rates[slowest]['random, cold']:,.0f}/s).",
+        "The page cache is the kernel's, shared and dropped when memory is needed: "
+        "a lazy source's anonymous memory stays flat over an epoch.",
+        f"With {latency_s * 1e3:.0f} ms per read, {min(thread_rates)} read thread gave "
+        f"{thread_rates[min(thread_rates)]:,.0f} records/s and {many} gave "
+        f"{thread_rates[many]:,.0f}/s (limit {threads_limit(many, latency_s):,.0f}/s): threads "
+        "for waiting, processes (lesson 4) for computing.",
+    ]
+
+
+# -- sharded files -----------------------------------------------------------------------------
+
+
+def files_read(source: Any, record_keys: Sequence[int]) -> list[str]:
+    """The names of the files of an `ArrayRecordDataSource` that `record_keys` fall in."""
+    ends = np.cumsum([len(type(source)(path)) for path in source.paths])
+    shards = np.unique(np.searchsorted(ends, np.asarray(record_keys), side="right"))
+    return [os.path.basename(source.paths[shard]) for shard in shards]
+
+
+def epoch_record_keys(num_records: int, shard_options: Any, seed: int) -> list[int]:
+    """The record keys one shuffled epoch reads, in order, for one shard (one JAX process):
+    the steps of that shard's own stream, as the loader asks for them."""
+    import course_lib as grain
+
+    sampler = grain.IndexSampler(num_records=num_records, shard_options=shard_options,
+                                 shuffle=True, num_epochs=1, seed=seed)
+    return sampler.record_keys(0, sampler.total_length).tolist()

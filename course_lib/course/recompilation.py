@@ -1,0 +1,115 @@
+"""Lesson 6, the recompilation trap: why a step traced again, and what one compilation costs.
+
+`chex.assert_max_traces` says *that* a function was traced too often, and its message adds
+a general hint (a jitted function defined inside another function, so that it is a new
+object at every call). That hint names one cause among several; the lessons' cause is
+another one, a new input shape. `retrace_cause` says which one the shapes fed to the step
+point at, so the learner is not sent after the wrong bug.
+
+A compilation is paid once per shape, a step every batch, so the cost of a recompile is
+best read in steps. `time_compilation` times the first call of a freshly jitted function
+(trace, compile, run) and then the same call repeated, and `CompilationTiming.sentence()`
+reads the two against the spread of the repeated calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from course_lib.course.basics import format_seconds
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(str(size) for size in shape) + ")"
+
+
+def retrace_cause(shapes: Sequence[Sequence[int]], function: str = "the step") -> str:
+    """What made `function` trace again, judged from the input shapes it was fed, in order.
+
+    More than one distinct shape: the shape is the cause (chex's hint about functions
+    defined inside other functions is not). One shape only: the shape cannot be the cause,
+    and chex's hint is the place to look.
+    """
+    if not shapes:
+        raise ValueError("shapes is empty: pass the shape of every batch the step was fed, "
+                         "e.g. [batch['image'].shape for batch in ...].")
+    distinct = list(dict.fromkeys(tuple(shape) for shape in shapes))
+    if len(distinct) == 1:
+        return (f"Every one of the {len(shapes)} batches had the shape "
+                f"{_shape_text(distinct[0])}, so a new shape is not what traced {function} "
+                "again. Here chex's hint is the place to look: a jitted function built anew "
+                "(inside a function or a loop) is a new object with an empty cache.")
+    changes = ", then ".join(_shape_text(shape) for shape in distinct)
+    return (f"chex's message ends with a general hint (a jitted function defined inside "
+            f"another function); that is not the cause here: {function} was jitted once, "
+            f"before the loop. The cause is the input: the {len(shapes)} batches came in "
+            f"{len(distinct)} shapes ({changes}), and every new shape is traced and "
+            "compiled again.")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompilationTiming:
+    """The first call of a freshly jitted function, and the same call once compiled."""
+
+    first_call: float  # seconds: trace + compile + run
+    step_times: tuple[float, ...]  # seconds of each later call
+
+    def __post_init__(self):
+        if not self.first_call > 0 or not self.step_times or min(self.step_times) <= 0:
+            raise ValueError(f"first_call={self.first_call!r} and step_times (got "
+                             f"{len(self.step_times)}) must be positive times in seconds, "
+                             "with at least one later call.")
+
+    @property
+    def step_seconds(self) -> float:
+        """The median of the later calls: one compiled step."""
+        return float(np.median(self.step_times))
+
+    @property
+    def compile_seconds(self) -> float:
+        """The first call less one compiled step: tracing and compiling."""
+        return self.first_call - self.step_seconds
+
+    @property
+    def slowest_step(self) -> float:
+        return float(max(self.step_times))
+
+    def sentence(self) -> str:
+        """Compilation against the step, in steps; says so when they cannot be told apart."""
+        if self.first_call <= self.slowest_step:
+            return (f"This run could not tell a compilation from a step: the first call "
+                    f"took {format_seconds(self.first_call)}, no more than the slowest of "
+                    f"the {len(self.step_times)} compiled calls "
+                    f"({format_seconds(self.slowest_step)}). A compilation cache that already "
+                    "held this program would explain it; time a shape never seen before.")
+        in_steps = self.compile_seconds / self.step_seconds
+        return (f"One compilation cost as much as {in_steps:,.0f} steps here "
+                f"({format_seconds(self.compile_seconds)} against "
+                f"{format_seconds(self.step_seconds)} per step, the median of "
+                f"{len(self.step_times)}; the slowest step took "
+                f"{format_seconds(self.slowest_step)}).")
+
+
+def time_compilation(call: Callable[[], Any], repeats: int) -> CompilationTiming:
+    """Time `call()` once fresh (it should trace and compile) and then `repeats` times.
+
+    `call` must block until its result is ready (`jax.block_until_ready`), or the times
+    measure only the dispatch.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be at least 1: the compiled calls are "
+                         "the yardstick the compilation is read against.")
+    start = time.perf_counter()
+    call()
+    first_call = time.perf_counter() - start
+    step_times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        step_times.append(time.perf_counter() - start)
+    return CompilationTiming(first_call, tuple(step_times))

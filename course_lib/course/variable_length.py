@@ -1,0 +1,470 @@
+"""Lesson 10, variable-length sequences: real sequences, the measurements, and their sentences.
+
+The sequences are the docstrings of the installed Python's own standard library, read with
+`ast` from its source files and tokenised at the byte level: every machine has them, nothing
+is downloaded, and their lengths have the long tail of real text. How many there are
+changes with the Python version, so no checked cell prints their count.
+
+Each way of batching them (pad to the longest, pad to a fixed length, buckets, packing) is
+measured the same way: the batches of one pass are built first, then a jitted step runs
+over them, so that the time is the model's, counted in real tokens per second (padding
+does not count). Grain's own `PackAndBatchOperation` runs in a new Python process, as
+Grain's workers need absl's flags parsed, which a notebook never does.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from course_lib.course.basics import format_seconds
+
+ROW_LENGTH = 128  # bytes per row, and the longest sequence the lesson keeps
+BATCH_SIZE = 8
+
+
+@functools.cache
+def _stdlib_docstrings() -> tuple[bytes, ...]:
+    """Every docstring (modules, classes, functions) of the top-level stdlib modules, in a
+    fixed order: files sorted by name, nodes in `ast.walk` order."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    found = []
+    for path in sorted(root.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):  # a test file written to be broken
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                text = ast.get_docstring(node, clean=True)
+                if text:
+                    found.append(text.encode("utf-8"))
+    return tuple(found)
+
+
+def docstring_sequences(max_length: int = ROW_LENGTH,
+                        limit: int | None = None) -> list[np.ndarray]:
+    """The stdlib's docstrings of at most `max_length` bytes, as int32 byte tokens (never 0:
+    text has no NUL byte, so 0 is free for padding); the first `limit` of them."""
+    kept = [text for text in _stdlib_docstrings() if len(text) <= max_length]
+    return [np.frombuffer(text, np.uint8).astype(np.int32) for text in kept[:limit]]
+
+
+def longest_docstring() -> np.ndarray:
+    """The longest docstring of the stdlib, as tokens: one that fits no row."""
+    return np.frombuffer(max(_stdlib_docstrings(), key=len), np.uint8).astype(np.int32)
+
+
+def as_text(tokens: np.ndarray, limit: int = 60) -> str:
+    """The first bytes of a token sequence, as text on one line."""
+    text = bytes(np.asarray(tokens[:limit], np.uint8)).decode("utf-8", "replace")
+    return text.replace("\n", " ") + ("..." if len(tokens) > limit else "")
+
+
+class SequenceSource:
+    """A data source of variable-length sequences, stored as one flat array and offsets.
+
+    One flat array (not a list of small ones) is what worker processes map once from shared
+    memory instead of unpickling thousands of arrays."""
+
+    def __init__(self, sequences: Sequence[np.ndarray]):
+        lengths = [len(sequence) for sequence in sequences]
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self.tokens = (np.concatenate(sequences) if sequences else np.zeros(0, np.int32))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, record_key: int) -> np.ndarray:
+        return self.tokens[self.offsets[record_key]:self.offsets[record_key + 1]].copy()
+
+    def __repr__(self) -> str:
+        return f"SequenceSource({len(self)} sequences)"
+
+
+def plot_lengths(lengths: Sequence[int], row_length: int = ROW_LENGTH):
+    """A histogram of sequence lengths, with the row length marked."""
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(8, 3))
+    ax.hist(lengths, bins=range(0, row_length + 5, 4), color="tab:blue")
+    ax.axvline(row_length, color="black", linestyle=":", label=f"row length {row_length}")
+    ax.set_xlabel("sequence length (bytes)")
+    ax.set_ylabel("number of sequences")
+    ax.set_title("Docstrings of the standard library: many short, a long tail")
+    ax.legend()
+    figure.tight_layout()
+    return figure
+
+
+# -- measuring a way of batching -------------------------------------------------------------
+def trace_counter(function: Callable) -> tuple[Callable, list[int]]:
+    """`function` wrapped to count how often it is traced (once per new input shape), and
+    the one-item list that holds the count. Jit the wrapper: `nnx.jit(counted)`."""
+    traces = [0]
+
+    @functools.wraps(function)
+    def counted(*args, **kwargs):
+        traces[0] += 1
+        return function(*args, **kwargs)
+
+    return counted, traces
+
+
+def fill(batches: Sequence[tuple]) -> float:
+    """The share of slots that hold a real token (segment id > 0)."""
+    real = sum(int(np.count_nonzero(segments)) for _, segments, _ in batches)
+    return real / sum(segments.size for _, segments, _ in batches)
+
+
+def real_tokens(batches: Sequence[tuple]) -> int:
+    return sum(int(np.count_nonzero(segments)) for _, segments, _ in batches)
+
+
+def run_step(step: Callable, model, batches: Sequence[tuple]) -> float:
+    """Seconds for `step(model, tokens, segment_ids, positions)` over every batch."""
+    import jax
+
+    start = time.perf_counter()
+    for tokens, segments, positions in batches:
+        jax.block_until_ready(step(model, tokens, segments, positions))
+    return time.perf_counter() - start
+
+
+def compile_and_run(step_function: Callable, model, batches: Sequence[tuple]) -> dict:
+    """A fresh jit of `step_function` over `batches` twice: the first pass compiles every new
+    shape, the second finds them compiled. Returns traces and both times."""
+    from flax import nnx
+
+    counted, traces = trace_counter(step_function)
+    step = nnx.jit(counted)
+    first = run_step(step, model, batches)
+    second = run_step(step, model, batches)
+    return {"traces": traces[0], "first_pass_s": first, "compiled_pass_s": second,
+            "shapes": len({batch[0].shape for batch in batches})}
+
+
+def tokens_per_second(step: Callable, model, batches: Sequence[tuple], repeats: int) -> list:
+    """Real tokens per second of `repeats` passes of a compiled step over `batches`."""
+    run_step(step, model, batches[:1])  # compile, if this shape is new
+    count = real_tokens(batches)
+    return [count / run_step(step, model, batches) for _ in range(repeats)]
+
+
+def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
+                     batches: int) -> str:
+    """What compiling cost in the first pass, from the two passes' times."""
+    compiling = first_pass_s - compiled_pass_s
+    head = (f"{batches} batches gave {traces} trace{'s' if traces != 1 else ''}: the first "
+            f"pass took {format_seconds(first_pass_s)}, the same batches once compiled "
+            f"{format_seconds(compiled_pass_s)}.")
+    if compiling <= 0.1 * compiled_pass_s:
+        return (f"{head} Compiling cost nothing measurable here: the difference is within "
+                "the noise of a shared machine.")
+    share = compiling / first_pass_s
+    if share >= 0.5:
+        return (f"{head} Compiling took {share:.1%} of the first pass: this loop spends more "
+                "time compiling than computing.")
+    return (f"{head} Compiling took {share:.0%} of the first pass, a cost paid again for "
+            "every new shape.")
+
+
+def throughput_sentence(rates: Mapping[str, Sequence[float]], subject: str = "packing") -> str:
+    """Real tokens per second of `subject` against each other way of batching, each said to
+    be faster, slower or within the noise (the spread of the two sets of repetitions)."""
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in rates)
+    parts = [f"Real tokens per second (median of {len(rates[subject])} passes): {listing}."]
+    for name in rates:
+        if name == subject:
+            continue
+        noise = max(max(rates[subject]) - min(rates[subject]),
+                    max(rates[name]) - min(rates[name]))
+        ratio = medians[subject] / medians[name]
+        if abs(medians[subject] - medians[name]) <= noise:
+            parts.append(f"Against {name}, {subject} is within the noise of the repetitions "
+                         f"({ratio:.1f}x, with passes spreading by {noise:,.0f} tokens/s).")
+        elif ratio > 1:
+            parts.append(f"{subject.capitalize()} is {ratio:.1f}x {name}: the slots it does not "
+                         "spend on padding hold real tokens.")
+        else:
+            parts.append(f"{subject.capitalize()} is {1 / ratio:.1f}x slower than {name}: "
+                         "here the cost of its longer rows outweighs the padding it saves.")
+    return " ".join(parts)
+
+
+# -- buckets ---------------------------------------------------------------------------------
+def bucket_lengths(count: int, row_length: int = ROW_LENGTH) -> list[int]:
+    """`count` bucket lengths, halving from the row length: 1 -> [128], 3 -> [32, 64, 128]."""
+    return sorted({max(1, row_length >> shift) for shift in range(count)})
+
+
+def bucket_tradeoff(source, counts: Sequence[int], batch_size: int = BATCH_SIZE,
+                     row_length: int = ROW_LENGTH, seed: int = 0) -> dict[int, dict]:
+    """For each number of buckets: the traces of a jitted function over one pass of
+    `BucketByLength` batches (a real jax trace count), and the share of padding."""
+    import jax
+    import jax.numpy as jnp
+
+    import course_lib as grain
+
+    results = {}
+    for count in counts:
+        batches = list(loader_of(source, grain.BucketByLength(bucket_lengths(count, row_length),
+                                                              batch_size), seed=seed))
+        counted, traces = trace_counter(lambda tokens, segments: jnp.sum(tokens * segments))
+        reduce = jax.jit(counted)
+        for tokens, segments, _ in batches:
+            reduce(tokens, segments)
+        results[count] = {"traces": traces[0], "padding": 1 - fill(batches)}
+    return results
+
+
+def plot_bucket_tradeoff(results: Mapping[int, Mapping[str, float]],
+                         longest: Mapping[str, float], packed: Mapping[str, float]):
+    """Padding and traces against the number of buckets, with pad-to-longest and packing."""
+    import matplotlib.pyplot as plt
+
+    counts = sorted(results)
+    figure, ax = plt.subplots(figsize=(8, 3.6))
+    ax.plot(counts, [100 * results[c]["padding"] for c in counts], marker="o",
+            color="tab:red", label="buckets: padding")
+    ax.axhline(100 * packed["padding"], color="tab:green", linestyle="--",
+               label="packing: padding (1 trace)")
+    ax.axhline(100 * longest["padding"], color="tab:red", linestyle=":",
+               label=f"pad to longest: padding ({longest['traces']} traces)")
+    ax.set_xlabel("number of bucket lengths")
+    ax.set_ylabel("padding (% of slots)")
+    ax.set_ylim(0, 100)
+    ax.set_xticks(counts)
+    traces_ax = ax.twinx()
+    traces_ax.bar(counts, [results[c]["traces"] for c in counts], alpha=0.25,
+                  color="tab:blue", label="buckets: traces")
+    traces_ax.set_ylabel("traces (compilations)")
+    traces_ax.set_ylim(0, max(max(results[c]["traces"] for c in counts) + 1, 2) * 1.5)
+    lines, labels = ax.get_legend_handles_labels()
+    bars, bar_labels = traces_ax.get_legend_handles_labels()
+    ax.legend(lines + bars, labels + bar_labels, fontsize=8, loc="upper right")
+    ax.set_title("More buckets: less padding, one more compilation each")
+    figure.tight_layout()
+    return figure
+
+
+def loader_of(source, batching, *, seed: int = 0, worker_count: int = 0, num_epochs=1):
+    """The lesson's loader: shuffled sequences, then one batching operation."""
+    import course_lib as grain
+
+    sampler = grain.IndexSampler(len(source), shuffle=True, seed=seed, num_epochs=num_epochs)
+    return grain.DataLoader(data_source=source, sampler=sampler, operations=[batching],
+                            worker_count=worker_count)
+
+
+# -- the proof, determinism and resume -------------------------------------------------------
+def segment_outputs(outputs: np.ndarray, segment_ids: np.ndarray, row: int) -> dict[int, Any]:
+    """The outputs of each segment of one row, by segment id."""
+    ids = segment_ids[row]
+    return {int(s): outputs[row][ids == s] for s in np.unique(ids[ids > 0])}
+
+
+def change_one_sequence(model, batch: tuple, row: int = 0) -> dict[str, float]:
+    """Change the tokens of the first sequence of `row` and measure how much the model's
+    outputs move: for that sequence, for the other sequences of the row, and for those when
+    every real token is put in one segment (no segment mask, only the causal one)."""
+    tokens, segment_ids, positions = (np.asarray(part) for part in batch)
+    first = segment_ids[row] == 1
+    others = (segment_ids[row] > 1)
+    changed_tokens = tokens.copy()
+    changed_tokens[row, first] = (changed_tokens[row, first] + 97) % 255 + 1  # still bytes
+
+    def outputs(tokens, ids):
+        return np.asarray(model(tokens, ids, positions))[row]
+
+    one_segment = (segment_ids > 0).astype(np.int32)
+    before, after = outputs(tokens, segment_ids), outputs(changed_tokens, segment_ids)
+    unmasked = np.abs(outputs(tokens, one_segment) - outputs(changed_tokens, one_segment))
+    return {"changed": float(np.abs(after - before)[first].max()),
+            "others": float(np.abs(after - before)[others].max()),
+            "unmasked_others": float(unmasked[others].max())}
+
+
+def row_with_segments(segment_ids: np.ndarray, at_least: int = 3) -> int:
+    """The first row of a batch that holds at least `at_least` sequences (else the fullest)."""
+    counts = segment_ids.max(axis=1)
+    enough = np.flatnonzero(counts >= at_least)
+    return int(enough[0]) if enough.size else int(np.argmax(counts))
+
+
+def plot_mask(segment_ids: np.ndarray, slots: int = 48):
+    """The attention mask of one packed row (its first `slots` slots), from its segment ids."""
+    import matplotlib.pyplot as plt
+
+    from course_lib.sequence_model import attention_mask
+
+    ids = np.asarray(segment_ids)[None, :slots]
+    mask = np.asarray(attention_mask(ids))[0, 0]
+    figure, ax = plt.subplots(figsize=(4.6, 4.6))
+    ax.imshow(mask, cmap="Greens", interpolation="nearest")
+    ticks = range(0, ids.shape[1], 8)
+    ax.set_xticks(ticks)
+    ax.set_yticks(ticks)
+    ax.set_xlabel("key slot (segment ids along the top)")
+    ax.set_ylabel("query slot")
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(range(ids.shape[1]))
+    top.set_xticklabels([str(i) for i in ids[0]], fontsize=6)
+    ax.set_title("Who may attend to whom in one packed row", pad=18)
+    figure.tight_layout()
+    return figure
+
+
+def proof_sentence(changed: float, others: float, unmasked_others: float) -> str:
+    """What changing one sequence did to its own outputs and to its neighbours'."""
+    tolerance = 1e-5
+    if changed <= tolerance:
+        return ("Changing the sequence did not change its own outputs: the test is void. "
+                "Change more of its tokens.")
+    masked = ("the other sequences' outputs did not change (largest difference below "
+              f"{tolerance:g})" if others <= tolerance else
+              "the other sequences' outputs changed too: the mask lets them see each other")
+    unmasked = ("without the segment mask they change" if unmasked_others > tolerance else
+                "without the segment mask they happen not to change here either")
+    return (f"With the segment mask, the changed sequence's own outputs moved, and {masked}; "
+            f"{unmasked}. Each packed sequence is computed as if it were alone in its row.")
+
+
+def digest(batches) -> str:
+    """One short fingerprint of every array of every batch, in order."""
+    hasher = hashlib.sha256()
+    for batch in batches:
+        for part in batch:
+            array = np.ascontiguousarray(part)
+            hasher.update(str((array.shape, array.dtype.str)).encode())
+            hasher.update(array.tobytes())
+    return hasher.hexdigest()[:12]
+
+
+_GRAIN_PACKING_SCRIPT = """
+import json, sys
+from absl import flags
+flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
+import numpy as np
+import grain.python as grain
+from course_lib.course.variable_length import SequenceSource, digest, docstring_sequences
+limit, row_length, batch_size, resume_after = (int(argument) for argument in sys.argv[1:])
+source = SequenceSource(docstring_sequences(row_length, limit or None))
+
+class Source(grain.RandomAccessDataSource):
+    def __len__(self):
+        return len(source)
+    def __getitem__(self, record_key):
+        return source[record_key]
+    def __repr__(self):  # what Grain compares when it restores a state
+        return repr(source)
+
+def loader(worker_count):
+    return grain.DataLoader(
+        data_source=Source(),
+        sampler=grain.IndexSampler(len(source), shard_options=grain.NoSharding(),
+                                   shuffle=True, num_epochs=1, seed=0),
+        operations=[grain.experimental.PackAndBatchOperation(row_length, batch_size)],
+        worker_count=worker_count)
+
+report = {}
+for worker_count in (0, 2):
+    batches = [tuple(batch) for batch in loader(worker_count)]
+    real = sum(int(np.count_nonzero(segments)) for _, segments, _ in batches)
+    report[worker_count] = {"batches": len(batches), "digest": digest(batches),
+                            "fill": real / sum(s.size for _, s, _ in batches)}
+    if worker_count == 0:
+        uninterrupted = batches
+iterator = iter(loader(0))
+for _ in range(resume_after):
+    next(iterator)
+state = iterator.get_state()
+resumed = iter(loader(0))
+resumed.set_state(state)
+rest = [tuple(batch) for batch in resumed]
+report["resumed_equal"] = digest(rest) == digest(uninterrupted[resume_after:])
+report["resumed_batches"] = len(rest)
+print(json.dumps(report))
+"""
+
+
+def grain_packing(limit: int | None, row_length: int = ROW_LENGTH,
+                  batch_size: int = BATCH_SIZE, resume_after: int = 5,
+                  timeout: float = 300.0) -> dict | None:
+    """Grain's `PackAndBatchOperation` on the same sequences, in a new process: batches and
+    fill at 0 and 2 workers, whether a resume after `resume_after` batches continues
+    exactly, and how many shared memory segments Python's resource tracker found leaked.
+    None where Grain is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("grain") is None:
+        return None
+    result = subprocess.run(
+        [sys.executable, "-c", _GRAIN_PACKING_SCRIPT,
+         *map(str, (limit or 0, row_length, batch_size, resume_after))],
+        capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+        raise RuntimeError(f"Grain exited with code {result.returncode}: {last}")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report["leaked_segments"] = _leaked_segments(result.stderr)
+    return report
+
+
+def _leaked_segments(stderr: str) -> int:
+    """The count in the resource tracker's "There appear to be N leaked shared_memory
+    objects" warning, 0 without one."""
+    import re
+
+    found = re.findall(r"There appear to be (\d+) leaked shared_memory objects", stderr)
+    return sum(map(int, found))
+
+
+def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, Any]) -> str:
+    """Grain's operation against course_lib's, on the same sequences, from both reports.
+
+    `ours` holds `batches` and `digest` at 0 and 2 workers (keys 0 and 2), `resumed_equal`
+    and `fill`."""
+    if grain_report is None:
+        return ("Grain is not installed here, so its operation cannot run side by side "
+                "(`pip install grain` to see it); course_lib's results above stand alone.")
+    theirs = {int(key): value for key, value in grain_report.items() if key.isdigit()}
+    same_batches = theirs[0]["digest"] == theirs[2]["digest"]
+    parts = [f"Grain's PackAndBatchOperation on the same sequences filled "
+             f"{theirs[0]['fill']:.1%} of the slots (course_lib: {ours['fill']:.1%})."]
+    if same_batches:
+        parts.append("Its batches were the same at 0 and 2 workers.")
+    else:
+        count = (f"{theirs[2]['batches']} batches instead of {theirs[0]['batches']}, not "
+                 "those of 0 workers" if theirs[2]["batches"] != theirs[0]["batches"] else
+                 f"as many batches ({theirs[0]['batches']}), but not the same ones")
+        parts.append(f"With 2 workers it gave {count}: each worker packs its own share of "
+                     "the records.")
+    parts.append(
+        "Restored from a state saved mid-epoch, it continued exactly." if
+        grain_report["resumed_equal"] else
+        "Restored from a state saved mid-epoch, it gave other batches than the "
+        "uninterrupted run: its state does not hold the rows still being filled.")
+    leaked = grain_report.get("leaked_segments", 0)
+    if leaked:
+        parts.append(f"At exit Python's resource tracker reported {leaked} leaked shared "
+                     "memory segments.")
+    ours_fine = ours[0]["digest"] == ours[2]["digest"] and ours["resumed_equal"]
+    parts.append("course_lib gave the same batches at 0 and 2 workers and resumed exactly."
+                 if ours_fine else "course_lib did not hold its promises here either: "
+                 "that is a bug to report.")
+    return " ".join(parts)

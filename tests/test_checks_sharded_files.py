@@ -1,0 +1,128 @@
+"""The checks of exercise 7 (sharded files): the answer passes, typical mistakes don't.
+
+The learner's functions and classes are built inside functions, so that cloudpickle ships
+them to worker processes by value, as it ships a notebook's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("array_record")
+
+import course_lib as grain
+from course_lib import checks
+
+
+def _encode(image, label) -> bytes:
+    return np.array([label, *image.shape], np.int64).tobytes() + image.tobytes()
+
+
+def _decode(record: bytes, label_dtype=None) -> dict:
+    label, height, width = np.frombuffer(record, np.int64, count=3)
+    image = np.frombuffer(record, np.uint8, offset=24).reshape(height, width).copy()
+    return {"image": image, "label": label_dtype(label) if label_dtype else int(label)}
+
+
+def _write_shards(mistake: str = ""):
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    def write_shards(images, labels, directory, num_shards):
+        count, paths = len(images), []
+        order = np.arange(count)
+        if mistake == "strided":  # record k in shard k % num_shards: not contiguous blocks
+            order = np.concatenate([np.arange(s, count, num_shards) for s in range(num_shards)])
+        for shard in range(num_shards):
+            path = Path(directory) / f"train-{shard:05d}-of-{num_shards:05d}.array_record"
+            writer = ArrayRecordWriter(str(path), "group_size:1")
+            start, stop = shard * count // num_shards, (shard + 1) * count // num_shards
+            if mistake == "one_shard":
+                start, stop = (0, count) if shard == 0 else (0, 0)
+            for key in order[start:stop]:
+                writer.write(_encode(images[key], int(labels[key])))
+            writer.close()
+            paths.append(path)
+        return paths
+
+    return write_shards
+
+
+def _source_class(mistake: str = ""):
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    class ShardedImageSource(grain.RandomAccessDataSource):
+        def __init__(self, paths):
+            self.paths = [str(path) for path in paths]
+            counts = []
+            for path in self.paths:
+                reader = ArrayRecordReader(path)
+                counts.append(reader.num_records())
+                reader.close()
+            self.ends = np.cumsum(counts).tolist()
+            if mistake == "eager":
+                self.records = [self._read(key) for key in range(self.ends[-1])]
+
+        def __len__(self):
+            return self.ends[-1]
+
+        def _read(self, index):
+            shard = int(np.searchsorted(self.ends, index, side="right"))
+            reader = ArrayRecordReader(self.paths[shard])
+            record = reader.read([index - (self.ends[shard - 1] if shard else 0)])[0]
+            reader.close()
+            return _decode(record, np.uint8 if mistake == "uint8_label" else None)
+
+        def __getitem__(self, index):
+            if mistake == "eager":
+                return self.records[index]
+            return self._read(index)
+
+    return ShardedImageSource
+
+
+def test_the_answer_passes_every_check(capsys):
+    checks.check_write_shards(_write_shards())
+    checks.check_sharded_source(_write_shards(), _source_class())
+    checks.check_sharded_loader(_write_shards(), _source_class())
+    assert capsys.readouterr().out.count("\N{CHECK MARK}") == 3
+
+
+def test_every_record_in_one_shard_is_refused():
+    with pytest.raises(AssertionError, match=r"hold \[30, 0, 0, 0\] records.*differ by at most"):
+        checks.check_write_shards(_write_shards("one_shard"))
+
+
+def test_records_in_the_wrong_order_are_refused():
+    with pytest.raises(AssertionError, match=r"another order.*contiguous blocks"):
+        checks.check_sharded_source(_write_shards("strided"), _source_class())
+
+
+def test_a_source_that_reads_everything_up_front_is_refused():
+    with pytest.raises(AssertionError, match=r"pickles to .* bytes.*holds the data.*__getitem__"):
+        checks.check_sharded_source(_write_shards(), _source_class("eager"))
+
+
+def test_labels_as_numpy_scalars_of_another_dtype_are_refused():
+    with pytest.raises(AssertionError, match=r"numpy\.uint8, not a Python int.*int\(label\)"):
+        checks.check_sharded_source(_write_shards(), _source_class("uint8_label"))
+
+
+def test_a_wrong_shard_name_is_refused():
+    def badly_named(images, labels, directory, num_shards):
+        paths = _write_shards()(images, labels, directory, num_shards)
+        return [path.rename(path.with_name(f"part{shard}.array_record"))
+                for shard, path in enumerate(paths)]
+
+    with pytest.raises(AssertionError, match=r"named \['part0.array_record'.*Try this"):
+        checks.check_write_shards(badly_named)
+
+
+def test_the_unsolved_stub_passes_through():
+    def write_shards(images, labels, directory, num_shards):
+        raise NotImplementedError("write the shards")
+
+    with pytest.raises(NotImplementedError):
+        checks.check_write_shards(write_shards)

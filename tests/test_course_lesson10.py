@@ -1,0 +1,123 @@
+"""The lesson 10 helpers in course_lib.course: the docstring sequences, the source, the
+measurements, and the sentences built from made-up numbers for each outcome."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import course_lib as grain
+from course_lib import course
+
+
+def test_docstring_sequences_are_byte_tokens_that_fit_a_row():
+    sequences = course.docstring_sequences(64, limit=50)
+    assert len(sequences) == 50
+    assert all(s.dtype == np.int32 and 1 <= len(s) <= 64 and s.min() > 0 for s in sequences)
+    assert len(course.longest_docstring()) > course.ROW_LENGTH
+
+
+def test_sequence_source_returns_each_sequence_as_it_was():
+    sequences = [np.arange(n, dtype=np.int32) + 1 for n in (3, 1, 5)]
+    source = course.SequenceSource(sequences)
+    assert len(source) == 3
+    for index, sequence in enumerate(sequences):
+        np.testing.assert_array_equal(source[index], sequence, strict=True)
+
+
+def test_fill_and_real_tokens_count_only_segment_ids_above_zero():
+    segments = np.array([[1, 1, 2, 0], [1, 0, 0, 0]], np.int32)
+    batches = [(segments, segments, segments)]
+    assert course.real_tokens(batches) == 4 and course.fill(batches) == 0.5
+
+
+def test_bucket_lengths_halve_from_the_row_length():
+    assert course.bucket_lengths(1) == [128]
+    assert course.bucket_lengths(3) == [32, 64, 128]
+
+
+def test_the_trace_counter_counts_one_trace_per_shape():
+    import jax
+
+    counted, traces = course.trace_counter(lambda x: x * 2)
+    doubled = jax.jit(counted)
+    for length in (3, 3, 4, 3, 5):
+        doubled(np.ones(length))
+    assert traces == [3]
+
+
+def test_change_one_sequence_leaves_the_other_segments_alone():
+    from course_lib import sequence_model
+
+    model = sequence_model.create_model(16, seed=0)
+    tokens = np.arange(1, 33, dtype=np.int32).reshape(2, 16)
+    segments = np.array([[1] * 5 + [2] * 6 + [3] * 3 + [0] * 2, [1] * 16], np.int32)
+    positions = np.where(segments > 0, np.concatenate(
+        [np.arange(5), np.arange(6), np.arange(3), [0, 0]]), 0).astype(np.int32)
+    positions[1] = np.arange(16)
+    moved = course.change_one_sequence(model, (tokens, segments, positions), row=0)
+    assert moved["changed"] > 1e-4 and moved["others"] == 0.0
+    assert moved["unmasked_others"] > 1e-4
+
+
+@pytest.mark.parametrize(("first", "compiled", "expected"), [
+    (10.0, 1.0, "more time compiling than computing"),
+    (1.5, 1.0, "a cost paid again for every new shape"),
+    (1.05, 1.0, "within the noise"),
+])
+def test_compile_sentence_follows_the_numbers(first, compiled, expected):
+    sentence = course.compile_sentence(7, first, compiled, 10)
+    assert expected in sentence and "7 traces" in sentence
+
+
+@pytest.mark.parametrize(("packing", "expected"), [
+    ([300, 310, 305], "Packing is 3.0x fixed"),
+    ([30, 31, 32], "Packing is 3.3x slower than fixed"),
+    ([95, 110, 120], "within the noise"),
+])
+def test_throughput_sentence_says_faster_slower_or_within_the_noise(packing, expected):
+    sentence = course.throughput_sentence({"fixed": [100, 101, 102], "packing": packing})
+    assert expected in sentence
+
+
+def test_proof_sentence_covers_each_outcome():
+    assert "did not change" in course.proof_sentence(1.0, 0.0, 1.0)
+    assert "changed too" in course.proof_sentence(1.0, 0.5, 1.0)
+    assert "test is void" in course.proof_sentence(0.0, 0.0, 0.0)
+    assert "happen not to change" in course.proof_sentence(1.0, 0.0, 0.0)
+
+
+OURS = {0: {"digest": "a"}, 2: {"digest": "a"}, "resumed_equal": True, "fill": 0.9}
+
+
+def test_grain_sentence_without_grain_says_how_to_get_it():
+    assert "not installed" in course.grain_sentence(None, OURS)
+
+
+def test_grain_sentence_reports_what_differs_and_what_agrees():
+    broken = {"0": {"batches": 19, "digest": "x", "fill": 0.9},
+              "2": {"batches": 20, "digest": "y", "fill": 0.9},
+              "resumed_equal": False, "leaked_segments": 50}
+    sentence = course.grain_sentence(broken, OURS)
+    assert "20 batches instead of 19" in sentence and "50 leaked" in sentence
+    assert "other batches than the uninterrupted run" in sentence
+    fixed = {"0": {"batches": 19, "digest": "x", "fill": 0.9},
+             "2": {"batches": 19, "digest": "x", "fill": 0.9}, "resumed_equal": True}
+    sentence = course.grain_sentence(fixed, OURS)
+    assert "the same at 0 and 2 workers" in sentence and "continued exactly" in sentence
+    same_count = {**broken, "2": {"batches": 19, "digest": "y", "fill": 0.9}}
+    assert "as many batches (19), but not the same ones" in course.grain_sentence(
+        same_count, OURS)
+    assert "bug to report" in course.grain_sentence(fixed, {**OURS, "resumed_equal": False})
+
+
+def test_digest_changes_with_any_value():
+    batch = (np.zeros((2, 3), np.int32),) * 3
+    other = (np.zeros((2, 3), np.int32), np.ones((2, 3), np.int32), np.zeros((2, 3), np.int32))
+    assert course.digest([batch]) == course.digest([batch]) != course.digest([other])
+
+
+def test_loader_of_packs_with_the_operation_given():
+    source = course.SequenceSource(course.docstring_sequences(32, limit=40))
+    batches = list(course.loader_of(source, grain.experimental.PackAndBatchOperation(32, 4)))
+    assert {batch[0].shape for batch in batches} == {(4, 32)}

@@ -1,0 +1,135 @@
+"""Lesson 9's helpers: the records and formats agree, memory is read from /proc, and every
+sentence says what made-up numbers say, for each outcome."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from course_lib.course import bigger_than_memory as lesson
+
+
+@pytest.fixture(scope="module")
+def records():
+    return lesson.DigitRecords(40, side=16)
+
+
+def test_every_format_returns_the_same_bytes(tmp_path, records):
+    folder = lesson.write_folder_of_files(records, tmp_path / "folder")
+    record_file = lesson.write_digit_record_file(records, tmp_path / "digits.npy", block=7)
+    sources = [lesson.FolderOfFilesSource(folder), lesson.RecordFileBytes(record_file)]
+    for source in sources:
+        assert len(source) == 40
+        assert [source[key] for key in range(40)] == [records[key] for key in range(40)]
+    decoded = lesson.DecodeDigit(side=16).map(records[1797 % 40])
+    assert decoded["image"].shape == (16, 16) and decoded["label"] == int(records.labels[37])
+    assert lesson.bytes_on_disk(folder) >= 40 * records.record_bytes
+
+
+def test_read_rates_cover_every_format_and_pattern(tmp_path, records):
+    folder = lesson.write_folder_of_files(records, tmp_path / "folder")
+    rates = lesson.read_rates({"folder": (lambda: lesson.FolderOfFilesSource(folder), folder)},
+                              num_records=40, reads=10)
+    assert set(rates["folder"]) == {"random, cold", "random, warm", "sequential, cold",
+                                    "sequential, warm"}
+    assert all(rate > 0 for rate in rates["folder"].values())
+
+
+def test_memory_is_read_from_proc_and_grows_for_a_whole_read(tmp_path):
+    if math.isnan(lesson.process_memory_mb()["anonymous"]):
+        pytest.skip("no /proc/self/status here")
+    big = lesson.DigitRecords(3000, side=64)  # 12 MB
+    path = lesson.write_digit_record_file(big, tmp_path / "big.npy")
+    whole = lesson.memory_growth_mb("whole", path, 3000)["anonymous"]
+    lazily = lesson.memory_growth_mb("lazily", path, 3000)["anonymous"]
+    assert whole > 10 and lazily < 5
+
+
+def test_slow_storage_waits_and_pickles():
+    slow = lesson.SlowStorage(list(range(5)), latency_s=0.002)
+    assert slow[3] == 3 and len(slow) == 5
+    assert pickle.loads(pickle.dumps(slow))[4] == 4
+    with pytest.raises(ValueError, match=r"latency_s=0 must be in \(0, 1\]"):
+        lesson.SlowStorage([], 0)
+
+
+def test_threads_limit_in_and_out_of_workers():
+    assert lesson.threads_limit(4, 0.005) == pytest.approx(800)
+    assert lesson.threads_limit(16, 0.005, worker_count=2) == pytest.approx(3200)  # 8 wait
+    assert lesson.threads_limit(2, 0.005, worker_count=2) == pytest.approx(800)
+
+
+@pytest.mark.parametrize("whole, lazily, expected", [
+    (390, 1, ["about the data set's size", "flat"]),
+    (200, 1, ["less than the data set's size", "flat"]),
+    (390, 300, ["about the data set's size", "not flat"]),
+    (math.nan, 1, ["could not be read"]),
+])
+def test_memory_sentence(whole, lazily, expected):
+    sentence = lesson.memory_sentence(393, whole, lazily)
+    assert all(part in sentence for part in expected)
+
+
+@pytest.mark.parametrize("cold, warm, expected", [
+    (1000, 8000, "8.0x faster warm"), (8000, 1000, "slower warm"), (1000, 1100, "within 20%")])
+def test_cold_warm_sentence(cold, warm, expected):
+    assert expected in lesson.cold_warm_sentence("ArrayRecord", cold, warm)
+
+
+@pytest.mark.parametrize("sizes, reads, expected", [
+    ((200, 100), (10_000, 500), ["2.0x smaller", "20.0x slower"]),
+    ((200, 199), (10_000, 10_100), ["saved no space", "about as fast"]),
+    ((200, 100), (500, 10_000), ["2.0x smaller", "faster", "expect them slower"]),
+])
+def test_group_size_sentence(sizes, reads, expected):
+    sentence = lesson.group_size_sentence(*sizes, *reads, group_size=64)
+    assert all(part in sentence for part in expected)
+
+
+@pytest.mark.parametrize("anonymous, expected", [(2, "flat"), (300, "not flat"),
+                                                 (math.nan, "no /proc")])
+def test_epoch_memory_sentence(anonymous, expected):
+    assert expected in lesson.epoch_memory_sentence("record file", anonymous, 393)
+
+
+def test_read_threads_sentence_says_where_threads_fall_short():
+    reaching = {1: 190, 4: 780, 16: 3000}
+    assert "Every thread count up to 16 reached at least 80%" in lesson.latency_threads_sentence(
+        reaching, 0.005)
+    stalling = lesson.latency_threads_sentence({1: 190, 4: 780, 16: 1500}, 0.005)
+    assert "Below 80% of the limit: 16 (47%) threads" in stalling
+    assert "interpreter lock" in stalling
+    all_short = lesson.latency_threads_sentence({1: 150, 4: 500}, 0.005)
+    assert "1 (75%), 4 (62%) threads" in all_short and "Even the fewest" in all_short
+
+
+@pytest.mark.parametrize("in_workers, expected", [(3000, "1.9x more"), (800, "less"),
+                                                  (1600, "about the same")])
+def test_workers_threads_sentence(in_workers, expected):
+    assert expected in lesson.workers_threads_sentence(1550, in_workers, 2, 8)
+
+
+def test_remember_lines_carry_the_numbers():
+    rates = {"folder": {"random, warm": 50_000, "random, cold": 7000},
+             "ArrayRecord": {"random, warm": 40_000, "random, cold": 5000}}
+    lines = lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5, rates=rates,
+                                  thread_rates={1: 190, 32: 5000}, latency_s=0.005)
+    text = "\n".join(lines)
+    assert "393 MB whole cost 390 MB" in text and "from folder (50,000/s)" in text
+    assert "slowest from ArrayRecord (5,000/s)" in text and "limit 6,400/s" in text
+
+
+def test_files_read_and_epoch_keys(tmp_path):
+    pytest.importorskip("array_record")
+    import course_lib as grain
+
+    shards = grain.write_array_record_shards([bytes([n]) for n in range(10)], tmp_path, 2)
+    source = grain.ArrayRecordDataSource(shards)
+    keys = lesson.epoch_record_keys(10, grain.ShardOptions(1, 2), seed=0)
+    assert sorted(keys) == [5, 6, 7, 8, 9]
+    assert lesson.files_read(source, keys) == ["data-00001-of-00002.array_record"]
+    assert np.array_equal(sorted(lesson.epoch_record_keys(10, grain.NoSharding(), 0)),
+                          np.arange(10))
