@@ -372,8 +372,8 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
         summaries[label].steps_per_s, best.steps_per_s) == "within noise"]
     if level:
         lines.append(f"{len(level)} of the other {len(summaries) - 1} feeds ran within the "
-                     f"noise of it ({'; '.join(level)}): on this machine the choice of library "
-                     "mattered less than the run-to-run spread.")
+                     f"noise of it ({'; '.join(level)}): between those, this run cannot pick a "
+                     "winner, since runs of one feed differ by as much.")
     starts = {label: summary.first_batch_s for label, summary in summaries.items()}
     slowest_start = max(starts, key=starts.get)
     lines.append(f"Slowest start: {slowest_start}, {format_seconds(starts[slowest_start])} "
