@@ -29,6 +29,7 @@ EXPECTED_LESSONS = ["01_the_bottleneck", "02_building_blocks", "03_determinism",
                     "05_sharding", "06_recompilation", "07_training_loop", "08_resume"]
 EXPECTED_LESSONS += ["09_bigger_than_memory"]
 EXPECTED_LESSONS += ["10_variable_length"]
+EXPECTED_LESSONS += ["11_moving_to_grain"]
 RAISES = "NBVAL_RAISES_EXCEPTION"
 CHECK = "NBVAL_CHECK_OUTPUT"
 

@@ -1,0 +1,255 @@
+"""Lesson 11's measurements and sentences: each outcome from made-up numbers, the lesson's
+Grain-missing path, and one small measurement run for real."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+import course_lib
+from course_lib.course import moving_to_grain as lesson
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "11_moving_to_grain.ipynb"
+
+
+def summary(label: str, speeds, *, idle: float = 0.2, step_s: float = 0.05,
+            first_batch_s: float = 0.5, accuracy: float = 0.5) -> lesson.FeedSummary:
+    return lesson.FeedSummary(label=label, steps_per_s=list(speeds), idle_fraction=idle,
+                              step_s=step_s, first_batch_s=first_batch_s, accuracy=accuracy)
+
+
+# -- verdicts and sentences from made-up numbers ---------------------------------------------
+def test_verdict_reads_faster_slower_and_within_noise_from_the_repetitions():
+    assert lesson.verdict([10.0, 10.4, 9.9], [5.0, 5.1, 5.2]) == "faster"
+    assert lesson.verdict([5.0, 5.1, 5.2], [10.0, 10.4, 9.9]) == "slower"
+    # 5% apart, but repetitions of one feed differ by 20%: noise
+    assert lesson.verdict([10.5, 12.0, 9.6], [10.0, 10.1, 9.9]) == "within noise"
+    # the same 5% with tight repetitions is a real difference
+    assert lesson.verdict([10.5, 10.5, 10.5], [10.0, 10.0, 10.0]) == "faster"
+
+
+def test_verdict_is_the_same_either_way_round():
+    fast, slow = [44.0, 40.0, 46.0], [26.0, 20.0, 35.0]  # 1.7x apart, 58% spread
+    assert lesson.verdict(fast, slow) == "faster"
+    assert lesson.verdict(slow, fast) == "slower"
+    level, other = [10.0, 13.0, 9.0], [11.0, 11.5]
+    assert lesson.verdict(level, other) == lesson.verdict(other, level) == "within noise"
+
+
+def test_verdict_uses_the_single_run_noise_when_there_is_no_spread():
+    assert lesson.verdict([10.5], [10.0]) == "within noise"
+    assert lesson.verdict([12.0], [10.0]) == "faster"
+
+
+def test_verdict_refuses_empty_or_non_positive_speeds():
+    with pytest.raises(ValueError, match="baseline_speeds"):
+        lesson.verdict([1.0], [])
+    with pytest.raises(ValueError, match="positive"):
+        lesson.verdict([0.0], [1.0])
+
+
+def test_speed_sentence_blames_the_waiting_when_the_slower_feed_waited_more():
+    fast = summary("Grain DataLoader, 2 workers", [20.0, 20.5], idle=0.05)
+    slow = summary("course_lib, 2 workers", [10.0, 10.2], idle=0.5)
+    sentence = lesson.speed_sentence(fast, slow, cores=2)
+    assert "as fast as course_lib, 2 workers" in sentence and "20.2 against 10.1" in sentence
+    assert "course_lib, 2 workers left the step waiting for batches 50%" in sentence
+    reverse = lesson.speed_sentence(slow, fast, cores=2)
+    assert "slower than Grain DataLoader, 2 workers" in reverse
+    assert "course_lib, 2 workers left the step waiting" in reverse
+
+
+def test_speed_sentence_blames_the_shared_cores_when_the_slower_step_took_longer():
+    fast = summary("course_lib, 0 workers", [8.0, 8.1], idle=0.4, step_s=0.05)
+    slow = summary("Grain Dataset, 0 workers", [3.0, 3.1], idle=0.0, step_s=0.3)
+    sentence = lesson.speed_sentence(slow, fast, cores=2)
+    assert "slower than course_lib, 0 workers" in sentence
+    assert "its step itself took 300.00 ms against 50.00 ms" in sentence
+    assert "same 2 CPU cores" in sentence and "low idle share" in sentence
+
+
+def test_speed_sentence_names_the_overhead_when_neither_phase_explains_it():
+    fast = summary("a", [10.0, 10.0], idle=0.2, step_s=0.05)
+    slow = summary("b", [5.0, 5.0], idle=0.2, step_s=0.05)
+    assert "neither the waiting" in lesson.speed_sentence(slow, fast)
+
+
+def test_speed_sentence_says_within_the_noise_with_the_spread():
+    one = summary("a", [10.0, 12.0, 9.0])
+    other = summary("b", [10.2, 10.0])
+    sentence = lesson.speed_sentence(one, other)
+    assert "within the noise" in sentence and "30%" in sentence
+    assert "faster" not in sentence and "slower" not in sentence
+    assert "same 2 CPU cores" in lesson.speed_sentence(one, other, cores=2)
+
+
+def test_first_batch_sentence_covers_later_sooner_and_noise():
+    later = lesson.grain_first_batch_sentence(0.5, 5.0, 2)
+    assert "10.0x later" in later and "spawns a fresh Python" in later
+    sooner = lesson.grain_first_batch_sentence(5.0, 0.5, 2)
+    assert "10.0x sooner" in sooner and "although" in sooner
+    same = lesson.grain_first_batch_sentence(1.0, 1.05, 2)
+    assert "within the noise" in same
+    with pytest.raises(ValueError, match="grain_s"):
+        lesson.grain_first_batch_sentence(1.0, 0.0, 2)
+
+
+def test_what_to_remember_follows_the_numbers():
+    summaries = {"course_lib, 2 workers": summary("course_lib, 2 workers", [12.0],
+                                                  first_batch_s=0.4, idle=0.1),
+                 "Grain DataLoader, 2 workers": summary("Grain DataLoader, 2 workers", [9.0],
+                                                        first_batch_s=4.0)}
+    lines = lesson.what_to_remember(summaries, resumed_exactly=True,
+                                    same_batches={"course_lib": True, "Grain DataLoader": False},
+                                    cores=2)
+    text = "\n".join(lines)
+    assert lines[0].startswith("Fastest feed in this run: course_lib, 2 workers, 12.0 steps/s")
+    assert "Slowest start: Grain DataLoader, 2 workers, 4.00 s" in text
+    assert "course_lib: the same batches" in text
+    assert "Grain DataLoader: other batches" in text
+    assert "went on with exactly the batches" in text
+    assert "within the noise of it" not in text  # 12 against 9 steps/s, single runs
+    level = {label: summary(label, [10.0, 10.5]) for label in ("a", "b", "c")}
+    assert "2 of the other 2 feeds ran within the noise" in "\n".join(
+        lesson.what_to_remember(level, resumed_exactly=True))
+    swapped = {label: summary(label, [30.0 - s.median_steps_per_s], first_batch_s=1.0)
+               for label, s in summaries.items()}
+    assert "Fastest feed in this run: Grain DataLoader" in lesson.what_to_remember(
+        swapped, resumed_exactly=False)[0]
+    assert "did NOT match" in "\n".join(lesson.what_to_remember(swapped, resumed_exactly=False))
+    assert "not tried" in "\n".join(lesson.what_to_remember(swapped, resumed_exactly=None))
+
+
+# -- the resume comparison ------------------------------------------------------------------
+def _rows(steps, offset=0):
+    return [{"step": step, "loss": 1.0 / step, "labels": [step + offset]} for step in steps]
+
+
+def test_resume_checks_pass_for_an_exact_continuation():
+    uninterrupted = _rows(range(1, 7))
+    assert all(lesson.resume_checks(uninterrupted, _rows(range(4, 7)), 3).values())
+
+
+def test_resume_checks_catch_a_skipped_and_a_repeated_batch():
+    uninterrupted = _rows(range(1, 7))
+    skipped = [{**row, "labels": [row["step"] + 1]} for row in _rows(range(4, 7))]
+    checks = lesson.resume_checks(uninterrupted, skipped, 3)
+    assert not checks["same batches, step for step (none skipped, none repeated)"]
+    repeated = _rows(range(3, 6))
+    assert not lesson.resume_checks(uninterrupted, repeated, 3)[
+        "resumed run starts at the step after the save"]
+    assert not lesson.resume_checks(uninterrupted, [], 3)[
+        "resumed run starts at the step after the save"]
+
+
+def test_state_outline_names_version_and_keys():
+    assert lesson.state_outline(b'{"version": 2, "b": 1, "a": 0}') == \
+        "version 2, keys ['a', 'b', 'version']"
+
+
+def test_run_json_lines_returns_the_printed_objects_and_reports_a_failure(tmp_path):
+    (tmp_path / "helper_module.py").write_text("VALUE = 7\n")
+    script = tmp_path / "script.py"
+    script.write_text("import json, sys\nfrom helper_module import VALUE\n"
+                      "print('not json')\n"
+                      "print(json.dumps({'value': VALUE, 'argument': sys.argv[1]}))\n")
+    assert lesson.run_json_lines(script, 3, directory=tmp_path) == [
+        {"value": 7, "argument": "3"}]
+    failing = tmp_path / "failing.py"
+    failing.write_text("raise SystemExit('broken on purpose')\n")
+    with pytest.raises(RuntimeError, match="broken on purpose"):
+        lesson.run_json_lines(failing)
+
+
+# -- without Grain --------------------------------------------------------------------------
+def _block_grain(monkeypatch):
+    for name in [name for name in sys.modules if name == "grain" or name.startswith("grain.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "grain", None)
+    monkeypatch.setitem(sys.modules, "grain.python", None)
+
+
+def test_import_grain_without_grain_says_what_to_install(monkeypatch, capsys):
+    _block_grain(monkeypatch)
+    assert lesson.import_grain() is None
+    printed = capsys.readouterr().out
+    assert "Grain is not installed" in printed and lesson.GRAIN_INSTALL in printed
+    assert lesson.grain_ready(None) is False
+    assert "Skipped" in capsys.readouterr().out
+
+
+def test_import_grain_with_grain_marks_absl_flags_parsed():
+    pytest.importorskip("grain.python")
+    from absl import flags
+
+    grain = lesson.import_grain()
+    assert grain is not None and hasattr(grain, "DataLoader")
+    assert flags.FLAGS.is_parsed()
+    assert lesson.grain_ready(grain) is True
+
+
+def test_print_name_map_lists_every_course_lib_only_name(capsys):
+    lesson.print_name_map()
+    printed = capsys.readouterr().out
+    for name, replacement in lesson.NAME_MAP:
+        assert name in printed and replacement in printed
+
+
+def test_every_name_the_map_calls_course_lib_only_is_missing_from_grain():
+    grain = pytest.importorskip("grain.python")
+    for name, _ in lesson.NAME_MAP:
+        head = name.split("(")[0].split(".")[0].split(" ")[0]
+        if hasattr(course_lib, head):
+            assert not hasattr(grain, head), f"{head} is in grain.python too"
+
+
+def test_lesson_runs_top_to_bottom_without_grain(tmp_path):
+    """The lesson with `import grain.python` failing: every cell runs, the Grain cells say
+    they skip, and the course_lib feeds are still measured."""
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    block = nbformat.v4.new_code_cell(
+        "import sys\nsys.modules['grain'] = None\nsys.modules['grain.python'] = None")
+    notebook.cells.insert(2, block)
+    NotebookClient(notebook, timeout=240, kernel_name="python3", allow_errors=False,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    printed = "".join(output.get("text", "") for cell in notebook.cells
+                      if cell.cell_type == "code" for output in cell.outputs)
+    assert "Grain is not installed" in printed and lesson.GRAIN_INSTALL in printed
+    assert "Skipped: this cell needs Grain" in printed
+    assert "course_lib, 2 workers" in printed and "Grain DataLoader" not in printed
+    assert "The Grain checkpoint was not tried here" in printed
+
+
+# -- one small measurement, for real --------------------------------------------------------
+def test_measure_feeds_trains_and_times_each_feed_in_rounds():
+    data = course_lib.load_digits()
+    source = course_lib.ArrayDataSource({"image": data["image"][:256],
+                                         "label": data["label"][:256].astype(np.int32)})
+    held_out = (data["image"][256:320].astype(np.float32) / 255,
+                data["label"][256:320].astype(np.int32))
+
+    def loader():
+        return iter(course_lib.load(source, shuffle=True, seed=0, batch_size=16,
+                                    drop_remainder=True, transformations=[course_lib.Normalize()]))
+
+    runs = lesson.train_on_feeds({"a": loader, "b": loader}, repeats=2, num_steps=3,
+                                warmup_steps=1, held_out=held_out)
+    assert list(runs) == ["a", "b"] and all(len(measured) == 2 for measured in runs.values())
+    first = runs["a"][0]
+    assert first.profiler.num_steps == 3 and first.first_batch_s > 0
+    assert len(first.first_labels) == 16 and 0 <= first.accuracy <= 1
+    assert lesson.same_first_batches(runs, {"a and b": ("a", "b")}) == {"a and b": True}
+    summaries = lesson.summarise(runs)
+    assert len(summaries["a"].steps_per_s) == 2 and summaries["a"].step_s > 0
+    table = lesson.summary_table(summaries)
+    assert table.splitlines()[0].startswith("feed") and len(table.splitlines()) == 3
+    with pytest.raises(ValueError, match="repeats"):
+        lesson.train_on_feeds({"a": loader}, repeats=0, num_steps=1, warmup_steps=0,
+                             held_out=held_out)
