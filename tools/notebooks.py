@@ -37,7 +37,7 @@ EXTRA_PACKAGES = ("chex",)
 NOTEBOOK_EXTRAS = {
     "09_bigger_than_memory": ("array_record",),
     "07_sharded_files": ("array_record",),
-    "11_moving_to_grain": ("grain",),
+    "11_moving_to_grain": ("grain==0.2.18",),
 }
 _SOURCE_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/tree/(.+)$")
 
