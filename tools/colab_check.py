@@ -32,10 +32,12 @@ CHECK_TOOLS = ["pytest", "pytest-timeout", "nbclient", "nbformat"]
 
 
 def _python_312() -> str:
-    for candidate in (os.environ.get("COLAB_PYTHON"), shutil.which("python3.12"),
+    """A Python 3.12 (or 3.13) that really runs: a pyenv shim can exist and still fail."""
+    for candidate in (os.environ.get("COLAB_PYTHON"),
                       str(Path.home() / ".pyenv/versions/3.12.1/bin/python"),
-                      shutil.which("python3.13")):
-        if candidate and Path(candidate).exists():
+                      shutil.which("python3.12"), shutil.which("python3.13")):
+        if candidate and Path(candidate).exists() and subprocess.run(
+                [candidate, "--version"], capture_output=True, check=False).returncode == 0:
             return candidate
     raise SystemExit("No Python 3.12 (or 3.13) found: set COLAB_PYTHON=/path/to/python3.12.")
 
