@@ -23,9 +23,8 @@ is made once:
 The shared helpers live in `basics`; each lesson's own measurements and pictures live in a
 module named for its topic (`bottleneck`, `building_blocks`, `determinism`,
 `parallel_workers`, `sharding_policies`, `recompilation`, `training_loop`, `resume`,
-`bigger_than_memory`,
-`variable_length`, `moving_to_grain`). Everything is re-exported here, so a notebook only
-writes `from course_lib import course`.
+`bigger_than_memory`, `variable_length`, `moving_to_grain`). Everything is re-exported here,
+so a notebook only writes `from course_lib import course`.
 """
 
 from course_lib.course.basics import (
