@@ -21,6 +21,7 @@ from typing import Any
 
 from course_lib import allocator
 from course_lib._checks import check_int
+from course_lib.bucketing import ResumePoint
 from course_lib.pipeline import Pipeline
 from course_lib.reader import ChunkReader, ReadOptions
 from course_lib.sampler import IndexSampler
@@ -43,6 +44,7 @@ class DataLoaderIterator(Iterator):
     def __init__(self, loader: DataLoader, next_index: int = 0):
         self._loader = loader
         self._next_index = next_index
+        self._window_batches_taken = 0  # only BucketByLength sets it: see state.ResumePoint
         self._elements = None
         self._closed = False
         self._failure: str | None = None  # why the last element could not be prepared
@@ -55,7 +57,8 @@ class DataLoaderIterator(Iterator):
         if not self._holds_allocator:  # freed memory is kept for reuse: allocator.py
             allocator.loader_started()
             self._holds_allocator = True
-        self._elements = self._loader._elements_from(self._next_index)
+        self._elements = self._loader._elements_from(self._next_index,
+                                                     self._window_batches_taken)
         self._waiting_to_prefetch = self._loader.worker_count > 0
 
     def __next__(self):
@@ -64,13 +67,17 @@ class DataLoaderIterator(Iterator):
             self._start()
         self._waiting_to_prefetch = False
         try:
-            element, self._next_index = next(self._elements)
+            element, resume = next(self._elements)
         except StopIteration:
             raise
         except BaseException as error:
             self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
             self._stop_elements()
             raise
+        if isinstance(resume, ResumePoint):  # inside a window of BucketByLength
+            self._next_index, self._window_batches_taken = resume
+        else:
+            self._next_index, self._window_batches_taken = resume, 0
         return element
 
     def start_prefetch(self) -> None:
@@ -107,15 +114,18 @@ class DataLoaderIterator(Iterator):
     def get_state(self) -> bytes:
         """The position after the last element returned, as JSON bytes: see `state.py`."""
         loader = self._loader
+        grouped = loader.pipeline.window_batches is not None
         return encode_state(self._next_index, loader.sampler, loader.data_source,
-                            loader.worker_count)
+                            loader.worker_count,
+                            self._window_batches_taken if grouped else None)
 
     def set_state(self, state) -> None:
         """Continue from a state returned by `get_state()` (any worker count)."""
         loader = self._loader
-        next_index = decode_state(state, loader.sampler, loader.data_source)
+        next_index, taken = decode_state(state, loader.sampler, loader.data_source,
+                                         loader.pipeline.window_batches)
         self._stop_elements()
-        self._next_index = next_index
+        self._next_index, self._window_batches_taken = next_index, taken
         self._failure = None
 
     def _stop_elements(self) -> None:
@@ -205,17 +215,18 @@ class DataLoader:
     def operations(self) -> tuple:
         return self.pipeline.operations
 
-    def _elements_from(self, next_index: int):
+    def _elements_from(self, next_index: int, skip_batches: int = 0):
         if self.worker_count > 0:
-            elements = worker_elements(self, next_index)
+            elements = worker_elements(self, next_index, skip_batches)
             next(elements)  # start the workers now, so start-up errors surface here
             return elements
-        return self._in_process_elements(next_index)
+        return self._in_process_elements(next_index, skip_batches)
 
-    def _in_process_elements(self, next_index: int):
+    def _in_process_elements(self, next_index: int, skip_batches: int = 0):
         reader = ChunkReader(self.data_source, self.read_options)
         try:
-            yield from in_process_elements(self.sampler, self.pipeline, next_index, reader)
+            yield from in_process_elements(self.sampler, self.pipeline, next_index, reader,
+                                           skip_batches)
         finally:
             reader.close()
 

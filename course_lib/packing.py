@@ -170,7 +170,8 @@ class FirstFitPacker:
 
     Same interface as `pipeline.Batcher`: `extend(positions, records)` returns the batches
     that the records completed, each with the stream position to resume from, and
-    `flush(next_index)` the last, partly filled batch at the end of the stream.
+    `flush(next_index)` the last, partly filled batch at the end of the stream (a list of
+    one, or empty).
     """
 
     def __init__(self, operation: PackAndBatchOperation):
@@ -221,9 +222,9 @@ class FirstFitPacker:
             self._open.add(leaves, row)
         return finished
 
-    def flush(self, next_index: int):
+    def flush(self, next_index: int) -> list[tuple[Any, int]]:
         """The partly filled batch at the end of a finite stream, if it holds anything."""
         if self._open is None:
-            return None
+            return []
         batch, self._open = self._open.finish(self._operation.length_struct), None
-        return batch, next_index
+        return [(batch, next_index)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from course_lib.bucketing import BucketByLength
 from course_lib.packing import PackAndBatchOperation
 from course_lib.randomness import BATCH_STREAM, RECORD_STREAM, RecordRng
 from course_lib.transforms import (
@@ -56,6 +57,7 @@ class Pipeline:
     def __init__(self, operations: Sequence[Any], seed: int | None,
                  shard: tuple[int, int] = (0, 1)):
         operations = tuple(operations)
+        # Packing or grouping by length: batches built in the main process, in stream order.
         self.packer = _last_packer(operations)
         for position, operation in enumerate(operations[:len(operations) - bool(self.packer)]):
             check_operation(operation, position)
@@ -65,10 +67,10 @@ class Pipeline:
                 f"operations has {len(batch_positions)} Batch entries (at positions "
                 f"{batch_positions}); a pipeline batches once. Keep a single Batch.")
         if batch_positions and self.packer is not None:
+            name = type(self.packer).__name__
             raise ValueError(
                 f"operations has a Batch (at position {batch_positions[0]}) and a "
-                "PackAndBatchOperation, which batches too. Keep only the "
-                "PackAndBatchOperation, last.")
+                f"{name}, which batches too. Keep only the {name}, last.")
         split = batch_positions[0] if batch_positions else len(operations) - bool(self.packer)
         self.operations = operations
         self.batch: Batch | None = operations[split] if batch_positions else None
@@ -93,12 +95,24 @@ class Pipeline:
         return any(kind == FILTER for kind, _ in self.record_ops)
 
     def describe(self) -> list[str]:
-        return [repr(op) if isinstance(op, Batch | PackAndBatchOperation) else type(op).__name__
-                for op in self.operations]
+        return [repr(op) if isinstance(op, Batch | PackAndBatchOperation | BucketByLength)
+                else type(op).__name__ for op in self.operations]
 
-    def start_batcher(self, run: PipelineRun, stack=None):
+    @property
+    def window_batches(self) -> int | None:
+        """The window of a last `BucketByLength`, whose state has a second number; else None."""
+        return self.packer.window_batches if isinstance(self.packer, BucketByLength) else None
+
+    def start_batcher(self, run: PipelineRun, stack=None, skip_batches: int = 0):
         """What groups this iterator's records into batches, in stream order: a `Batcher`,
-        the packer of a `PackAndBatchOperation`, or None when nothing batches."""
+        the packer of a `PackAndBatchOperation`, the grouper of a `BucketByLength` (which
+        skips the first `skip_batches` batches of its first window), or None when nothing
+        batches."""
+        if isinstance(self.packer, BucketByLength):
+            return self.packer.start(self.seed, self.shard, skip_batches)
+        if skip_batches:
+            raise ValueError(f"skip_batches={skip_batches} needs a BucketByLength; "
+                             "every other batching resumes from next_index alone.")
         if self.packer is not None:
             return self.packer.start()
         return Batcher(self, run, stack) if self.batch is not None else None
@@ -211,12 +225,12 @@ class Batcher:
             finished.append(self._emit(size, self._positions[size - 1] + 1))
         return finished
 
-    def flush(self, next_index: int):
+    def flush(self, next_index: int) -> list[tuple[Any, int]]:
         """At the end of the stream: the partial batch, unless `drop_remainder` is set."""
         if not self._records or self._pipeline.batch.drop_remainder:
             self._positions, self._records = [], []
-            return None
-        return self._emit(len(self._records), next_index)
+            return []
+        return [self._emit(len(self._records), next_index)]
 
     def _emit(self, count: int, next_index: int):
         records, first_position = self._records[:count], self._positions[0]
@@ -259,16 +273,20 @@ class PipelineRun:
                 "(it must be True for records to keep), for example on data_source[0].")
 
 
-def _last_packer(operations: tuple) -> PackAndBatchOperation | None:
-    """The `PackAndBatchOperation`, which must be the last operation, if there is one."""
-    places = [i for i, op in enumerate(operations) if isinstance(op, PackAndBatchOperation)]
+def _last_packer(operations: tuple) -> PackAndBatchOperation | BucketByLength | None:
+    """The `PackAndBatchOperation` or `BucketByLength`, which must be the last operation,
+    if there is one."""
+    kinds = PackAndBatchOperation | BucketByLength
+    places = [i for i, op in enumerate(operations) if isinstance(op, kinds)]
     if not places:
         return None
     if places != [len(operations) - 1]:
+        names = sorted({type(operations[i]).__name__ for i in places})
         raise ValueError(
-            f"PackAndBatchOperation is at position(s) {places} of {len(operations)} "
-            "operations, but it must be the last one, once: it turns records into batches, "
-            "and nothing runs on packed batches. Move it to the end of operations.")
+            f"{' and '.join(names)} is at position(s) {places} of {len(operations)} "
+            "operations, but it must be the last one, once: it turns records into batches "
+            "in the main process, and nothing runs after it. Move it to the end of "
+            "operations.")
     return operations[-1]
 
 

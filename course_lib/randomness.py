@@ -26,9 +26,12 @@ import numpy as np
 _references = sys.getrefcount
 
 # Counter word 3 separates the streams handed to per-record transforms from those handed to
-# transforms that run after `Batch` (which are keyed on the batch's first position).
+# transforms that run after `Batch` (which are keyed on the batch's first position), and
+# from the order in which `BucketByLength` hands out a window's batches (keyed on the
+# window's first position).
 RECORD_STREAM = 0
 BATCH_STREAM = 1
+WINDOW_STREAM = 2
 
 
 def _philox_key(seed: int) -> np.ndarray:

@@ -19,6 +19,12 @@ file that is not a state, or was edited by hand, is refused with what is wrong:
      "sampler": {"num_records": 60000, "shard_index": 0, "shard_count": 1,
                  "drop_remainder": false, "shuffle": true, "num_epochs": null, "seed": 0},
      "data_source": {"type": "ArrayDataSource", "length": 60000}, "worker_count": 0}
+
+One operation needs a second number. `BucketByLength` sorts the records of a window of
+batches by length before batching, so the batches it has handed out from a window are not
+the records before one position. Its loaders save `next_index` as the window's first record
+and add `"window_batches_taken"`, how many of that window's batches were handed out; the
+restored loader reads the window again and skips them (see `bucketing.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import json
 from typing import Any
 
 STATE_VERSION = 1
+WINDOW_KEY = "window_batches_taken"  # only for BucketByLength: see bucketing.ResumePoint
 
 
 def source_facts(data_source) -> dict[str, Any]:
@@ -34,7 +41,10 @@ def source_facts(data_source) -> dict[str, Any]:
     return {"type": type(data_source).__name__, "length": len(data_source)}
 
 
-def encode_state(next_index: int, sampler, data_source, worker_count: int) -> bytes:
+def encode_state(next_index: int, sampler, data_source, worker_count: int,
+                 window_batches_taken: int | None = None) -> bytes:
+    """The state as JSON bytes; `window_batches_taken` only for a loader that groups by
+    length in windows (None leaves the key out)."""
     state = {
         "version": STATE_VERSION,
         "next_index": int(next_index),
@@ -42,6 +52,8 @@ def encode_state(next_index: int, sampler, data_source, worker_count: int) -> by
         "data_source": source_facts(data_source),
         "worker_count": worker_count,
     }
+    if window_batches_taken is not None:
+        state[WINDOW_KEY] = int(window_batches_taken)
     return json.dumps(state, sort_keys=True).encode()
 
 
@@ -110,8 +122,34 @@ def _check_next_index(next_index, total: int | None) -> int:
     return next_index
 
 
-def decode_state(state, sampler, data_source) -> int:
-    """Check `state` against this loader and return the `next_index` to resume from."""
+def _check_window(state: dict, window_batches: int | None) -> int:
+    """How many batches of its window the state's loader had handed out (0 without one)."""
+    if window_batches is None:
+        if WINDOW_KEY in state:
+            raise ValueError(
+                f"state has {WINDOW_KEY!r}, which only a loader whose last operation is "
+                "BucketByLength saves, but this loader has none. Rebuild the loader with the "
+                "operations that produced the state.")
+        return 0
+    taken = state.get(WINDOW_KEY)
+    if WINDOW_KEY not in state:
+        raise ValueError(
+            f"state has no {WINDOW_KEY!r}, so it was saved by a loader without "
+            "BucketByLength, but this loader ends with one. Rebuild the loader with the "
+            "operations that produced the state.")
+    if isinstance(taken, bool) or not isinstance(taken, int) or not 0 <= taken < window_batches:
+        raise ValueError(
+            f"state has {WINDOW_KEY}={taken!r}, but it must be an integer in "
+            f"[0, {window_batches}), this loader's window_batches. Pass a state from "
+            "get_state() of a loader with the same operations.")
+    return taken
+
+
+def decode_state(state, sampler, data_source,
+                 window_batches: int | None = None) -> tuple[int, int]:
+    """Check `state` against this loader and return where to resume: `next_index`, and how
+    many batches of the window starting there to skip (`window_batches` is the loader's
+    `BucketByLength.window_batches`, None without one)."""
     state = _as_dict(state)
     version = state.get("version")
     if version != STATE_VERSION or isinstance(version, bool) or "next_index" not in state:
@@ -126,4 +164,5 @@ def decode_state(state, sampler, data_source) -> int:
     if problem:
         raise ValueError(f"Cannot restore: {problem}. Rebuild the loader with the same data "
                          "source and sampler settings that produced the state.")
-    return _check_next_index(state["next_index"], sampler.total_length)
+    return (_check_next_index(state["next_index"], sampler.total_length),
+            _check_window(state, window_batches))

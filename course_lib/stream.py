@@ -48,10 +48,11 @@ def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
 
 
 def in_process_elements(sampler: IndexSampler, pipeline: Pipeline, start: int,
-                        reader: ChunkReader):
-    """Yield `(element, next_index)` pairs, computed here: read, transform, batch."""
+                        reader: ChunkReader, skip_batches: int = 0):
+    """Yield `(element, next_index)` pairs, computed here: read, transform, batch.
+    (`skip_batches`: see `state.ResumePoint`.)"""
     run = pipeline.start_run(sampler)  # this iterator's own generators
-    batcher = pipeline.start_batcher(run)
+    batcher = pipeline.start_batcher(run, skip_batches=skip_batches)
     end = start
     chunks = stream_chunks(sampler, start, chunk_size_for(pipeline))
     for chunk_start, record_keys, records in reader.read(chunks):
@@ -63,6 +64,4 @@ def in_process_elements(sampler: IndexSampler, pipeline: Pipeline, start: int,
         else:
             yield from batcher.extend(positions, survivors)
     if batcher is not None:
-        last = batcher.flush(end)
-        if last is not None:
-            yield last
+        yield from batcher.flush(end)

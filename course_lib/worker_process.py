@@ -37,9 +37,7 @@ def _compute_unit(sampler, pipeline, run, reader, start: int, stop: int, is_last
                       if arena is not None else None)
     batches = batcher.extend(positions, survivors)
     if is_last:
-        last = batcher.flush(stop)
-        if last is not None:
-            batches.append(last)
+        batches += batcher.flush(stop)
     return "batches", batches
 
 

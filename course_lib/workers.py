@@ -437,8 +437,9 @@ def _note_arrays_not_shared(shared: SharedArrays) -> None:
 PREFETCH = "prefetch"  # sent to `worker_elements` to start work before the first element
 
 
-def worker_elements(loader, next_index: int):
+def worker_elements(loader, next_index: int, skip_batches: int = 0):
     """Yield `(element, next_index)` pairs computed by worker processes, in stream order.
+    (`skip_batches`: see `state.ResumePoint`.)
 
     The workers start when the generator is first advanced; the loader does that at once
     (the first `yield` hands back nothing), so start-up errors surface at `iter(loader)`.
@@ -456,7 +457,7 @@ def worker_elements(loader, next_index: int):
         units = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
         submitted: collections.deque = collections.deque()
         run = pipeline.start_run(loader.sampler)  # this iterator's own generators
-        batcher = pipeline.start_batcher(run)
+        batcher = pipeline.start_batcher(run, skip_batches=skip_batches)
         end = next_index
 
         def submit_more(unit_id: int) -> int:
@@ -490,8 +491,6 @@ def worker_elements(loader, next_index: int):
             else:
                 yield from batcher.extend(*result)
         if batcher is not None:
-            last = batcher.flush(end)
-            if last is not None:
-                yield last
+            yield from batcher.flush(end)
     finally:
         pool.close()

@@ -31,9 +31,63 @@ def test_fill_and_real_tokens_count_only_segment_ids_above_zero():
     assert course.real_tokens(batches) == 4 and course.fill(batches) == 0.5
 
 
-def test_bucket_lengths_halve_from_the_row_length():
+def test_bucket_lengths_are_evenly_spaced_up_to_the_row_length():
     assert course.bucket_lengths(1) == [128]
-    assert course.bucket_lengths(3) == [32, 64, 128]
+    assert course.bucket_lengths(4) == [32, 64, 96, 128]
+    assert course.bucket_lengths(3, row_length=10) == [3, 6, 10]
+
+
+def test_length_spread_is_the_median_range_inside_a_batch():
+    def batch(*lengths):
+        segments = np.zeros((4, 10), np.int32)
+        for row, length in enumerate(lengths):
+            segments[row, :length] = 1
+        return segments, segments, segments
+
+    assert course.length_spread([batch(2, 9), batch(3, 4, 5), batch(7)]) == 2.0  # 7, 2, 0
+
+
+def tradeoff(stream_padding, grouped_padding, longest_padding=0.03, spreads=(80, 2)):
+    """Made-up trade-off numbers, as `bucket_tradeoff` returns them."""
+    def point(traces, padding, spread):
+        return {"traces": traces, "padding": padding, "spread": spread}
+
+    return {1: {1: point(1, 0.56, spreads[0]), 4: point(3, stream_padding, spreads[0]),
+                None: point(66, 0.43, spreads[0])},
+            32: {1: point(1, 0.56, spreads[1]), 4: point(4, grouped_padding, spreads[1]),
+                 None: point(95, longest_padding, spreads[1])}}
+
+
+@pytest.mark.parametrize(("stream", "grouped", "longest", "expected"), [
+    (0.50, 0.23, 0.03, ["cut the padding by 27 points", "only 3%, less than packing's 14%",
+                        "at 95 traces"]),
+    (0.50, 0.505, 0.03, ["made no difference"]),
+    (0.30, 0.40, 0.20, ["padded more here", "no less than packing's 14%"]),
+])
+def test_bucket_sentence_follows_the_numbers(stream, grouped, longest, expected):
+    sentence = course.bucket_sentence(tradeoff(stream, grouped, longest), 0.14, 4, 32)
+    assert "50%" in sentence or "30%" in sentence
+    assert "one fixed length: 56%" in sentence
+    for part in expected:
+        assert part in sentence, sentence
+
+
+def test_spread_sentence_says_the_price_or_that_there_is_none():
+    priced = course.spread_sentence(tradeoff(0.5, 0.2), 4, 32)
+    assert "80 bytes in stream order, 2 grouped" in priced and "That is the price" in priced
+    free = course.spread_sentence(tradeoff(0.5, 0.2, spreads=(5, 5)), 4, 32)
+    assert "did not make batches more alike" in free
+
+
+def test_bucket_tradeoff_counts_real_traces_and_groups_lengths():
+    lengths = np.random.default_rng(0).integers(1, 128, size=96)
+    source = course.SequenceSource([np.ones(n, np.int32) for n in lengths])
+    results = course.bucket_tradeoff(source, [1, 4], windows=(1, 12))
+    assert set(results) == {1, 12} and set(results[1]) == {1, 4, None}
+    assert results[1][1]["traces"] == results[12][1]["traces"] == 1
+    assert results[12][4]["traces"] <= 4
+    assert results[12][4]["padding"] < results[1][4]["padding"]
+    assert results[12][None]["spread"] < results[1][None]["spread"]
 
 
 def test_the_trace_counter_counts_one_trace_per_shape():

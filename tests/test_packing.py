@@ -27,8 +27,7 @@ def make_sequences(lengths, seed: int = 0) -> list[np.ndarray]:
 def pack_all(sequences, row_length: int, batch_size: int, max_sequences=None, truncate=False):
     packer = PackAndBatchOperation(row_length, batch_size, max_sequences, truncate=truncate).start()
     batches = [batch for batch, _ in packer.extend(range(len(sequences)), sequences)]
-    last = packer.flush(len(sequences))
-    return batches + ([last[0]] if last else [])
+    return batches + [batch for batch, _ in packer.flush(len(sequences))]
 
 
 def segments_of(batch):
@@ -119,7 +118,7 @@ def test_batches_equal_grains_operation_on_the_same_records():
         {"tokens": 32}, 4, max_sequences_per_bin=3)(grain_records)]
     packer = PackAndBatchOperation({"tokens": 32}, 4, max_sequences_per_bin=3).start()
     ours = [batch for batch, _ in packer.extend(range(len(records)), records)]
-    ours.append(packer.flush(len(records))[0])
+    ours.append(packer.flush(len(records))[0][0])
     assert len(ours) == len(theirs)
     for mine, reference in zip(ours, theirs, strict=True):
         for part, expected in zip(mine, reference, strict=True):
@@ -130,7 +129,7 @@ def test_every_feature_of_a_dict_record_is_packed_in_the_same_row():
     records = [{"tokens": np.full(n, n, np.int32), "labels": np.full((2 * n, 3), n, np.float32)}
                for n in (3, 4, 2, 5, 1)]
     packer = PackAndBatchOperation({"tokens": 8, "labels": 12}, 2).start()
-    batches = [b for b, _ in packer.extend(range(5), records)] + [packer.flush(5)[0]]
+    batches = [b for b, _ in packer.extend(range(5), records)] + [packer.flush(5)[0][0]]
     data, segmentations, _positions = batches[0]
     assert data["labels"].shape == (2, 12, 3) and data["tokens"].shape == (2, 8)
     for row in range(2):  # segment k of a row holds the same record in both features

@@ -158,7 +158,8 @@ def compile_and_run(step_function: Callable, model, batches: Sequence[tuple]) ->
 
 def tokens_per_second(step: Callable, model, batches: Sequence[tuple], repeats: int) -> list:
     """Real tokens per second of `repeats` passes of a compiled step over `batches`."""
-    run_step(step, model, batches[:1])  # compile, if this shape is new
+    one_of_each_shape = list({batch[0].shape: batch for batch in batches}.values())
+    run_step(step, model, one_of_each_shape)  # compile every shape before timing
     count = real_tokens(batches)
     return [count / run_step(step, model, batches) for _ in range(repeats)]
 
@@ -207,59 +208,128 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]], subject: str = "pa
 
 # -- buckets ---------------------------------------------------------------------------------
 def bucket_lengths(count: int, row_length: int = ROW_LENGTH) -> list[int]:
-    """`count` bucket lengths, halving from the row length: 1 -> [128], 3 -> [32, 64, 128]."""
-    return sorted({max(1, row_length >> shift) for shift in range(count)})
+    """`count` evenly spaced bucket lengths up to the row length: 1 -> [128],
+    4 -> [32, 64, 96, 128]."""
+    return sorted({max(1, row_length * (k + 1) // count) for k in range(count)})
 
 
-def bucket_tradeoff(source, counts: Sequence[int], batch_size: int = BATCH_SIZE,
-                     row_length: int = ROW_LENGTH, seed: int = 0) -> dict[int, dict]:
-    """For each number of buckets: the traces of a jitted function over one pass of
-    `BucketByLength` batches (a real jax trace count), and the share of padding."""
+def bucket_tradeoff(source, counts: Sequence[int], windows: Sequence[int] = (1, 32),
+                    batch_size: int = BATCH_SIZE, row_length: int = ROW_LENGTH,
+                    seed: int = 0) -> dict[int, dict]:
+    """For each grouping window and each number of buckets (None: pad to the longest), the
+    traces of a jitted function over one pass of `BucketByLength` batches (a real jax trace
+    count), the share of padding, and the median spread of lengths inside a batch."""
     import jax
     import jax.numpy as jnp
 
     import course_lib as grain
 
-    results = {}
-    for count in counts:
-        batches = list(loader_of(source, grain.BucketByLength(bucket_lengths(count, row_length),
-                                                              batch_size), seed=seed))
-        counted, traces = trace_counter(lambda tokens, segments: jnp.sum(tokens * segments))
-        reduce = jax.jit(counted)
-        for tokens, segments, _ in batches:
-            reduce(tokens, segments)
-        results[count] = {"traces": traces[0], "padding": 1 - fill(batches)}
+    results: dict[int, dict] = {}
+    for window in windows:
+        results[window] = {}
+        for count in [*counts, None]:
+            buckets = None if count is None else bucket_lengths(count, row_length)
+            batches = list(loader_of(source, grain.BucketByLength(
+                buckets, batch_size, window_batches=window), seed=seed))
+            counted, traces = trace_counter(lambda tokens, segments: jnp.sum(tokens * segments))
+            reduce = jax.jit(counted)
+            for tokens, segments, _ in batches:
+                reduce(tokens, segments)
+            results[window][count] = {"traces": traces[0], "padding": 1 - fill(batches),
+                                      "spread": length_spread(batches)}
     return results
 
 
-def plot_bucket_tradeoff(results: Mapping[int, Mapping[str, float]],
-                         longest: Mapping[str, float], packed: Mapping[str, float]):
-    """Padding and traces against the number of buckets, with pad-to-longest and packing."""
+def length_spread(batches: Sequence[tuple]) -> float:
+    """The median, over batches, of longest minus shortest sequence in the batch."""
+    spreads = []
+    for _, segments, _ in batches:
+        lengths = (segments > 0).sum(axis=1)
+        lengths = lengths[lengths > 0]
+        spreads.append(int(lengths.max() - lengths.min()))
+    return float(np.median(spreads))
+
+
+def plot_bucket_tradeoff(results: Mapping[int, Mapping[int | None, Mapping[str, float]]],
+                         packed_padding: float):
+    """Padding against compilations: one point per number of buckets, a line per grouping
+    window, pad-to-longest at the end of each line, packing as a star."""
     import matplotlib.pyplot as plt
 
-    counts = sorted(results)
-    figure, ax = plt.subplots(figsize=(8, 3.6))
-    ax.plot(counts, [100 * results[c]["padding"] for c in counts], marker="o",
-            color="tab:red", label="buckets: padding")
-    ax.axhline(100 * packed["padding"], color="tab:green", linestyle="--",
-               label="packing: padding (1 trace)")
-    ax.axhline(100 * longest["padding"], color="tab:red", linestyle=":",
-               label=f"pad to longest: padding ({longest['traces']} traces)")
-    ax.set_xlabel("number of bucket lengths")
+    figure, ax = plt.subplots(figsize=(8, 4))
+    colors = iter(["tab:red", "tab:blue", "tab:purple", "tab:orange"])
+    for window, by_count in results.items():
+        color = next(colors)
+        counts = list(by_count)
+        label = ("stream order (window_batches=1)" if window == 1 else
+                 f"grouped by length (window_batches={window})")
+        ax.plot([by_count[c]["traces"] for c in counts],
+                [100 * by_count[c]["padding"] for c in counts], marker="o", color=color,
+                label=label)
+        for count in counts:
+            ax.annotate("longest" if count is None else str(count),
+                        (by_count[count]["traces"], 100 * by_count[count]["padding"]),
+                        textcoords="offset points", xytext=(4, 5), fontsize=8, color=color)
+    ax.plot([1], [100 * packed_padding], marker="*", markersize=14, color="tab:green",
+            linestyle="none", label="packing")
+    ax.set_xscale("log")
+    most = max(point["traces"] for by_count in results.values() for point in by_count.values())
+    ticks = [2**k for k in range(max(1, most).bit_length() + 1)]
+    ax.set_xticks(ticks, [str(tick) for tick in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("traces = compilations of the step (log scale)")
     ax.set_ylabel("padding (% of slots)")
     ax.set_ylim(0, 100)
-    ax.set_xticks(counts)
-    traces_ax = ax.twinx()
-    traces_ax.bar(counts, [results[c]["traces"] for c in counts], alpha=0.25,
-                  color="tab:blue", label="buckets: traces")
-    traces_ax.set_ylabel("traces (compilations)")
-    traces_ax.set_ylim(0, max(max(results[c]["traces"] for c in counts) + 1, 2) * 1.5)
-    lines, labels = ax.get_legend_handles_labels()
-    bars, bar_labels = traces_ax.get_legend_handles_labels()
-    ax.legend(lines + bars, labels + bar_labels, fontsize=8, loc="upper right")
-    ax.set_title("More buckets: less padding, one more compilation each")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_title("Padding against compilations: one point per number of buckets\n"
+                 "(\"longest\": each batch padded to its own longest sequence)", fontsize=10)
     figure.tight_layout()
     return figure
+
+
+def bucket_sentence(results: Mapping[int, Mapping[int | None, Mapping[str, float]]],
+                    packed_padding: float, count: int, window: int) -> str:
+    """What grouping did to the padding of `count` buckets, and what it costs, from the
+    trade-off's numbers; each comparison said as better, the same or worse."""
+    stream, grouped = results[1][count], results[window][count]
+    fixed = (f" (one fixed length: {results[1][1]['padding']:.0%})" if 1 in results[1] else "")
+    parts = [f"With {count} buckets in stream order, {stream['padding']:.0%} of the slots are "
+             f"padding{fixed}."]
+    difference = stream["padding"] - grouped["padding"]
+    if difference > 0.01:
+        parts.append(f"Grouped by length in windows of {window} batches, {grouped['padding']:.0%}"
+                     f", for {grouped['traces']} traces: grouping cut the padding by "
+                     f"{100 * difference:.0f} points, because a batch now holds sequences of "
+                     "similar length.")
+    elif difference < -0.01:
+        parts.append(f"Grouped by length in windows of {window} batches, "
+                     f"{grouped['padding']:.0%}: grouping padded more here, so these lengths "
+                     "gain nothing from it.")
+    else:
+        parts.append(f"Grouped by length in windows of {window} batches, "
+                     f"{grouped['padding']:.0%}: grouping made no difference here.")
+    longest = results[window][None]
+    if longest["padding"] < packed_padding:
+        parts.append(f"Grouped and padded to its longest, a batch wastes only "
+                     f"{longest['padding']:.0%}, less than packing's {packed_padding:.0%}, but "
+                     f"at {longest['traces']} traces; packing gets {packed_padding:.0%} with 1.")
+    else:
+        parts.append(f"Even grouped and padded to its longest ({longest['traces']} traces), a "
+                     f"batch wastes {longest['padding']:.0%}, no less than packing's "
+                     f"{packed_padding:.0%} with 1 trace.")
+    return " ".join(parts)
+
+
+def spread_sentence(results: Mapping[int, Mapping[int | None, Mapping[str, float]]],
+                    count: int, window: int) -> str:
+    """The price of grouping: how alike the lengths inside a batch become."""
+    stream, grouped = results[1][count]["spread"], results[window][count]["spread"]
+    head = (f"Inside a batch, longest minus shortest sequence: {stream:.0f} bytes in stream "
+            f"order, {grouped:.0f} grouped (medians over the epoch).")
+    if grouped < stream:
+        return (f"{head} That is the price: which sequences share a batch, and how many real "
+                "tokens a step sees, now depends on their length, not only on the shuffle.")
+    return f"{head} Grouping did not make batches more alike here, so it costs nothing either."
 
 
 def loader_of(source, batching, *, seed: int = 0, worker_count: int = 0, num_epochs=1):
