@@ -59,6 +59,9 @@ NAME_MAP: tuple[tuple[str, str], ...] = (
      "grain.experimental.device_put(dataset, device) on the Dataset API"),
     ("checkpoint.save_training / restore_training",
      "ocp.args.Composite(..., data=grain.PyGrainCheckpointSave(iterator)) / ...Restore"),
+    ("BucketByLength(bucket_lengths, batch_size)",
+     "no such operation: pack instead (experimental.FirstFitPackIterDataset), or sort a "
+     "window by length yourself and pad in a batch_fn"),
 )
 
 
