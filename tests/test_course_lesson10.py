@@ -50,7 +50,7 @@ def test_length_spread_is_the_median_range_inside_a_batch():
 def tradeoff(stream_padding, grouped_padding, longest_padding=0.03, spreads=(80, 2)):
     """Made-up trade-off numbers, as `bucket_tradeoff` returns them."""
     def point(traces, padding, spread):
-        return {"traces": traces, "padding": padding, "spread": spread}
+        return {"traces": traces, "padding": padding, "spread": spread, "in_largest": 0.62}
 
     return {1: {1: point(1, 0.56, spreads[0]), 4: point(3, stream_padding, spreads[0]),
                 None: point(66, 0.43, spreads[0])},
@@ -67,7 +67,7 @@ def tradeoff(stream_padding, grouped_padding, longest_padding=0.03, spreads=(80,
 def test_bucket_sentence_follows_the_numbers(stream, grouped, longest, expected):
     sentence = course.bucket_sentence(tradeoff(stream, grouped, longest), 0.14, 4, 32)
     assert "50%" in sentence or "30%" in sentence
-    assert "one fixed length: 56%" in sentence
+    assert "one fixed length: 56%" in sentence and "62% of the batches hold" in sentence
     for part in expected:
         assert part in sentence, sentence
 
@@ -88,6 +88,8 @@ def test_bucket_tradeoff_counts_real_traces_and_groups_lengths():
     assert results[12][4]["traces"] <= 4
     assert results[12][4]["padding"] < results[1][4]["padding"]
     assert results[12][None]["spread"] < results[1][None]["spread"]
+    assert results[12][4]["in_largest"] < results[1][4]["in_largest"] <= 1
+    assert results[1][None]["in_largest"] is None
 
 
 def test_the_trace_counter_counts_one_trace_per_shape():

@@ -218,7 +218,8 @@ def bucket_tradeoff(source, counts: Sequence[int], windows: Sequence[int] = (1, 
                     seed: int = 0) -> dict[int, dict]:
     """For each grouping window and each number of buckets (None: pad to the longest), the
     traces of a jitted function over one pass of `BucketByLength` batches (a real jax trace
-    count), the share of padding, and the median spread of lengths inside a batch."""
+    count), the share of padding, the median spread of lengths inside a batch, and the
+    share of batches padded to the largest bucket (None without buckets)."""
     import jax
     import jax.numpy as jnp
 
@@ -235,8 +236,10 @@ def bucket_tradeoff(source, counts: Sequence[int], windows: Sequence[int] = (1, 
             reduce = jax.jit(counted)
             for tokens, segments, _ in batches:
                 reduce(tokens, segments)
+            in_largest = (None if buckets is None else
+                          float(np.mean([batch[0].shape[1] == buckets[-1] for batch in batches])))
             results[window][count] = {"traces": traces[0], "padding": 1 - fill(batches),
-                                      "spread": length_spread(batches)}
+                                      "spread": length_spread(batches), "in_largest": in_largest}
     return results
 
 
@@ -294,7 +297,8 @@ def bucket_sentence(results: Mapping[int, Mapping[int | None, Mapping[str, float
     stream, grouped = results[1][count], results[window][count]
     fixed = (f" (one fixed length: {results[1][1]['padding']:.0%})" if 1 in results[1] else "")
     parts = [f"With {count} buckets in stream order, {stream['padding']:.0%} of the slots are "
-             f"padding{fixed}."]
+             f"padding{fixed}: {stream['in_largest']:.0%} of the batches hold a sequence long "
+             "enough for the largest bucket."]
     difference = stream["padding"] - grouped["padding"]
     if difference > 0.01:
         parts.append(f"Grouped by length in windows of {window} batches, {grouped['padding']:.0%}"
