@@ -13,15 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course_lib as grain
-from course_lib import Batch, DataLoader, FilterTransform, IndexSampler, MapTransform
+from course_lib import Batch, DataLoader, FilterTransform, IndexSampler
 from tests.segments import existing_segments, record_created_segments
-
-
-def make_sequences(lengths):
-    """Sequences whose tokens are all different (never 0), so each can be traced back."""
-    starts = np.cumsum([0, *lengths])
-    return [np.arange(start, start + length, dtype=np.int32) + 1
-            for start, length in zip(starts, lengths, strict=False)]
+from tests.sequences import Double, assert_same_batches, make_sequences
 
 
 def bucket_loader(sequences, buckets, batch_size, worker_count=0, *, operations=(), seed=2,
@@ -41,13 +35,6 @@ def rows_of(batch) -> list[tuple[int, ...]]:
     data, segmentations, _ = batch
     return [tuple(row[ids > 0]) for row, ids in zip(data, segmentations, strict=True)
             if ids.any()]
-
-
-def assert_same_batches(actual, expected):
-    assert len(actual) == len(expected)
-    for mine, reference in zip(actual, expected, strict=True):
-        for part, expected_part in zip(mine, reference, strict=True):
-            np.testing.assert_array_equal(part, expected_part, strict=True)
 
 
 @settings(max_examples=40, deadline=None)
@@ -213,11 +200,6 @@ def test_it_must_be_the_last_operation_and_the_only_batching():
 
 
 # The loader: workers, resume, endless streams.
-
-class Double(MapTransform):
-    def map(self, element):
-        return element * 2
-
 
 class KeepOdd(FilterTransform):
     def filter(self, element):

@@ -11,17 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course_lib as grain
-from course_lib import DataLoader, IndexSampler, MapTransform
+from course_lib import DataLoader, IndexSampler
 from course_lib.experimental import PackAndBatchOperation
 from course_lib.packing import FirstFitPacker
 from tests.segments import existing_segments, record_created_segments
-
-
-def make_sequences(lengths, seed: int = 0) -> list[np.ndarray]:
-    """Sequences whose tokens are all different (never 0), so each can be traced back."""
-    starts = np.cumsum([0, *lengths])
-    return [np.arange(start, start + length, dtype=np.int32) + 1
-            for start, length in zip(starts, lengths, strict=False)]
+from tests.sequences import Double, assert_same_batches, make_sequences
 
 
 def pack_all(sequences, row_length: int, batch_size: int, max_sequences=None, truncate=False):
@@ -187,11 +181,6 @@ def test_it_is_grains_name_under_experimental():
 
 # The loader: workers, resume, endless streams.
 
-class Double(MapTransform):
-    def map(self, element):
-        return element * 2
-
-
 SEQUENCES = make_sequences(list(np.random.default_rng(7).integers(1, 25, size=90)))
 
 
@@ -203,13 +192,6 @@ def packed_loader(worker_count: int, num_epochs=1):
 
 def take(iterator, count):
     return [next(iterator) for _ in range(count)]
-
-
-def assert_same_batches(actual, expected):
-    assert len(actual) == len(expected)
-    for mine, reference in zip(actual, expected, strict=True):
-        for part, expected_part in zip(mine, reference, strict=True):
-            np.testing.assert_array_equal(part, expected_part, strict=True)
 
 
 @pytest.fixture(scope="module")
