@@ -44,7 +44,7 @@ class DataLoaderIterator(Iterator):
     def __init__(self, loader: DataLoader, next_index: int = 0):
         self._loader = loader
         self._next_index = next_index
-        self._window_batches_taken = 0  # only BucketByLength sets it: see state.ResumePoint
+        self._window_batches_taken = 0  # only BucketByLength: see bucketing.ResumePoint
         self._elements = None
         self._closed = False
         self._failure: str | None = None  # why the last element could not be prepared

@@ -131,12 +131,12 @@ def _check_window(state: dict, window_batches: int | None) -> int:
                 "BucketByLength saves, but this loader has none. Rebuild the loader with the "
                 "operations that produced the state.")
         return 0
-    taken = state.get(WINDOW_KEY)
     if WINDOW_KEY not in state:
         raise ValueError(
             f"state has no {WINDOW_KEY!r}, so it was saved by a loader without "
             "BucketByLength, but this loader ends with one. Rebuild the loader with the "
             "operations that produced the state.")
+    taken = state[WINDOW_KEY]
     if isinstance(taken, bool) or not isinstance(taken, int) or not 0 <= taken < window_batches:
         raise ValueError(
             f"state has {WINDOW_KEY}={taken!r}, but it must be an integer in "

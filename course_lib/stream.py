@@ -50,7 +50,7 @@ def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
 def in_process_elements(sampler: IndexSampler, pipeline: Pipeline, start: int,
                         reader: ChunkReader, skip_batches: int = 0):
     """Yield `(element, next_index)` pairs, computed here: read, transform, batch.
-    (`skip_batches`: see `state.ResumePoint`.)"""
+    (`skip_batches`: see `bucketing.ResumePoint`.)"""
     run = pipeline.start_run(sampler)  # this iterator's own generators
     batcher = pipeline.start_batcher(run, skip_batches=skip_batches)
     end = start

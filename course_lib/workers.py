@@ -439,7 +439,7 @@ PREFETCH = "prefetch"  # sent to `worker_elements` to start work before the firs
 
 def worker_elements(loader, next_index: int, skip_batches: int = 0):
     """Yield `(element, next_index)` pairs computed by worker processes, in stream order.
-    (`skip_batches`: see `state.ResumePoint`.)
+    (`skip_batches`: see `bucketing.ResumePoint`.)
 
     The workers start when the generator is first advanced; the loader does that at once
     (the first `yield` hands back nothing), so start-up errors surface at `iter(loader)`.
