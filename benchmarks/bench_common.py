@@ -110,3 +110,16 @@ def numpy_epoch(data: dict, seed: int = SEED):
 def build_numpy(options: dict, data: dict):
     """`(make_iterator, info)`; see bench_configs.py for the builder protocol."""
     return (lambda: numpy_epoch(data)), {"implementation": "NumPy, vectorised per batch"}
+
+
+def replace_section(text: str, path, heading: str) -> None:
+    """Replace the section of a results file that starts with `heading` (up to the next
+    `## ` heading) by `text`, or add `text` at the end when there is no such section."""
+    content = path.read_text() if path.exists() else ""
+    if heading in content:
+        before, _, after = content.partition(heading)
+        following = after.find("\n## ")
+        content = before + text + (after[following + 1:] if following >= 0 else "")
+    else:
+        content = content.rstrip("\n") + "\n\n" + text
+    path.write_text(content)

@@ -40,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_common import replace_section
+
 HERE = Path(__file__).resolve().parent
 ROW_LENGTH, BATCH_SIZE, SEED = 128, 8, 0
 FULL_EPOCHS, QUICK_EPOCHS = 2, 1
@@ -223,18 +225,6 @@ def render(summaries: dict, rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def append_section(text: str, path: Path) -> None:
-    """Replace the packing section of RESULTS.md (or add it at the end)."""
-    content = path.read_text() if path.exists() else ""
-    if SECTION in content:
-        before, _, after = content.partition(SECTION)
-        following = after.find("\n## ")
-        content = before + text + (after[following + 1:] if following >= 0 else "")
-    else:
-        content = content.rstrip("\n") + "\n\n" + text
-    path.write_text(content)
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -271,7 +261,7 @@ def main(argv=None) -> None:
     (work / "packing.json").write_text(json.dumps({"meta": meta, "summaries": summaries,
                                                    "targets": rows, "runs": runs}, indent=1))
     if args.append:
-        append_section(text, HERE / "RESULTS.md")
+        replace_section(text, HERE / "RESULTS.md", SECTION)
 
 
 if __name__ == "__main__":

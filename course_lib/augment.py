@@ -240,9 +240,10 @@ class RandomCrop(_FieldTransform, RandomMapTransform):
         return np.pad(image, widths, mode=self.pad_mode)
 
     def random_map(self, element, rng: np.random.Generator):
-        image = self._pad(self._image(element))
+        original = self._image(element)
         height_axis = 1 if self.batched else 0
-        padded_height, padded_width = image.shape[height_axis:height_axis + 2]
+        padded_height, padded_width = (size + 2 * self.padding for size in
+                                       original.shape[height_axis:height_axis + 2])
         height, width = self.size
         if height > padded_height or width > padded_width:
             raise ValueError(
@@ -252,7 +253,11 @@ class RandomCrop(_FieldTransform, RandomMapTransform):
         top_range, left_range = padded_height - height + 1, padded_width - width + 1
         if not self.batched:
             top, left = rng.integers(0, [top_range, left_range])
+            if self.pad_mode == "constant":  # the same pixels, without building the padding
+                return self._replace(element, self._crop_zero_padded(original, top, left))
+            image = self._pad(original)
             return self._replace(element, image[top:top + height, left:left + width])
+        image = self._pad(original)
         count = len(image)
         tops = rng.integers(0, top_range, size=count)
         lefts = rng.integers(0, left_range, size=count)
@@ -260,6 +265,20 @@ class RandomCrop(_FieldTransform, RandomMapTransform):
         columns = lefts[:, None, None] + np.arange(width)[None, None, :]  # (N, 1, w)
         crops = image[np.arange(count)[:, None, None], rows, columns]  # (N, h, w[, C])
         return self._replace(element, crops)
+
+    def _crop_zero_padded(self, image: np.ndarray, top: int, left: int) -> np.ndarray:
+        """The window at (top, left) of the image padded with zeros: a zero canvas with the
+        part of the image that falls inside the window copied in (np.pad would first copy
+        the whole image into a larger array)."""
+        height, width = self.size
+        crop = np.zeros((height, width, *image.shape[2:]), dtype=image.dtype)
+        row, column = int(top) - self.padding, int(left) - self.padding  # in the image
+        rows = slice(max(row, 0), min(row + height, image.shape[0]))
+        columns = slice(max(column, 0), min(column + width, image.shape[1]))
+        if rows.start < rows.stop and columns.start < columns.stop:
+            crop[rows.start - row:rows.stop - row, columns.start - column:columns.stop - column] = \
+                image[rows, columns]
+        return crop
 
     def __repr__(self) -> str:
         return (f"RandomCrop(size={self.size}, padding={self.padding}, "

@@ -3,19 +3,27 @@
 For every position of the stream (0, 1, 2, ...):
 
 1. the **sampler** says which `record_key` to read (shuffled, sharded, epoch after epoch);
-2. the **reader** fetches that record from the **data source** (threads may read ahead);
+2. the **reader** fetches that record from the **data source**;
 3. the **pipeline** runs the per-record transforms, with the record's own random generator;
 4. the **batcher** groups surviving records, and the batch-level transforms run on the batch.
 
-The loader owns nothing else: everything it does is one of those four objects. With
-`worker_count=0` all of it happens here, in the calling process, which is the easiest place
-to debug. With `worker_count>0` steps 1 to 4 run in worker processes (see `workers.py`) and
-come back in exactly the same order, so the batches are identical.
+The loader owns nothing else: everything it does is one of those four objects. Where they
+run is the only choice:
+
+- `worker_count=0, ReadOptions(num_threads=0)`: all of it in the calling thread, one record
+  after the other, the place to debug with `pdb` or `print`;
+- `worker_count=0` with read threads (the default): steps 1 to 4 on a background thread,
+  batches made ahead while the training step runs (`read_ahead.py`), with more threads for
+  steps 2 and 3 where a record costs enough (`reader.py`);
+- `worker_count>0`: steps 1 to 4 in worker processes (`workers.py`).
+
+Whichever it is, the batches come back in exactly the same order with the same contents.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,11 +31,12 @@ from course_lib import allocator
 from course_lib._checks import check_int
 from course_lib.bucketing import ResumePoint
 from course_lib.pipeline import Pipeline
-from course_lib.reader import ChunkReader, ReadOptions
+from course_lib.read_ahead import ReadAhead
+from course_lib.reader import ChunkProcessor, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
-from course_lib.stream import in_process_elements
+from course_lib.stream import chunk_size_for, flatten, in_process_groups
 from course_lib.transforms import Batch
 from course_lib.workers import PREFETCH, worker_elements
 
@@ -86,8 +95,9 @@ class DataLoaderIterator(Iterator):
         (partly) ready by the time the loop asks for it. Calling it again does nothing.
 
         With `worker_count > 0` the workers start and begin on the first elements (they
-        already do when the iterator is made); with `worker_count=0` nothing runs in the
-        background, so this only checks that the iterator is usable.
+        already do when the iterator is made); with `worker_count=0` the read-ahead thread
+        starts, unless `ReadOptions(num_threads=0)` asked for no background work, where this
+        only checks that the iterator is usable.
         """
         if self._elements is None:
             self._check_usable()
@@ -171,7 +181,8 @@ class DataLoader:
       worker_buffer_size: per worker, how many units of work may be in flight.
       shard_options: the shard, as Grain's `DataLoader` takes it; course_lib reads the shard
         from the sampler, so this may be left out, and if given must equal the sampler's.
-      read_options: threads and read-ahead for reading the source.
+      read_options: threads and read-ahead, in this process and in each worker: see
+        `ReadOptions`. `ReadOptions(num_threads=0)` keeps everything in the calling thread.
     """
 
     def __init__(self, *, data_source, sampler: IndexSampler, operations: Sequence[Any] = (),
@@ -223,12 +234,20 @@ class DataLoader:
         return self._in_process_elements(next_index, skip_batches)
 
     def _in_process_elements(self, next_index: int, skip_batches: int = 0):
-        reader = ChunkReader(self.data_source, self.read_options)
-        try:
-            yield from in_process_elements(self.sampler, self.pipeline, next_index, reader,
-                                           skip_batches)
-        finally:
-            reader.close()
+        """Steps 1 to 4 of the module docstring, in this process: in the calling thread
+        with `ReadOptions(num_threads=0)`, else on a background thread (`read_ahead.py`)."""
+        reads_ahead = self.read_options.reads_ahead
+        stop = threading.Event() if reads_ahead else None
+        processor = ChunkProcessor(self.data_source, self.pipeline, self.read_options,
+                                   stop=stop)
+        groups = in_process_groups(self.sampler, self.pipeline, next_index, processor,
+                                   skip_batches)
+        if not reads_ahead:
+            return flatten(groups)
+        # Chunks of finished elements waiting for the consumer: about prefetch_buffer_size
+        # records' worth, and at least two, so the next one is ready while a step runs.
+        chunk = chunk_size_for(self.pipeline)
+        return ReadAhead(groups, max(2, self.read_options.prefetch_buffer_size // chunk), stop)
 
     def __iter__(self) -> DataLoaderIterator:
         return DataLoaderIterator(self)

@@ -4,7 +4,7 @@ A loader's `operations` list reads like a recipe: per-record maps, random maps a
 then `Batch`, then transforms that see whole batches. `Pipeline` checks the recipe once and
 offers the three steps every execution strategy needs:
 
-1. `process_chunk(start, record_keys, records, run)`: run the per-record part on records.
+1. `transform_records(start, record_keys, records, run)`: run the per-record part on records.
 2. `Batcher`: group surviving records into batches, in stream order.
 3. `finish_batch(records, first_position, run)`: stack a batch and run the batch-level part.
 
@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from course_lib.sampler import IndexSampler
 
 DROPPED = object()  # what `Pipeline._apply` returns for a record a filter removed
+
+
+class Stopped(Exception):
+    """The iterator was closed while its records were being transformed in the background:
+    the work stops at the next record instead of finishing the chunk."""
 
 MAP, RANDOM_MAP, FILTER = "map", "random_map", "filter"
 
@@ -140,35 +145,53 @@ class Pipeline:
                 return DROPPED
         return element
 
-    def process_chunk(self, start: int, record_keys: Sequence[int], records: Sequence[Any],
-                      run: PipelineRun):
+    def transform_records(self, start: int, record_keys: Sequence[int],
+                          records: Sequence[Any], run: PipelineRun, stop=None):
         """Apply the per-record operations to records read for positions `start, start+1,
-        ...`; return the survivors' positions and the survivors, in order.
+        ...`; return `(positions, survivors, error)`: the survivors' positions, the
+        survivors, in order, and None, or, when a transform raised, the survivors before
+        that record and the exception.
 
-        A failing transform keeps its exception type and traceback, with a note naming the
-        record, so the learner knows which input broke it (a `KeyboardInterrupt` too).
+        Returning the records done before a failure lets the loader hand out the batches
+        that precede it and raise at the batch the failing record belongs to. The exception
+        keeps its type and traceback, with a note naming the record, so the learner knows
+        which input broke it (a `KeyboardInterrupt` too). `stop`, a `threading.Event` set
+        when the consumer closes the iterator, is checked before each record.
         """
         if not self.record_ops:  # nothing to do per record: keep the chunk as it was read
-            return range(start, start + len(records)), records
+            return range(start, start + len(records)), records, None
         rngs = run.record_rng
         ops, apply = self.record_ops, self._apply
         keep_all = not self.filters_records
         positions, survivors = [], []
         for position, record in enumerate(records, start):
+            if stop is not None and stop.is_set():
+                return (range(start, position) if keep_all else positions), survivors, Stopped()
             try:
                 record = apply(ops, record, position, rngs)
             except BaseException as error:
                 error.add_note(f"(raised while transforming the record at index {position}, "
                                f"record_key {int(record_keys[position - start])})")
-                raise
+                done = range(start, position) if keep_all else positions
+                return done, survivors, error
             if keep_all:
                 survivors.append(record)
             elif record is not DROPPED:
                 positions.append(position)
                 survivors.append(record)
         if keep_all:
-            return range(start, start + len(survivors)), survivors
-        run.count_kept(len(records), len(survivors))
+            return range(start, start + len(survivors)), survivors, None
+        return positions, survivors, None
+
+    def process_chunk(self, start: int, record_keys: Sequence[int], records: Sequence[Any],
+                      run: PipelineRun):
+        """`transform_records` for a whole chunk: the survivors' positions and the
+        survivors, or the transform's exception raised."""
+        positions, survivors, error = self.transform_records(start, record_keys, records, run)
+        if error is not None:
+            raise error
+        if self.filters_records:
+            run.count_kept(len(records), len(survivors))
         return positions, survivors
 
     def finish_batch(self, records: Sequence[Any], first_position: int, run: PipelineRun,

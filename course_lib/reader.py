@@ -1,52 +1,71 @@
-"""Reading records from a source, optionally with threads.
+"""The per-record stage: read each record and run its transforms, inline or on threads.
 
-Reading is often the slow, I/O-bound part (files, network disks). Threads overlap those
-waits even under the GIL, so `ReadOptions.num_threads` threads read records ahead while the
-calling thread runs transforms; `prefetch_buffer_size` bounds how many are read ahead.
+For every chunk of positions the stage reads the records from the source and runs the
+operations that come before `Batch` (maps, random maps, filters) on each of them. It can do
+that in the calling thread, or hand parts of each chunk to a pool of threads and collect the
+parts in order. Threads pay off in two cases:
 
-Threads are not free: each hand-off costs tens of microseconds, and a reading thread that
-holds the interpreter lock makes the calling thread wait for it (up to the 5 ms switch
-interval) every time a C extension such as Pillow gives the lock back. So threads are used
-only where reads really wait:
+- **Reads that wait** (network disks, cold storage): a thread waiting for I/O gives the
+  interpreter lock away, so many threads overlap many waits. Such a source gets up to
+  `ReadOptions.num_threads` threads.
+- **Transforms that compute outside Python** (Pillow's decoders, most NumPy kernels): they
+  release the lock too, so threads run them on several cores at once. CPU work cannot use
+  more cores than the process has, so the pool is capped at this process's share of the
+  cores (`threads_for_work`).
 
-- a source with a batched read (`__getitems__`) is read one chunk per call, in the calling
-  thread: a single call has nothing to overlap with itself, and in-memory or memory-mapped
-  data is faster to read than to hand over;
-- otherwise the first chunk is read inline and timed, and if a record took less than
-  `THREADS_PAY_OFF_S` to read (files in the page cache, say) reading stays inline. Slow
-  reads (network disks, cold storage) get the threads.
+Elsewhere threads cost more than they give: a hand-off costs tens of microseconds, and a
+thread holding the lock for pure-Python work makes the others wait. So the first chunk is
+always done inline and timed, and the stage picks its thread count from what a record cost:
+reading at least `THREADS_PAY_OFF_S`, or reading and transforming at least `WORK_PAYS_OFF_S`.
+A cheap record (an in-memory array, a small cached file with a light transform) stays inline.
 
-Which way the records are read never changes what they are or their order.
+However many threads run, every record gets the same random generator (it depends only on
+the record's position, `randomness.py`) and the parts come back in stream order, so the
+records are the same as `num_threads=0` gives, in the same order.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import logging
+import os
+import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from course_lib._checks import check_int
+
+if TYPE_CHECKING:
+    from course_lib.pipeline import Pipeline, PipelineRun
 
 logger = logging.getLogger("course_lib")
 
 
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
-    """How records are read from the source.
+    """How records are read and transformed before batching, in each process.
 
     Args:
-      num_threads: threads reading ahead; 0 reads inline, in the calling thread. Sources
-        whose reads are fast are read inline anyway (see the module docstring).
-      prefetch_buffer_size: at most this many records are read ahead; 0 reads nothing
-        ahead (every record is read when it is needed, in the calling thread). Below
-        `num_threads` (and not 0) some threads have nothing to read: a warning says so, as
-        in Grain.
+      num_threads: 0 does everything in the calling thread, one record after the other: the
+        single-threaded mode, where `pdb` and `print` in a transform behave as in plain
+        Python. Above 0, with `worker_count=0`, one background thread assembles batches
+        ahead of the training loop, and up to `num_threads` threads read records and run
+        their transforms; in each worker process the same threads read and transform that
+        worker's records. How many threads actually run is decided on the first chunk
+        (see the module docstring): all `num_threads` for reads that wait, at most
+        `threads_for_work(num_threads, worker_count)` (this process's share of the cores)
+        for CPU work, none for cheap records.
+      prefetch_buffer_size: at most this many records are read and transformed ahead of
+        the consumer, in each process; 0 reads nothing ahead (everything runs in the calling
+        thread, as with `num_threads=0`). Below `num_threads` (and not 0) some threads have
+        nothing to do: a warning says so, as in Grain.
     """
 
     num_threads: int = 16
@@ -61,10 +80,36 @@ class ReadOptions:
                       "ahead, or the number of records to read ahead, e.g. 500.")
         if 0 < self.prefetch_buffer_size < self.num_threads:
             logger.warning(
-                "ReadOptions(prefetch_buffer_size=%d) is smaller than num_threads=%d, so at "
-                "most %d of the threads can be reading at once. Set prefetch_buffer_size >= "
-                "num_threads, or prefetch_buffer_size=0 for no read-ahead.",
+                "prefetch_buffer_size=%d is smaller than num_threads=%d. This will limit the "
+                "number of threads that can actually be used in parallel to %d. Set "
+                "prefetch_buffer_size >= num_threads, or prefetch_buffer_size=0 for no "
+                "read-ahead at all.",
                 self.prefetch_buffer_size, self.num_threads, self.prefetch_buffer_size)
+
+    @property
+    def reads_ahead(self) -> bool:
+        """True when work runs in background threads, ahead of the consumer."""
+        return self.num_threads > 0 and self.prefetch_buffer_size > 0
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def threads_for_work(num_threads: int, worker_count: int = 0) -> int:
+    """Threads worth giving to CPU-bound per-record work in one process, at most
+    `num_threads`. In process (`worker_count=0`) the calling thread needs a core for the
+    training step, so the loader takes the others: `cores - 1`. With workers, each takes an
+    equal share, `cores // worker_count`, so that threads times workers never exceeds the
+    cores. 2 cores: 1 in process (the background thread alone), 1 per worker with 2
+    workers; 16 cores: 15 in process, 4 per worker with 4 workers."""
+    cores = usable_cores()
+    share = cores - 1 if worker_count == 0 else cores // worker_count
+    return max(1, min(num_threads, share))
 
 
 def read_records(source, record_keys: np.ndarray) -> Sequence:
@@ -75,81 +120,146 @@ def read_records(source, record_keys: np.ndarray) -> Sequence:
 
 
 MIN_RECORDS_PER_TASK = 8
-THREADS_PAY_OFF_S = 200e-6  # per-record read time above which read-ahead threads help
+THREADS_PAY_OFF_S = 200e-6  # per-record read time above which reads are worth overlapping
+WORK_PAYS_OFF_S = 25e-6  # per-record read + transform time above which threads share it
+
+# What the stage yields per chunk: (start, record_keys, positions, survivors, error), where
+# positions and survivors are the records that passed the filters and `error` is None or the
+# exception a transform raised (the survivors are then those before the failing record).
+ChunkResult = tuple[int, np.ndarray, Sequence[int], list, BaseException | None]
 
 
-def _read_each(source, record_keys: list[int]) -> list:
-    return [source[key] for key in record_keys]
+class ChunkProcessor:
+    """Reads and transforms chunks of records in stream order; see the module docstring."""
 
-
-class ChunkReader:
-    """Yields `(start, record_keys, records)` for a stream of chunks, reading ahead."""
-
-    def __init__(self, source, read_options: ReadOptions):
+    def __init__(self, source, pipeline: Pipeline, read_options: ReadOptions,
+                 worker_count: int = 0, stop: threading.Event | None = None):
         self._source = source
+        self._stop = stop  # set when the consumer closes: stop at the next record
+        self._pipeline = pipeline
         self._options = read_options
+        self._worker_count = worker_count
+        self._batched_read = hasattr(source, "__getitems__")
+        self._threads: int | None = None  # decided on the first chunk
         self._pool: ThreadPoolExecutor | None = None
         self._finalizer = None
-        self._threaded: bool | None = None  # decided once, on the first chunk read
+        self._local = threading.local()  # each pool thread's own random generators
+
+    @property
+    def threads(self) -> int | None:
+        """The threads chosen on the first chunk (1: inline), or None before it."""
+        return self._threads
+
+    def process(self, chunks: Iterator[tuple[int, np.ndarray]],
+                run: PipelineRun) -> Iterator[ChunkResult]:
+        """Yield a `ChunkResult` per chunk, in order. `run` holds the calling thread's
+        random generators; pool threads make their own."""
+        chunks = iter(chunks)
+        if self._threads is None:
+            first = next(chunks, None)
+            if first is None:
+                return
+            result, read_s, total_s = self._timed(*first, run)
+            self._threads = self._choose_threads(read_s, total_s, len(first[1]))
+            yield result
+            if result[-1] is not None:
+                return
+        if self._threads > 1:
+            yield from self._on_threads(chunks)
+        else:
+            for start, keys in chunks:
+                yield self._inline(start, keys, run)
+
+    def _timed(self, start: int, keys: np.ndarray, run: PipelineRun):
+        started = time.perf_counter()
+        records = read_records(self._source, keys)
+        read = time.perf_counter()
+        result = (start, keys, *self._pipeline.transform_records(start, keys, records, run,
+                                                                 self._stop))
+        return result, read - started, time.perf_counter() - started
+
+    def _choose_threads(self, read_s: float, total_s: float, count: int) -> int:
+        options = self._options
+        if options.num_threads == 0 or options.prefetch_buffer_size == 0 or count == 0:
+            return 1
+        if read_s / count >= THREADS_PAY_OFF_S and not self._batched_read:
+            return options.num_threads  # waiting: threads overlap the waits
+        if total_s / count >= WORK_PAYS_OFF_S and self._pipeline.record_ops:
+            return threads_for_work(options.num_threads, self._worker_count)
+        return 1
+
+    def _inline(self, start: int, keys: np.ndarray, run: PipelineRun) -> ChunkResult:
+        records = read_records(self._source, keys)
+        return (start, keys, *self._pipeline.transform_records(start, keys, records, run,
+                                                               self._stop))
+
+    def _thread_run(self) -> PipelineRun:
+        run = getattr(self._local, "run", None)
+        if run is None:
+            run = self._local.run = self._pipeline.start_run()
+        return run
+
+    def _part(self, start: int, keys: np.ndarray, records: Sequence | None):
+        """One pool task: read (unless the chunk was read in one batched call) and
+        transform a run of consecutive records."""
+        if records is None:
+            records = [self._source[key] for key in keys.tolist()]
+        return self._pipeline.transform_records(start, keys, records, self._thread_run(),
+                                                self._stop)
 
     def _start_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._options.num_threads,
-                                            thread_name_prefix="course_lib-read")
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="course_lib-read")
             # Shut the threads down even if nobody calls close().
             self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False,
                                                cancel_futures=True)
         return self._pool
 
-    def read(self, chunks: Iterator[tuple[int, np.ndarray]]):
-        chunks = iter(chunks)
-        if self._threaded is None:  # not decided yet: time the first chunk, read inline
-            if (self._options.num_threads == 0 or self._options.prefetch_buffer_size == 0
-                    or hasattr(self._source, "__getitems__")):
-                self._threaded = False
-            else:
-                first = next(chunks, None)
-                if first is None:
-                    return
-                started = time.perf_counter()
-                records = read_records(self._source, first[1])
-                seconds_per_record = (time.perf_counter() - started) / max(1, len(first[1]))
-                self._threaded = seconds_per_record >= THREADS_PAY_OFF_S
-                yield first[0], first[1], records
-        if self._threaded:
-            yield from self._read_ahead(chunks)
-        else:
-            yield from self._read_inline(chunks)
-
-    def _read_inline(self, chunks):
-        for start, keys in chunks:
-            yield start, keys, read_records(self._source, keys)
-
-    def _submit(self, keys: np.ndarray) -> list[Future]:
-        """One task per group of at least `MIN_RECORDS_PER_TASK` records: a thread hand-off
+    def _submit(self, start: int, keys: np.ndarray) -> list[tuple[int, Future]]:
+        """One task per run of at least `MIN_RECORDS_PER_TASK` records: a thread hand-off
         costs about as much as reading a small cached file, so single-record tasks would
-        make threads slower than reading inline."""
+        make threads slower than working inline."""
         pool = self._start_pool()
-        tasks = max(1, min(self._options.num_threads, len(keys) // MIN_RECORDS_PER_TASK))
-        return [pool.submit(_read_each, self._source, part.tolist())
-                for part in np.array_split(keys, tasks)]
+        records = read_records(self._source, keys) if self._batched_read else None
+        tasks = max(1, min(self._threads, len(keys) // MIN_RECORDS_PER_TASK))
+        bounds = np.linspace(0, len(keys), tasks + 1).astype(int)
+        return [(start + low, pool.submit(self._part, start + low, keys[low:high],
+                                          None if records is None else records[low:high]))
+                for low, high in itertools.pairwise(bounds)]
 
-    def _read_ahead(self, chunks):
+    def _on_threads(self, chunks) -> Iterator[ChunkResult]:
         in_flight: collections.deque = collections.deque()
         records_in_flight = 0
+        limit = self._options.prefetch_buffer_size
         for start, keys in chunks:
-            in_flight.append((start, keys, self._submit(keys)))
+            in_flight.append((start, keys, self._submit(start, keys)))
             records_in_flight += len(keys)
-            while records_in_flight >= self._options.prefetch_buffer_size:
+            while records_in_flight >= limit:
                 records_in_flight -= len(in_flight[0][1])
-                yield self._collect(*in_flight.popleft())
+                result = self._collect(*in_flight.popleft())
+                yield result
+                if result[-1] is not None:
+                    return
         while in_flight:
-            yield self._collect(*in_flight.popleft())
+            result = self._collect(*in_flight.popleft())
+            yield result
+            if result[-1] is not None:
+                return
 
     @staticmethod
-    def _collect(start, keys, futures):
-        return start, keys, [record for future in futures for record in future.result()]
+    def _collect(start: int, keys: np.ndarray, parts) -> ChunkResult:
+        """Join a chunk's parts in order; stop at the first part whose transform raised."""
+        positions: list[int] = []
+        survivors: list[Any] = []
+        for _, future in parts:
+            part_positions, part_survivors, error = future.result()
+            positions.extend(part_positions)
+            survivors.extend(part_survivors)
+            if error is not None:
+                return start, keys, positions, survivors, error
+        return start, keys, positions, survivors, None
 
     def close(self) -> None:
+        """Cancel the parts not started yet; a part already running finishes its records."""
         if self._finalizer is not None:
             self._finalizer()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from course_lib.pipeline import Pipeline
-from course_lib.reader import ChunkReader
+from course_lib.reader import ChunkProcessor
 from course_lib.sampler import IndexSampler
 
 # Positions are read in chunks of about this many records: enough to amortise the
@@ -47,21 +47,45 @@ def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
         yield chunk_start, sampler.record_keys(chunk_start, chunk_stop)
 
 
-def in_process_elements(sampler: IndexSampler, pipeline: Pipeline, start: int,
-                        reader: ChunkReader, skip_batches: int = 0):
-    """Yield `(element, next_index)` pairs, computed here: read, transform, batch.
-    (`skip_batches`: see `bucketing.ResumePoint`.)"""
+def in_process_groups(sampler: IndexSampler, pipeline: Pipeline, start: int,
+                      processor: ChunkProcessor, skip_batches: int = 0):
+    """Yield lists of `(element, next_index)` pairs, one list per chunk of the stream:
+    read and transform (`processor`), then batch. (`skip_batches`: see
+    `bucketing.ResumePoint`.)
+
+    A transform's exception is raised after the elements made from the records before it,
+    so the consumer meets it at the element the failing record belongs to."""
     run = pipeline.start_run(sampler)  # this iterator's own generators
     batcher = pipeline.start_batcher(run, skip_batches=skip_batches)
     end = start
     chunks = stream_chunks(sampler, start, chunk_size_for(pipeline))
-    for chunk_start, record_keys, records in reader.read(chunks):
-        end = chunk_start + len(record_keys)
-        positions, survivors = pipeline.process_chunk(chunk_start, record_keys, records, run)
-        if batcher is None:
-            for position, record in zip(positions, survivors, strict=True):
-                yield record, position + 1
-        else:
-            yield from batcher.extend(positions, survivors)
-    if batcher is not None:
-        yield from batcher.flush(end)
+    try:
+        for chunk_start, record_keys, positions, survivors, error in processor.process(chunks,
+                                                                                        run):
+            end = chunk_start + len(record_keys)
+            if batcher is None:
+                group = [(record, position + 1)
+                         for position, record in zip(positions, survivors, strict=True)]
+            else:
+                group = batcher.extend(positions, survivors)
+            if group:
+                yield group
+            if error is not None:
+                raise error
+            if pipeline.filters_records:
+                run.count_kept(len(record_keys), len(survivors))
+        if batcher is not None:
+            group = batcher.flush(end)
+            if group:
+                yield group
+    finally:
+        processor.close()
+
+
+def flatten(groups):
+    """The pairs of `in_process_groups`, one at a time, in the calling thread."""
+    try:
+        for group in groups:
+            yield from group
+    finally:
+        groups.close()

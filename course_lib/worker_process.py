@@ -19,18 +19,20 @@ import traceback
 import cloudpickle
 
 from course_lib.pipeline import Batcher
-from course_lib.reader import ChunkReader
+from course_lib.reader import ChunkProcessor
 from course_lib.transforms import stack_records
 from course_lib.transport import SlotArena, SlotWriter, needed_bytes, serialize
 
 
-def _compute_unit(sampler, pipeline, run, reader, start: int, stop: int, is_last: bool,
+def _compute_unit(sampler, pipeline, run, processor, start: int, stop: int, is_last: bool,
                   arena: SlotArena | None = None):
-    """Everything `worker_count=0` does for positions [start, stop); batches are stacked
-    into `arena` (the slot the main process will read them from) when there is one."""
+    """Everything `worker_count=0` does for positions [start, stop), with this worker's
+    threads where they pay off (`reader.py`); batches are stacked into `arena` (the slot the
+    main process will read them from) when there is one."""
     keys = sampler.record_keys(start, stop)
-    (_, _, records), = reader.read(iter([(start, keys)]))
-    positions, survivors = pipeline.process_chunk(start, keys, records, run)
+    (_, _, positions, survivors, error), = processor.process(iter([(start, keys)]), run)
+    if error is not None:
+        raise error
     if pipeline.batch is None or pipeline.filters_records:
         return "records", (positions, survivors)
     batcher = Batcher(pipeline, run, functools.partial(stack_records, empty=arena.empty)
@@ -100,9 +102,10 @@ def _ask_for_slot(unit: int, nbytes: int, tasks, results, pending) -> str | None
 def _serve(parts, tasks, results) -> None:
     """Loop: receive `(unit, start, stop, is_last, slot_name, to_unmap)`, compute, reply;
     `None` stops."""
-    data_source, sampler, pipeline, read_options = parts
+    data_source, sampler, pipeline, read_options, worker_count = parts
     run = pipeline.start_run()  # this worker's generators; the main process watches filters
-    reader, writer = ChunkReader(data_source, read_options), SlotWriter()
+    processor = ChunkProcessor(data_source, pipeline, read_options, worker_count)
+    writer = SlotWriter()
     pending: collections.deque = collections.deque()
     try:
         while True:
@@ -113,7 +116,7 @@ def _serve(parts, tasks, results) -> None:
             writer.forget(*to_unmap)  # retired by the main process: free them here too
             try:
                 arena = writer.arena(slot_name)
-                result = _compute_unit(sampler, pipeline, run, reader, start, stop, is_last,
+                result = _compute_unit(sampler, pipeline, run, processor, start, stop, is_last,
                                        arena)
                 skeleton, buffers = _serialize_unit(result, start, stop)
             except Exception as error:
@@ -134,7 +137,7 @@ def _serve(parts, tasks, results) -> None:
             buffers = None
             results.send(("ok", unit, slot_name, skeleton, layout))
     finally:
-        reader.close()
+        processor.close()
         writer.close()
 
 

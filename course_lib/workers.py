@@ -116,7 +116,7 @@ def _pickle_payload(loader, shared: SharedArrays) -> bytes:
     go into `shared` and travel as references."""
     try:
         return _dumps((loader.data_source, loader.sampler, loader.pipeline,
-                       loader.read_options), shared)
+                       loader.read_options, loader.worker_count), shared)
     except Exception:
         _raise_for_unpicklable_part(loader)
         raise

@@ -125,10 +125,12 @@ def test_no_read_ahead_and_read_ahead_read_the_same_records(worker_count, prefet
     assert _as_lists(loader) == [keys[i:i + 4] for i in range(0, 24, 4)]
 
 
-def test_a_buffer_smaller_than_the_threads_is_warned_about(caplog):
+def test_a_buffer_smaller_than_the_threads_is_warned_about_in_grains_words(caplog):
     with caplog.at_level(logging.WARNING, logger="course_lib"):
-        grain.ReadOptions(num_threads=4, prefetch_buffer_size=2)
-    assert "prefetch_buffer_size=2) is smaller than num_threads=4" in caplog.text
+        grain.ReadOptions(num_threads=10, prefetch_buffer_size=5)
+    # The sentence Grain's own options test looks for, then course_lib's advice.
+    assert "prefetch_buffer_size=5 is smaller than num_threads=10" in caplog.text
+    assert "prefetch_buffer_size=0 for no read-ahead" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="course_lib"):
         grain.ReadOptions(num_threads=4, prefetch_buffer_size=0)

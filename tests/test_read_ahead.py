@@ -1,0 +1,358 @@
+"""In-process read-ahead: a background thread batches ahead, threads transform records.
+
+Every contract of the single-threaded loader holds with read-ahead on: the same batches at
+any thread and worker count, the state is the consumer's position, resume is exact, an
+error is raised at the batch it belongs to with its record and traceback, nothing is left
+running after close, Ctrl-C stops the thread, and memory is bounded.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import course_lib as grain
+from course_lib import reader
+from course_lib.read_ahead import THREAD_NAME
+from tests.sequences import Double as SequenceDouble
+from tests.sequences import assert_same_batches, make_sequences
+
+NUM_RECORDS = 200
+
+
+class AddNoise(grain.RandomMapTransform):
+    def random_map(self, element, rng):
+        return {**element, "x": element["x"] + rng.random(element["x"].shape)}
+
+
+class KeepEven(grain.FilterTransform):
+    def filter(self, element):
+        return int(element["label"]) % 3 != 1
+
+
+class Double(grain.MapTransform):
+    def map(self, element):
+        return {**element, "x": element["x"] * 2}
+
+
+class FailAt(grain.MapTransform):
+    def __init__(self, label: int):
+        self.label = label
+
+    def map(self, element):
+        if int(element["label"]) == self.label:
+            raise ZeroDivisionError(f"cannot transform record {self.label}")
+        return element
+
+
+class CountingSource(grain.RandomAccessDataSource):
+    """Counts the records read, from any thread."""
+
+    def __init__(self, num_records: int = NUM_RECORDS, delay_s: float = 0.0):
+        self.x = np.arange(num_records * 3, dtype=np.float64).reshape(num_records, 3)
+        self.delay_s = delay_s
+        self.reads = 0
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, record_key):
+        with self._lock:
+            self.reads += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return {"x": self.x[record_key], "label": np.int32(record_key)}
+
+    def __getstate__(self):
+        return {"x": self.x, "delay_s": self.delay_s}
+
+    def __setstate__(self, state):
+        self.__init__(len(state["x"]), state["delay_s"])
+        self.x = state["x"]
+
+
+def _source(num_records: int = NUM_RECORDS):
+    x = np.arange(num_records * 3, dtype=np.float64).reshape(num_records, 3)
+    return grain.ArrayDataSource({"x": x, "label": np.arange(num_records, dtype=np.int32)})
+
+
+def _loader(source=None, *, operations=None, num_threads=4, worker_count=0, batch_size=16,
+            prefetch=64, num_epochs=2, seed=5):
+    source = source if source is not None else _source()
+    operations = operations if operations is not None else [AddNoise(), KeepEven(), Double()]
+    sampler = grain.IndexSampler(len(source), shuffle=True, seed=seed, num_epochs=num_epochs)
+    return grain.DataLoader(
+        data_source=source, sampler=sampler, worker_count=worker_count,
+        operations=[*operations, grain.Batch(batch_size)],
+        read_options=grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=prefetch))
+
+
+def _batches(loader, count=None):
+    with iter(loader) as iterator:
+        out = []
+        for batch in iterator:
+            out.append(batch)
+            if count is not None and len(out) == count:
+                break
+        return out
+
+
+def _assert_same(left, right):
+    assert len(left) == len(right)
+    for a, b in zip(left, right, strict=True):
+        np.testing.assert_array_equal(a["label"], b["label"])
+        np.testing.assert_array_equal(a["x"], b["x"])
+
+
+@pytest.fixture
+def threads_on_every_record(monkeypatch):
+    """Make the per-record stage use its thread pool even for cheap records on any machine,
+    so that the threaded path itself is tested (on 2 cores it would stay inline)."""
+    monkeypatch.setattr(reader, "WORK_PAYS_OFF_S", 0.0)
+    monkeypatch.setattr(reader, "threads_for_work",
+                        lambda num_threads, worker_count=0: num_threads)
+
+
+def _live_threads() -> list[str]:
+    return [thread.name for thread in threading.enumerate()
+            if thread.name.startswith((THREAD_NAME, "course_lib-read"))]
+
+
+def _wait_for_no_threads(timeout_s: float = 5.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while _live_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _live_threads()
+
+
+# -- the same batches ---------------------------------------------------------------------------
+@pytest.mark.parametrize("num_threads", [1, 2, 4])
+@pytest.mark.parametrize("worker_count", [0, 2])
+def test_batches_equal_the_single_threaded_loader_at_any_thread_and_worker_count(
+        threads_on_every_record, num_threads, worker_count):
+    expected = _batches(_loader(num_threads=0))
+    _assert_same(_batches(_loader(num_threads=num_threads, worker_count=worker_count)),
+                 expected)
+
+
+def test_slow_reads_get_every_thread_and_the_same_batches():
+    slow = CountingSource(64, delay_s=0.0005)
+    loader = _loader(slow, num_threads=8, num_epochs=1, prefetch=32)
+    with iter(loader) as iterator:
+        batches = list(iterator)
+        assert iterator._elements._thread.name == THREAD_NAME
+    _assert_same(batches, _batches(_loader(CountingSource(64), num_threads=0, num_epochs=1)))
+
+
+def test_num_threads_0_runs_every_transform_in_the_calling_thread_and_more_threads_do_not():
+    seen = []
+
+    class WhereAmI(grain.MapTransform):
+        def map(self, element):
+            seen.append(threading.current_thread() is threading.main_thread())
+            return element
+
+    _batches(_loader(operations=[WhereAmI()], num_threads=0, num_epochs=1))
+    assert seen and all(seen)
+    seen.clear()
+    _batches(_loader(operations=[WhereAmI()], num_threads=2, num_epochs=1))
+    assert seen and not any(seen)
+
+
+# -- the state is the consumer's position ---------------------------------------------------------
+def test_state_is_the_consumers_position_not_how_far_the_thread_read():
+    source = CountingSource()
+    single = iter(_loader(CountingSource(), num_threads=0))
+    ahead = iter(_loader(source, num_threads=4))
+    for _ in range(3):
+        next(single)
+        next(ahead)
+    deadline = time.monotonic() + 5
+    while source.reads < 3 * 16 + 64 and time.monotonic() < deadline:
+        time.sleep(0.01)  # let the thread read well past the consumer
+    assert source.reads > 3 * 16 * 1.5  # it did read ahead
+    assert ahead.get_state() == single.get_state()
+    single.close()
+    ahead.close()
+
+
+@pytest.mark.parametrize(("before", "after"), [((4, 0), (0, 0)), ((0, 0), (4, 0)),
+                                               ((4, 0), (2, 2)), ((2, 2), (4, 0))])
+def test_set_state_resumes_exactly_across_thread_and_worker_counts(before, after):
+    (threads_before, workers_before), (threads_after, workers_after) = before, after
+    expected = _batches(_loader(num_threads=0))
+    with iter(_loader(num_threads=threads_before, worker_count=workers_before)) as first:
+        head = [next(first) for _ in range(5)]
+        state = first.get_state()
+    with iter(_loader(num_threads=threads_after, worker_count=workers_after)) as second:
+        second.set_state(state)
+        tail = list(second)
+    _assert_same(head + tail, expected)
+
+
+def test_set_state_on_a_running_read_ahead_drops_what_it_read():
+    expected = _batches(_loader(num_threads=0))
+    with iter(_loader(num_threads=4)) as iterator:
+        for _ in range(6):
+            next(iterator)
+        iterator.set_state(_state_after(2))
+        _assert_same(list(iterator), expected[2:])
+
+
+def _state_after(count: int) -> bytes:
+    with iter(_loader(num_threads=0)) as iterator:
+        for _ in range(count):
+            next(iterator)
+        return iterator.get_state()
+
+
+@pytest.mark.parametrize("operation", ["pack", "bucket"])
+def test_packing_and_bucketing_are_unchanged_by_read_ahead(threads_on_every_record, operation):
+    sequences = make_sequences(list(np.random.default_rng(7).integers(1, 25, size=90)))
+
+    def batches(num_threads):
+        packer = (grain.experimental.PackAndBatchOperation(32, 3) if operation == "pack" else
+                  grain.BucketByLength([8, 16, 32], 3, window_batches=4))
+        sampler = grain.IndexSampler(len(sequences), shuffle=True, seed=3, num_epochs=1)
+        loader = grain.DataLoader(data_source=sequences, sampler=sampler,
+                                  operations=[SequenceDouble(), packer],
+                                  read_options=grain.ReadOptions(num_threads=num_threads))
+        with iter(loader) as iterator:
+            return list(iterator)
+
+    assert_same_batches(batches(4), batches(0))
+
+
+# -- errors ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("num_threads", [0, 1, 4])
+def test_a_failing_transform_raises_at_the_batch_it_belongs_to(threads_on_every_record,
+                                                               num_threads):
+    source = _source()
+    sampler = grain.IndexSampler(len(source), shuffle=True, seed=5, num_epochs=1)
+    order = [sampler[i].record_key for i in range(len(source))]
+    position = 100  # batch 6 of 16 records, in the chunk of batches 4 to 7 (64 records)
+    bad_label = order[position]
+    loader = grain.DataLoader(
+        data_source=source, sampler=sampler,
+        operations=[FailAt(bad_label), grain.Batch(16)],
+        read_options=grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=64))
+    iterator = iter(loader)
+    for expected in range(position // 16):
+        batch = next(iterator)
+        assert batch["label"].tolist() == order[16 * expected:16 * expected + 16]
+    with pytest.raises(ZeroDivisionError, match=f"cannot transform record {bad_label}") as info:
+        next(iterator)
+    assert any(f"record at index {position}" in note for note in info.value.__notes__)
+    frames = [frame.name for frame in info.traceback]
+    assert "map" in frames  # the transform's own line, from the thread that ran it
+    with pytest.raises(RuntimeError, match=f"stopped at index {16 * (position // 16)}"):
+        next(iterator)
+    iterator.close()
+
+
+# -- nothing left running -------------------------------------------------------------------------
+def test_close_with_and_an_abandoned_iterator_leave_no_thread(threads_on_every_record):
+    assert _wait_for_no_threads() == []
+    iterator = iter(_loader())
+    next(iterator)
+    assert _live_threads()
+    iterator.close()
+    assert _wait_for_no_threads(timeout_s=0.5) == []
+    with iter(_loader()) as iterator:
+        next(iterator)
+    assert _wait_for_no_threads(timeout_s=0.5) == []
+    abandoned = iter(_loader())
+    next(abandoned)
+    del abandoned
+    gc.collect()
+    assert _wait_for_no_threads(timeout_s=1.0) == []
+
+
+def test_closing_stops_a_slow_transform_at_the_next_record():
+    class Slow(grain.MapTransform):
+        def map(self, element):
+            time.sleep(0.02)
+            return element
+
+    iterator = iter(_loader(operations=[Slow()], batch_size=64, num_epochs=1))
+    next(iterator)  # the thread is now working through later records, 20 ms each
+    started = time.perf_counter()
+    iterator.close()
+    assert time.perf_counter() - started < 0.5  # a chunk would take 64 x 20 ms
+    assert _wait_for_no_threads(timeout_s=0.5) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to itself is POSIX")
+def test_ctrl_c_while_waiting_for_a_batch_raises_at_once_and_stops_the_thread():
+    class Slow(grain.MapTransform):
+        def map(self, element):
+            time.sleep(0.01)
+            return element
+
+    iterator = iter(_loader(operations=[Slow()], batch_size=64, num_epochs=1))
+    timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        next(iterator)  # the first batch needs 64 x 10 ms: Ctrl-C comes first
+    assert time.perf_counter() - started < 0.5
+    assert _wait_for_no_threads(timeout_s=0.5) == []
+    with pytest.raises(RuntimeError, match="stopped at index 0 because of KeyboardInterrupt"):
+        next(iterator)
+    iterator.close()
+
+
+def test_leaving_the_interpreter_with_a_running_read_ahead_is_quiet():
+    code = textwrap.dedent("""
+        import numpy as np
+        import course_lib as grain
+
+        class Slow(grain.MapTransform):
+            def map(self, element):
+                import time
+                time.sleep(0.001)
+                return element
+
+        source = grain.ArrayDataSource(np.arange(5000))
+        sampler = grain.IndexSampler(len(source), shuffle=True, seed=0, num_epochs=None)
+        loader = grain.DataLoader(data_source=source, sampler=sampler,
+                                  operations=[Slow(), grain.Batch(8)])
+        iterator = iter(loader)
+        print(next(iterator).shape)
+    """)
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "(8,)"
+    assert completed.stderr == ""
+
+
+# -- memory is bounded ----------------------------------------------------------------------------
+@pytest.mark.parametrize("pool", [False, True])
+def test_a_slow_consumer_holds_at_most_about_prefetch_buffer_size_records(monkeypatch, pool):
+    if pool:
+        monkeypatch.setattr(reader, "WORK_PAYS_OFF_S", 0.0)
+        monkeypatch.setattr(reader, "threads_for_work", lambda num_threads, worker_count=0: 4)
+    source = CountingSource(2000)
+    batch_size, prefetch = 16, 64  # chunks of 64 records, 2 of them may wait finished
+    loader = _loader(source, operations=[Double()], batch_size=batch_size, prefetch=prefetch,
+                     num_epochs=None)
+    with iter(loader) as iterator:
+        taken = 0
+        for _ in range(3):
+            next(iterator)
+            taken += batch_size
+            time.sleep(0.3)  # a very slow step: the thread fills every buffer meanwhile
+            chunk = 64
+            bound = prefetch + (2 + 2) * chunk  # in flight, plus waiting, building and held
+            assert taken < source.reads <= taken + bound
