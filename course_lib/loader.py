@@ -102,6 +102,8 @@ class DataLoaderIterator(Iterator):
         if self._elements is None:
             self._check_usable()
             self._start()
+        if isinstance(self._elements, ReadAhead):
+            self._elements.start()
         if self._waiting_to_prefetch:
             self._waiting_to_prefetch = False
             try:

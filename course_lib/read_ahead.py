@@ -7,6 +7,11 @@ batching) on a background thread and keeps a few finished chunks of elements in 
 queue, so `next()` usually just takes one. The step and the loader overlap because a jitted
 step, most NumPy kernels and image decoders release the interpreter lock while they work.
 
+The thread is started only where it pays: the first two chunks are made in the calling
+thread and the second is timed; a chunk that takes less than `BACKGROUND_PAYS_OFF_S` (an
+in-memory pipeline, vectorised or light per record) keeps everything in the calling thread,
+where a hand-off and the contest for the interpreter lock would cost more than they hide. `DataLoaderIterator.start_prefetch()` starts the thread without that test.
+
 What the consumer sees does not change:
 
 - elements come out in stream order, each with the position just after it, so the state is
@@ -27,12 +32,14 @@ import atexit
 import logging
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 
 logger = logging.getLogger("course_lib")
 
 THREAD_NAME = "course_lib-ahead"
+BACKGROUND_PAYS_OFF_S = 2e-3  # a chunk at least this slow gets the background thread
 JOIN_TIMEOUT_S = 10.0  # a transform still running after close() gets this long to return
 PUT_POLL_S = 0.05  # how often a full queue checks whether the consumer has gone
 
@@ -69,30 +76,83 @@ def _produce(groups: Iterator[list], ready: queue.Queue, stop: threading.Event) 
 
 class ReadAhead(Iterator):
     """Iterates `(element, next_index)` pairs that a background thread makes from `groups`
-    (an iterator of lists of pairs, one list per chunk of the stream)."""
+    (an iterator of lists of pairs, one list per chunk of the stream).
+
+    A thread costs a hand-off per chunk and competes for the interpreter lock, which a chunk
+    that takes a fraction of a millisecond (a vectorised in-memory pipeline) does not win
+    back. So the first two chunks are made here, in the calling thread, and the second is
+    timed: the thread starts only if it took at least `BACKGROUND_PAYS_OFF_S`; otherwise
+    every chunk is made in the calling thread, as with `num_threads=0`. `start()` starts the
+    thread at once.
+    """
 
     def __init__(self, groups: Iterator[list], max_ready: int,
                  stop: threading.Event | None = None):
+        self._groups = groups
         self._ready: queue.Queue = queue.Queue(maxsize=max(1, max_ready))
         # Set by close(); the per-record stage checks it too, so that a closed iterator's
         # thread stops at the next record rather than at the end of its chunk.
         self._stop = stop if stop is not None else threading.Event()
         self._current: Iterator = iter(())
         self._finished = False
-        self._thread = threading.Thread(target=_produce, args=(groups, self._ready, self._stop),
-                                        name=THREAD_NAME, daemon=True)
-        self._thread.start()
-        _live.add(self)
+        self._inline: bool | None = None  # decided on the second chunk
+        self._probed = False  # the first chunk was made (untimed)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def in_background(self) -> bool:
+        """Whether a background thread makes the chunks (decided on the first one)."""
+        return self._thread is not None
+
+    def start(self) -> None:
+        """Make the chunks on the background thread from now on (does nothing once
+        started, decided or finished)."""
+        if self._thread is None and not self._inline and not self._finished:
+            self._inline = False
+            self._thread = threading.Thread(
+                target=_produce, args=(self._groups, self._ready, self._stop),
+                name=THREAD_NAME, daemon=True)
+            self._thread.start()
+            _live.add(self)
 
     def __next__(self):
         for pair in self._current:
             return pair
         if self._finished:
             raise StopIteration
+        if self._inline is None:
+            self._current = iter(self._first_groups())
+        elif self._inline:
+            self._current = iter(self._next_group_here())
+        else:
+            self._current = iter(self._next_group_from_thread())
+        return next(self._current)
+
+    def _first_groups(self) -> list:
+        """The first chunk, then the second, timed: the first pays one-time costs (the
+        first reads, the first calls of each transform), so it would overstate a chunk."""
+        if not self._probed:
+            self._probed = True
+            return self._next_group_here()
+        started = time.perf_counter()
+        group = self._next_group_here()
+        if time.perf_counter() - started >= BACKGROUND_PAYS_OFF_S:
+            self.start()
+        else:
+            self._inline = True
+        return group
+
+    def _next_group_here(self) -> list:
+        try:
+            return next(self._groups)
+        except BaseException:
+            self._finished = True
+            raise
+
+    def _next_group_from_thread(self) -> list:
         kind, value = self._ready.get()  # Ctrl-C interrupts this wait
         if kind == _GROUP:
-            self._current = iter(value)
-            return next(self._current)
+            return value
         self._finished = True
         if kind == _ERROR:
             raise value
@@ -103,10 +163,14 @@ class ReadAhead(Iterator):
         self._stop.set()
         self._finished = True
         self._current = iter(())
+        thread = self._thread
+        if thread is None:
+            self._groups.close()  # never handed to a thread: close it here
+            return
         self._drain()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(JOIN_TIMEOUT_S)
-            if self._thread.is_alive():
+        if thread.is_alive() and thread is not threading.current_thread():
+            thread.join(JOIN_TIMEOUT_S)
+            if thread.is_alive():
                 logger.warning(
                     "A transform was still running %.0f s after the loader was closed; its "
                     "thread will exit when the transform returns.", JOIN_TIMEOUT_S)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import course_lib as grain
-from course_lib import reader
+from course_lib import read_ahead, reader
 from course_lib.read_ahead import THREAD_NAME
 from tests.sequences import Double as SequenceDouble
 from tests.sequences import assert_same_batches, make_sequences
@@ -114,6 +114,13 @@ def _assert_same(left, right):
         np.testing.assert_array_equal(a["x"], b["x"])
 
 
+@pytest.fixture(autouse=True)
+def background_for_every_pipeline(monkeypatch):
+    """The tests' pipelines are cheap; most of them test the background thread itself, so it
+    starts whatever the first chunk cost (the tests of that choice undo this)."""
+    monkeypatch.setattr(read_ahead, "BACKGROUND_PAYS_OFF_S", 0.0)
+
+
 @pytest.fixture
 def threads_on_every_record(monkeypatch):
     """Make the per-record stage use its thread pool even for cheap records on any machine,
@@ -150,7 +157,7 @@ def test_slow_reads_get_every_thread_and_the_same_batches():
     loader = _loader(slow, num_threads=8, num_epochs=1, prefetch=32)
     with iter(loader) as iterator:
         batches = list(iterator)
-        assert iterator._elements._thread.name == THREAD_NAME
+        assert iterator._elements.in_background
     _assert_same(batches, _batches(_loader(CountingSource(64), num_threads=0, num_epochs=1)))
 
 
@@ -166,7 +173,37 @@ def test_num_threads_0_runs_every_transform_in_the_calling_thread_and_more_threa
     assert seen and all(seen)
     seen.clear()
     _batches(_loader(operations=[WhereAmI()], num_threads=2, num_epochs=1))
-    assert seen and not any(seen)
+    chunk = 64  # two chunks are made in the calling thread, the second timed; then the thread
+    assert all(seen[:2 * chunk]) and seen[2 * chunk:] and not any(seen[2 * chunk:])
+
+
+def test_only_a_pipeline_whose_first_chunk_is_slow_gets_the_background_thread(monkeypatch):
+    monkeypatch.setattr(read_ahead, "BACKGROUND_PAYS_OFF_S", 0.05)
+
+    class Sleepy(grain.MapTransform):
+        def map(self, element):
+            time.sleep(0.001)
+            return element
+
+    expected = _batches(_loader(num_threads=0, num_epochs=1))
+    with iter(_loader(num_epochs=1)) as cheap:
+        batches = list(cheap)
+        assert not cheap._elements.in_background
+    _assert_same(batches, expected)
+    with iter(_loader(operations=[Sleepy(), AddNoise(), KeepEven(), Double()],
+                      num_epochs=1)) as slow:
+        batches = list(slow)
+        assert slow._elements.in_background
+    _assert_same(batches, expected)
+
+
+def test_start_prefetch_starts_the_thread_whatever_the_cost(monkeypatch):
+    monkeypatch.setattr(read_ahead, "BACKGROUND_PAYS_OFF_S", 10.0)
+    with iter(_loader(num_epochs=1)) as iterator:
+        iterator.start_prefetch()
+        assert iterator._elements.in_background
+        assert THREAD_NAME in _live_threads()
+        _assert_same(list(iterator), _batches(_loader(num_threads=0, num_epochs=1)))
 
 
 # -- the state is the consumer's position ---------------------------------------------------------
@@ -261,18 +298,24 @@ def test_a_failing_transform_raises_at_the_batch_it_belongs_to(threads_on_every_
 
 
 # -- nothing left running -------------------------------------------------------------------------
+def _take(iterator, count: int = 9) -> None:
+    """Enough batches of 16 to reach the third chunk: the thread starts after the second."""
+    for _ in range(count):
+        next(iterator)
+
+
 def test_close_with_and_an_abandoned_iterator_leave_no_thread(threads_on_every_record):
     assert _wait_for_no_threads() == []
     iterator = iter(_loader())
-    next(iterator)
+    _take(iterator)
     assert _live_threads()
     iterator.close()
     assert _wait_for_no_threads(timeout_s=0.5) == []
     with iter(_loader()) as iterator:
-        next(iterator)
+        _take(iterator)
     assert _wait_for_no_threads(timeout_s=0.5) == []
     abandoned = iter(_loader())
-    next(abandoned)
+    _take(abandoned)
     del abandoned
     gc.collect()
     assert _wait_for_no_threads(timeout_s=1.0) == []
