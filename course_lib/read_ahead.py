@@ -10,7 +10,8 @@ step, most NumPy kernels and image decoders release the interpreter lock while t
 The thread is started only where it pays: the first two chunks are made in the calling
 thread and the second is timed; a chunk that takes less than `BACKGROUND_PAYS_OFF_S` (an
 in-memory pipeline, vectorised or light per record) keeps everything in the calling thread,
-where a hand-off and the contest for the interpreter lock would cost more than they hide. `DataLoaderIterator.start_prefetch()` starts the thread without that test.
+where a hand-off and the contest for the interpreter lock would cost more than they hide.
+`DataLoaderIterator.start_prefetch()` starts the thread without that test.
 
 What the consumer sees does not change:
 
