@@ -152,6 +152,28 @@ def test_batches_equal_the_single_threaded_loader_at_any_thread_and_worker_count
                  expected)
 
 
+class MarkPoolThread(grain.MapTransform):
+    """Costs 200 µs (a sleep: the work of a decoder that releases the lock), and records
+    whether it ran on one of the per-record stage's pool threads."""
+
+    def map(self, element):
+        time.sleep(0.0002)
+        on_pool = threading.current_thread().name.startswith("course_lib-read")
+        return {**element, "on_pool": np.int8(on_pool)}
+
+
+@pytest.mark.skipif(reader.usable_cores() < 2, reason="a worker's share of one core is 1 thread")
+def test_a_worker_runs_costly_transforms_on_its_own_threads():
+    """worker_count=1 on 2 or more cores: the worker's share is at least 2 threads."""
+    loader = _loader(operations=[MarkPoolThread(), AddNoise()], worker_count=1, num_epochs=1)
+    batches = _batches(loader)
+    assert any(batch["on_pool"].any() for batch in batches)
+    expected = _batches(_loader(operations=[MarkPoolThread(), AddNoise()], num_threads=0,
+                                num_epochs=1))
+    for mine, reference in zip(batches, expected, strict=True):
+        np.testing.assert_array_equal(mine["x"], reference["x"])
+
+
 def test_slow_reads_get_every_thread_and_the_same_batches():
     slow = CountingSource(64, delay_s=0.0005)
     loader = _loader(slow, num_threads=8, num_epochs=1, prefetch=32)
