@@ -302,10 +302,8 @@ def render(summaries: dict[str, dict], rows: list[dict], meta: dict) -> str:
              "| configuration | steps/s (median) | min | max | idle | steps timed | window "
              "(s) | start-up (s) | start-up / window |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for name, summary in summaries.items():
-        if name.endswith(tuple(f"_t{t}" for t in (0, 1, 2, 4))) or "_uncapped" in name:
-            continue
-        lines.append(_row(name, summary))
+    lines += [_row(name, summary) for name, summary in summaries.items()
+              if not _is_thread_run(name)]
     lines += ["", "Loader alone, course_lib (batches/s, no step): `num_threads` 0 is the "
               "single-threaded mode; above 0 a background thread batches ahead and the "
               "per-record work gets `threads_for_work` threads when a record costs enough "
@@ -315,9 +313,8 @@ def render(summaries: dict[str, dict], rows: list[dict], meta: dict) -> str:
               "| configuration | batches/s (median) | min | max | timed | window (s) | "
               "start-up (s) | start-up / window |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for name, summary in summaries.items():
-        if name.endswith(tuple(f"_t{t}" for t in (0, 1, 2, 4))) or "_uncapped" in name:
-            lines.append(_row(name, summary, idle=False))
+    lines += [_row(name, summary, idle=False) for name, summary in summaries.items()
+              if _is_thread_run(name)]
     lines += ["", f"Targets: course_lib at least {TARGET_RATIO}x the best Grain feed at the "
               "same worker count, or, where the step alone is the limit, at least "
               f"{STEP_LIMIT_SHARE:.0%} of the step alone.", "",
@@ -328,6 +325,10 @@ def render(summaries: dict[str, dict], rows: list[dict], meta: dict) -> str:
         lines.append(f"| {row['label']} | {row['ratio']:.2f}x | {of_step} | "
                      f"{'yes' if row['met'] else 'NO'} |")
     return "\n".join(lines) + "\n"
+
+
+def _is_thread_run(name: str) -> bool:
+    return name in {run.name for run in thread_runs()}
 
 
 def _row(name: str, summary: dict, idle: bool = True) -> str:

@@ -31,6 +31,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from course_lib._checks import check_int
+from course_lib.read_ahead import offer
 
 _POLL_SECONDS = 0.05  # how often a blocked producer looks at the stop flag
 _JOIN_SECONDS = 10.0  # how long close() and set_state() wait for the thread to stop
@@ -53,17 +54,6 @@ def _put(batch: Any, sharding: Sharding | None) -> Any:
         # The sharding spans other processes' devices: this process holds only its part.
         return make_global_batch(batch, sharding)
     return jax.device_put(batch, sharding)
-
-
-def _offer(buffer: queue.Queue, item: Any, stop: threading.Event) -> bool:
-    """Put `item` in the queue, giving up if `stop` is set while the queue is full."""
-    while not stop.is_set():
-        try:
-            buffer.put(item, timeout=_POLL_SECONDS)
-            return True
-        except queue.Full:
-            continue
-    return False
 
 
 def _state_of(source: Iterator) -> Any:
@@ -95,13 +85,13 @@ class _Producer:
                 try:
                     batch = next(self.source)
                 except StopIteration:
-                    _offer(self.buffer, _End(), self.stop)
+                    offer(self.buffer, _End(), self.stop)
                     return
                 state = _state_of(self.source)
-                if not _offer(self.buffer, (_put(batch, self.sharding), state), self.stop):
+                if not offer(self.buffer, (_put(batch, self.sharding), state), self.stop):
                     return
         except BaseException as error:  # handed to the consumer, which re-raises it
-            _offer(self.buffer, _Failure(error), self.stop)
+            offer(self.buffer, _Failure(error), self.stop)
         finally:
             # Stopped from outside (close() or garbage collection): the source goes too.
             # At the end of the data or after an error it stays open for set_state.

@@ -51,8 +51,9 @@ _GROUP = "group"
 _live: weakref.WeakSet = weakref.WeakSet()
 
 
-def _put(ready: queue.Queue, item, stop: threading.Event) -> bool:
-    """Wait for room in the queue; give up (False) once the consumer has stopped."""
+def offer(ready: queue.Queue, item, stop: threading.Event) -> bool:
+    """Wait for room in the queue; give up (False) once the consumer has stopped. (Also
+    used by `device.prefetch_to_device`'s thread.)"""
     while not stop.is_set():
         try:
             ready.put(item, timeout=PUT_POLL_S)
@@ -66,11 +67,11 @@ def _produce(groups: Iterator[list], ready: queue.Queue, stop: threading.Event) 
     """The background thread: run the pipeline, queue what it makes, in order."""
     try:
         for group in groups:
-            if not _put(ready, (_GROUP, group), stop):
+            if not offer(ready, (_GROUP, group), stop):
                 return
-        _put(ready, (_END, None), stop)
+        offer(ready, (_END, None), stop)
     except BaseException as error:  # handed to the consumer, raised there
-        _put(ready, (_ERROR, error), stop)
+        offer(ready, (_ERROR, error), stop)
     finally:
         groups.close()  # a generator is closed by the thread that runs it
 
