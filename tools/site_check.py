@@ -8,7 +8,8 @@ websocket. A page fails when it does not load, when a file of the site it asks f
 or when it throws or logs a JavaScript error. Files from other hosts (the badges' images) are
 left out of the verdict: the check must pass offline. The search page is asked a question and
 must answer it. Screenshots of the landing page, one lesson (its top and its first figure)
-and the API reference are saved next to the site, in `docs/_build/screenshots/`.
+and the API reference (its top and `DataLoader`) are saved next to the site, in
+`docs/_build/screenshots/`.
 """
 
 from __future__ import annotations
@@ -199,6 +200,10 @@ def main() -> int:
     pages = sorted(path.relative_to(site).as_posix() for path in site.rglob("*.html")
                    if not path.relative_to(site).as_posix().startswith("_"))
     lessons = [page for page in pages if page.startswith("notebooks/")]
+    # The theme carries the sidebar's scroll position from page to page: the pages that are
+    # photographed come first, so that their sidebars start at the top.
+    photographed = ["index.html", *lessons[:1], "api.html"]
+    pages = photographed + [page for page in pages if page not in photographed]
     server, base = serve(site)
     failures: dict[str, list[str]] = {}
     external = 0
@@ -214,6 +219,10 @@ def main() -> int:
                     browser.screenshot(shots / "landing.png")
                 elif page == "api.html":
                     browser.screenshot(shots / "api.png")
+                    browser.evaluate("document.getElementById('course_lib.DataLoader')"
+                                     "?.scrollIntoView()")
+                    browser.settle(SETTLE_SECONDS)
+                    browser.screenshot(shots / "api_dataloader.png")
                 elif lessons and page == lessons[0]:
                     browser.screenshot(shots / "lesson.png")
                     browser.evaluate("document.querySelector('.cell_output img')"
