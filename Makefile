@@ -7,15 +7,18 @@ BIN := $(VENV)/bin
 PORT ?= 8888
 HOST ?= 127.0.0.1
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
+SITE := docs/_build/html
 
-.PHONY: install lab test lint bench clean notebooks exercises grade sync-notebooks colab-check
+.PHONY: install lab test lint bench clean notebooks exercises grade sync-notebooks colab-check \
+	site site-check
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed; run make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[lab,test]'
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[lab,test,docs]'
+	touch $(STAMP) $(DOCS_STAMP)
 
 install: $(STAMP)
 
@@ -63,5 +66,25 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet grain torch==2.13.0
 	$(BIN)/python benchmarks/run_benchmarks.py
 
+# The course as a website, in $(SITE): the committed lessons (not run again), the exercises,
+# the README's guides and the course_lib API reference. Needs only the docs extra.
+$(DOCS_STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed; run make PYTHON=python3.11 ...")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+site: $(DOCS_STAMP)
+	$(BIN)/python -m sphinx -b html -W --keep-going -q -d docs/_build/doctrees docs $(SITE)
+	@echo "The site is built: open $(SITE)/index.html"
+
+# Serves the site on 127.0.0.1 and opens every page in headless Chromium (Debian's
+# `chromium` package); fails on a page that does not load or logs a JavaScript error, and
+# saves screenshots in $(SITE)/../screenshots. Not part of `make test`: it needs the browser.
+site-check: site
+	$(BIN)/python tools/site_check.py $(SITE)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis docs/_build docs/notebooks \
+		docs/exercises docs/readme
