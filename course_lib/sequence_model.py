@@ -64,9 +64,11 @@ class ByteAttention(nnx.Module):
         self.head = nnx.Linear(features, VOCABULARY, rngs=rngs)
 
     def __call__(self, tokens: jax.Array, segment_ids: jax.Array,
-                 positions: jax.Array) -> jax.Array:
+                 positions: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """Logits `(B, T, 256)`. `mask` (B, 1, T, T) replaces the one built from
+        `segment_ids`, for trying another mask."""
         x = self.tokens(tokens) + self.positions(positions)
-        x = x + self.attention(x, mask=attention_mask(segment_ids))
+        x = x + self.attention(x, mask=attention_mask(segment_ids) if mask is None else mask)
         return self.head(x)
 
 
