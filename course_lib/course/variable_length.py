@@ -243,6 +243,16 @@ def _possessive(name: str) -> str:
     return f"{name}'" if name.endswith("s") else f"{name}'s"
 
 
+def _step_size(larger: float, name: str) -> str:
+    """Why a way of batching gains less than its padding says, from how large its steps are
+    (`larger`: its slots per step over `name`'s)."""
+    if larger > 1.05:
+        return (f"its steps hold {larger:.1f}x the slots of {name}'s, and attention's work per "
+                "slot grows with the row length, so its slots cost more.")
+    return (f"its steps are no larger than {name}'s, so neither padding nor row length "
+            "explains it: this is the timing noise of a busy machine; run the cell again.")
+
+
 def throughput_sentence(rates: Mapping[str, Sequence[float]], fills: Mapping[str, float],
                         steps: Mapping[str, int], subject: str = "packing") -> str:
     """Real tokens per second of `subject` against each other way of batching, and how much
@@ -256,12 +266,15 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]], fills: Mapping[str
     medians = {name: statistics.median(values) for name, values in rates.items()}
     listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in rates)
     parts = [f"Real tokens per second (median of {len(rates[subject])} passes): {listing}."]
+    steps_explained = False
     for name in rates:
         if name == subject:
             continue
         noise = max(_spread(rates[subject]), _spread(rates[name]), 0.05)
         ratio = medians[subject] / medians[name]
         padding = fills[subject] / fills[name]
+        # slots per step of subject over name's: the same real tokens in both
+        larger = (fills[name] * steps[name]) / (fills[subject] * steps[subject])
         slots = (f"{fills[subject]:.0%} of {_possessive(subject)} slots hold real tokens "
                  f"against {fills[name]:.0%} of {_possessive(name)}")
         if abs(ratio - 1) <= noise:
@@ -270,25 +283,26 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]], fills: Mapping[str
                          f"{slots}.")
         elif ratio < 1:
             parts.append(f"{subject.capitalize()} is {1 / ratio:.2f}x slower than {name}, "
-                         f"although {slots}: here its rows cost more than the padding they "
-                         "save.")
+                         f"although {slots}: {_step_size(larger, name)}")
         elif abs(ratio / padding - 1) <= noise:
-            parts.append(f"{subject.capitalize()} is {ratio:.2f}x {name}, what the padding "
-                         f"explains: {slots}, {padding:.2f}x.")
+            parts.append(f"{subject.capitalize()} is {ratio:.2f}x {name}; the padding alone "
+                         f"would give {padding:.2f}x ({slots}), and the two differ by less "
+                         f"than the passes spread ({noise:.0%}): the padding explains the "
+                         "gap.")
         elif ratio > padding:
+            why = ("" if steps_explained else ", and a model this small on a CPU pays a fixed "
+                   "cost per step (dispatching the jitted call, the Python loop) of the size "
+                   "of its arithmetic")
+            steps_explained = True
             parts.append(
                 f"{subject.capitalize()} is {ratio:.2f}x {name}, more than the padding "
                 f"explains ({slots}, {padding:.2f}x). The other {ratio / padding:.2f}x goes "
                 f"with the number of steps: {steps[subject]} against {steps[name]} for the "
-                "same tokens, and a model this small on a CPU pays a fixed cost per step "
-                "(dispatching the jitted call, the Python loop) of the size of its "
-                "arithmetic.")
+                f"same tokens{why}.")
         else:
             parts.append(
                 f"{subject.capitalize()} is {ratio:.2f}x {name}, less than the padding alone "
-                f"would give ({slots}, {padding:.2f}x): its slots cost more, as attention's "
-                f"work grows with the square of the row length and {name}'s rows are "
-                "shorter.")
+                f"would give ({slots}, {padding:.2f}x): {_step_size(larger, name)}")
     return " ".join(parts)
 
 
