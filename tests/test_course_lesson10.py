@@ -222,6 +222,14 @@ def test_mask_cost_sentence_grows_with_the_square():
     assert "T = 8,192: mask 536.9 MB, scores 4.3 GB" in sentence
 
 
+def test_row_of_segments_finds_a_row_with_enough_sequences():
+    two = np.array([[1, 1, 2, 0], [1, 2, 2, 0]], np.int32)
+    three = np.array([[1, 1, 1, 1], [1, 2, 3, 0]], np.int32)
+    batches = [(two, two, two), (three, three, three)]
+    np.testing.assert_array_equal(course.row_of_segments(batches), [1, 2, 3, 0])
+    np.testing.assert_array_equal(course.row_of_segments(batches[:1]), [1, 1, 2, 0])
+
+
 def test_plot_mask_draws_the_whole_row_with_a_key():
     import matplotlib.pyplot as plt
 

@@ -78,9 +78,10 @@ def kept_sentence(kept: int, total: int, row_length: int = ROW_LENGTH) -> str:
     if dropped == 0:
         return f"All {total} docstrings fit in a row of {row_length} bytes: none is left out."
     return (f"{kept} of the {total} docstrings fit in a row of {row_length} bytes; the other "
-            f"{dropped} ({dropped / total:.0%}) are longer and are left out of parts 1 to 4, so "
-            "every padding figure there is measured on the shorter ones. Part 4 cuts the long "
-            "ones into row-length pieces, as a real pipeline does, and measures again.")
+            f"{dropped} ({dropped / total:.0%}) are longer and are left out, so the padding "
+            "figures below are measured on the shorter ones, except in part 4's \"Split long "
+            "documents\", which cuts them into row-length pieces, as a real pipeline does, and "
+            "measures again.")
 
 
 def split_into_rows(tokens: np.ndarray, row_length: int = ROW_LENGTH) -> list[np.ndarray]:
@@ -515,6 +516,14 @@ def row_with_segments(segment_ids: np.ndarray, at_least: int = 3) -> int:
     counts = segment_ids.max(axis=1)
     enough = np.flatnonzero(counts >= at_least)
     return int(enough[0]) if enough.size else int(np.argmax(counts))
+
+
+def row_of_segments(batches: Sequence[tuple], at_least: int = 3) -> np.ndarray:
+    """The segment ids of the first packed row, over all `batches`, that holds at least
+    `at_least` sequences (else of the row with the most)."""
+    rows = [segments[row] for _, segments, _ in batches for row in range(len(segments))]
+    return next((ids for ids in rows if ids.max() >= at_least),
+                max(rows, key=lambda ids: int(ids.max())))
 
 
 def plot_mask(segment_ids: np.ndarray):
