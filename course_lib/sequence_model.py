@@ -12,6 +12,15 @@ ids that `PackAndBatchOperation` hands out, keep them apart:
 With both, the output for a sequence is what it would be alone in a row: lesson 10 proves it.
 Token positions come from `positions` (0, 1, 2, ... inside each sequence), not from the slot
 in the row, for the same reason.
+
+A padding query attends to nothing, so every one of its logits gets the same large negative
+fill and its softmax is uniform: its output is an average of every value in the row. That is
+harmless only because the loss mask never scores a padding slot.
+
+The training step is the whole step (loss, gradients, an Optax update), so that a lesson that
+times it times what training costs. The loss is a mean over the tokens the loss mask keeps in
+each batch; when that count varies from batch to batch, `loss_sum_and_count` gives the sum
+and the count, for a mean over several batches or a fixed divisor instead.
 """
 
 from __future__ import annotations
@@ -55,9 +64,11 @@ class ByteAttention(nnx.Module):
         self.head = nnx.Linear(features, VOCABULARY, rngs=rngs)
 
     def __call__(self, tokens: jax.Array, segment_ids: jax.Array,
-                 positions: jax.Array) -> jax.Array:
+                 positions: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """Logits `(B, T, 256)`. `mask` (B, 1, T, T) replaces the one built from
+        `segment_ids`, for trying another mask."""
         x = self.tokens(tokens) + self.positions(positions)
-        x = x + self.attention(x, mask=attention_mask(segment_ids))
+        x = x + self.attention(x, mask=attention_mask(segment_ids) if mask is None else mask)
         return self.head(x)
 
 
@@ -65,11 +76,33 @@ def create_model(max_length: int, *, seed: int = 0) -> ByteAttention:
     return ByteAttention(max_length, rngs=nnx.Rngs(seed))
 
 
-def loss_fn(model: ByteAttention, tokens: jax.Array, segment_ids: jax.Array,
-            positions: jax.Array) -> jax.Array:
-    """Mean next-byte cross-entropy over the positions the loss mask keeps."""
+def loss_sum_and_count(model: ByteAttention, tokens: jax.Array, segment_ids: jax.Array,
+                       positions: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The next-byte cross-entropy summed over the positions the loss mask keeps, and their
+    count."""
     logits = model(tokens, segment_ids, positions)
     losses = optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1], tokens[:, 1:])
     counted = loss_mask(segment_ids)
-    return jnp.sum(losses * counted) / jnp.maximum(jnp.sum(counted), 1)
+    return jnp.sum(losses * counted), jnp.sum(counted)
+
+
+def loss_fn(model: ByteAttention, tokens: jax.Array, segment_ids: jax.Array,
+            positions: jax.Array) -> jax.Array:
+    """Mean next-byte cross-entropy over the positions the loss mask keeps, in this batch."""
+    total, count = loss_sum_and_count(model, tokens, segment_ids, positions)
+    return total / jnp.maximum(count, 1)
+
+
+def create_optimizer(model: ByteAttention, learning_rate: float = 1e-3) -> nnx.Optimizer:
+    """Adam over the model's parameters."""
+    return nnx.Optimizer(model, optax.adam(learning_rate), wrt=nnx.Param)
+
+
+def train_step(model: ByteAttention, optimizer: nnx.Optimizer, tokens: jax.Array,
+               segment_ids: jax.Array, positions: jax.Array) -> jax.Array:
+    """One training step: the loss, its gradients, and the optimizer's update, in place.
+    Jit it (`nnx.jit(train_step)`); returns the loss before the update."""
+    loss, grads = nnx.value_and_grad(loss_fn)(model, tokens, segment_ids, positions)
+    optimizer.update(model, grads)
+    return loss
 

@@ -8,7 +8,13 @@ same verdict.
 
 from course_lib.checks._verdict import expect, fail, learner_code, passed
 from course_lib.checks.lazy_source import check_decode, check_lazy_costs, check_lazy_source
-from course_lib.checks.packing import check_pack_first_fit, check_segment_mask
+from course_lib.checks.packing import (
+    check_causal_segment_mask,
+    check_next_token_loss_mask,
+    check_pack_first_fit,
+    check_packed_like_alone,
+    check_segment_positions,
+)
 from course_lib.checks.recompilation import check_count_traces
 from course_lib.checks.resume import check_resume_batches
 from course_lib.checks.rotation import check_rotation
@@ -26,14 +32,17 @@ from course_lib.checks.worker_benchmark import (
 
 __all__ = [
     "check_best_worker_count",
+    "check_causal_segment_mask",
     "check_count_traces",
     "check_decode",
     "check_lazy_costs",
     "check_lazy_source",
+    "check_next_token_loss_mask",
     "check_pack_first_fit",
+    "check_packed_like_alone",
     "check_resume_batches",
     "check_rotation",
-    "check_segment_mask",
+    "check_segment_positions",
     "check_shard_samplers",
     "check_sharded_loader",
     "check_sharded_source",

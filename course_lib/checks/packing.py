@@ -1,4 +1,5 @@
-"""Exercise 8, pack sequences and mask attention: first fit, and the mask from segment ids.
+"""Exercise 8, pack sequences and mask attention: first fit, then what a model needs from
+segment ids (positions, the causal mask inside segments, the next-token loss mask).
 
 `check_pack_first_fit(pack_first_fit)` calls the learner's `pack_first_fit(lengths,
 row_length)` on every small case (all lists of up to five lengths from 1 to 4, rows of 4 and
@@ -11,17 +12,26 @@ would and names the first broken promise:
 3. **Every sequence exactly once.** A dropped sequence is data never trained on; a repeated
    one is seen twice as often as the others.
 4. **First fit, in the given order.** Each sequence goes into the first row with room for it
-   when it arrives, or opens a new row. Best fit (the fullest row with room) and sorting the
-   lengths first (first fit decreasing) pack well too, but they are other algorithms: a
-   streaming loader cannot sort a stream it has not seen, and the course's operation, like
-   Grain's, is first fit. The check recognises both and says so.
+   when it arrives, or opens a new row. Best fit (the row the sequence leaves least room in,
+   Grain's `BestFitPackIterDataset`) streams just as well, and sorting the lengths first
+   (first fit decreasing) packs well too, but they are other rules with other rows; the
+   course's `PackAndBatchOperation`, like Grain's `FirstFitPackIterDataset`, is first fit, so
+   first fit's rows can be compared with the loader's. The check recognises both and says so.
 
-`check_segment_mask(segment_mask)` calls `segment_mask(segment_ids)` on a hand-made row, on
-packed batches with a leading batch axis and on ids with two leading axes, and compares with
-the rule: `mask[..., q, k]` is True exactly when query `q` and key `k` have the same segment
-id and that id is not 0 (padding). It names the mistake: padding that attends or is attended
-to, attention across a segment boundary, a token that cannot see its own segment, or a mask
-of the wrong shape.
+Part 2 is three functions of `segment_ids` (shape `(..., T)`, any leading axes), each called
+on a hand-made row, on packed batches and on ids with two leading axes, and compared with the
+rule. Each check names the near miss it sees:
+
+- `check_segment_positions`: positions restart at 0 with each sequence and are 0 on padding.
+  Near misses: the slot in the row (not reset), counting from 1, padding with a position.
+- `check_causal_segment_mask`: `mask[..., q, k]` is True exactly when both are in the same
+  non-padding segment and `k <= q`. Near misses: not causal (a token sees its sequence's
+  future), padding attended, attention across a boundary, a token that cannot see itself.
+- `check_next_token_loss_mask`: shape `(..., T - 1)`; True at `t` exactly when slots `t` and
+  `t + 1` are in the same non-padding segment. Near misses: `segment_ids > 0` (which scores
+  each sequence on its neighbour's first token, and has the wrong length), padding scored.
+- `check_packed_like_alone`: the learner's positions and mask fed to lesson 10's model: each
+  packed sequence's outputs equal its outputs alone in a row, which holds only with both.
 """
 
 from __future__ import annotations
@@ -34,7 +44,8 @@ import numpy as np
 
 from course_lib.checks._verdict import expect, fail, learner_code, passed
 
-__all__ = ["check_pack_first_fit", "check_segment_mask", "first_fit_rows"]
+__all__ = ["check_causal_segment_mask", "check_next_token_loss_mask", "check_pack_first_fit",
+           "check_packed_like_alone", "check_segment_positions", "first_fit_rows"]
 
 SMALL_ROWS, SMALL_MAX_LENGTH, SMALL_MAX_COUNT = (4, 5), 4, 5
 RANDOM_CASES, RANDOM_SEED = 40, 8
@@ -147,8 +158,9 @@ def _check_first_fit(rows, lengths, row_length, call: str) -> None:
     if rows == expected:
         return
     if rows == _best_fit_rows(lengths, row_length):
-        fail(f"{call} returned {_show(rows)}, which is best fit (each sequence into the fullest "
-             f"row with room); first fit gives {_show(expected)}",
+        fail(f"{call} returned {_show(rows)}, which is best fit (each sequence into the row it "
+             "leaves least room in, Grain's BestFitPackIterDataset): a packer too, but not the "
+             f"rule asked for; first fit gives {_show(expected)}",
              "put each sequence into the FIRST row with room, scanning rows from row 0, not "
              "the one it fills best")
     if rows == _decreasing_rows(lengths, row_length) or sorted(map(sorted, rows)) == sorted(
@@ -190,9 +202,24 @@ def check_pack_first_fit(pack_first_fit: Callable[[list[int], int], list[list[in
            f"{pack_first_fit(example, 8)}")
 
 
-def _reference_mask(segment_ids: np.ndarray) -> np.ndarray:
-    same = segment_ids[..., :, None] == segment_ids[..., None, :]
-    return same & (segment_ids[..., :, None] > 0)
+# -- part 2: what a model needs from segment ids ---------------------------------------------
+def reference_positions(segment_ids: np.ndarray) -> np.ndarray:
+    """0, 1, 2, ... inside each segment, restarting where the id changes; 0 on padding."""
+    slots = np.arange(segment_ids.shape[-1])
+    starts = np.ones(segment_ids.shape, bool)
+    starts[..., 1:] = segment_ids[..., 1:] != segment_ids[..., :-1]
+    first_slot = np.maximum.accumulate(np.where(starts, slots, 0), axis=-1)
+    return np.where(segment_ids > 0, slots - first_slot, 0)
+
+
+def reference_causal_mask(segment_ids: np.ndarray) -> np.ndarray:
+    queries, keys = segment_ids[..., :, None], segment_ids[..., None, :]
+    length = segment_ids.shape[-1]
+    return (queries == keys) & (queries > 0) & np.tril(np.ones((length, length), bool))
+
+
+def reference_loss_mask(segment_ids: np.ndarray) -> np.ndarray:
+    return (segment_ids[..., 1:] == segment_ids[..., :-1]) & (segment_ids[..., 1:] > 0)
 
 
 def _id_cases() -> list[np.ndarray]:
@@ -208,55 +235,212 @@ def _id_cases() -> list[np.ndarray]:
             np.stack(packed[:2])]  # two leading axes
 
 
-def _mask_of(segment_mask: Callable, segment_ids: np.ndarray) -> np.ndarray:
-    call = f"segment_mask(segment_ids of shape {segment_ids.shape})"
+def _where(segment_ids: np.ndarray) -> str:
+    return (f"for segment ids {segment_ids.tolist()}" if segment_ids.ndim == 1 else
+            f"for ids of shape {segment_ids.shape}")
+
+
+def _answer(function: Callable, name: str, segment_ids: np.ndarray, shape: tuple,
+            dtype_kind: str, shape_fix: str) -> np.ndarray:
+    call = f"{name}(segment_ids of shape {segment_ids.shape})"
     with learner_code(call):
-        mask = np.asarray(segment_mask(segment_ids.copy()))
-    wanted = (*segment_ids.shape, segment_ids.shape[-1])
-    expect(mask.shape == wanted,
-           f"{call} returned a mask of shape {mask.shape}, not {wanted} (the ids' shape with "
-           "one more axis of T: one row of keys per query)",
-           "compare segment_ids[..., :, None] with segment_ids[..., None, :], which "
-           "broadcasts to (..., T, T) for any leading axes")
-    expect(mask.dtype == np.bool_,
-           f"{call} returned a mask of dtype {mask.dtype}, not bool",
-           "return the comparison itself (==, &), which is boolean, without casting it")
-    return mask
+        answer = np.asarray(function(segment_ids.copy()))
+    expect(answer.shape == shape,
+           f"{call} returned shape {answer.shape}, not {shape}", shape_fix)
+    kinds = {"b": "bool", "i": "an integer dtype"}
+    expect(answer.dtype.kind == dtype_kind or (dtype_kind == "i" and answer.dtype.kind == "u"),
+           f"{call} returned dtype {answer.dtype}, not {kinds[dtype_kind]}",
+           "return the comparison itself (==, &), which is boolean" if dtype_kind == "b" else
+           "compute positions with integer arithmetic (np.arange, subtraction), no floats")
+    return answer
 
 
-def _check_mask(mask: np.ndarray, segment_ids: np.ndarray) -> None:
-    expected = _reference_mask(segment_ids)
-    if np.array_equal(mask, expected):
+def _positions_verdict(positions: np.ndarray, segment_ids: np.ndarray) -> None:
+    expected = reference_positions(segment_ids)
+    if np.array_equal(positions, expected):
         return
-    query_ids = np.broadcast_to(segment_ids[..., :, None], mask.shape)
-    key_ids = np.broadcast_to(segment_ids[..., None, :], mask.shape)
-    wrong = mask != expected
-    at = tuple(int(i) for i in np.argwhere(wrong)[0])
-    pair = f"query id {query_ids[at]}, key id {key_ids[at]} (at mask{list(at)})"
-    where = f"for segment ids {segment_ids.tolist()}" if segment_ids.ndim == 1 else (
-        f"for ids of shape {segment_ids.shape}")
-    if mask[at] and (query_ids[at] == 0 or key_ids[at] == 0):
-        fail(f"the mask lets padding attend or be attended to {where}: it is True for {pair}",
-             "padding (segment id 0) must be masked out: and the comparison with "
-             "segment_ids[..., :, None] > 0")
-    if mask[at]:
-        fail(f"the mask lets a token attend across a segment boundary {where}: it is True for "
-             f"{pair}",
-             "a query may see a key only when both have the same segment id: compare the ids "
-             "themselves, segment_ids[..., :, None] == segment_ids[..., None, :]")
-    fail(f"the mask hides a token's own segment {where}: it is False for {pair}",
-         "every pair of non-padding tokens with the same segment id must be True, in both "
-         "directions, the diagonal included")
+    where = _where(segment_ids)
+    slots = np.broadcast_to(np.arange(segment_ids.shape[-1]), segment_ids.shape)
+    real = segment_ids > 0
+    if np.array_equal(positions[real], slots[real]):
+        fail(f"the positions are the slots of the row {where}: they never restart, so the "
+             "second sequence of a row is embedded as if it went on from the first, and its "
+             "output differs from its output alone",
+             "restart at 0 wherever the segment id changes: subtract, from each slot, the slot "
+             "where its segment starts")
+    if np.array_equal(positions[real], expected[real] + 1):
+        fail(f"the positions count from 1 {where}",
+             "the first token of each sequence has position 0, as in a row of its own")
+    if np.array_equal(positions[real], expected[real]):
+        fail(f"padding slots have positions {sorted(set(positions[~real].tolist()))[:5]} "
+             f"{where}",
+             "give padding position 0, as PackAndBatchOperation does: np.where(segment_ids "
+             "> 0, positions, 0)")
+    at = tuple(int(i) for i in np.argwhere(positions != expected)[0])
+    fail(f"position {positions[at]} at slot {list(at)} {where}, where the sequence's own "
+         f"position is {expected[at]}",
+         "count 0, 1, 2, ... inside each sequence, restarting where the id changes")
 
 
-def check_segment_mask(segment_mask: Callable[[np.ndarray], np.ndarray]) -> None:
-    """Exercise 8, part 2: the mask from segment ids, on hand-made and packed ids."""
+def check_segment_positions(segment_positions: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Exercise 8, part 2a: positions that restart with each packed sequence."""
     cases = _id_cases()
     for segment_ids in cases:
-        _check_mask(_mask_of(segment_mask, segment_ids), segment_ids)
+        positions = _answer(segment_positions, "segment_positions", segment_ids,
+                            segment_ids.shape, "i",
+                            "return one position per slot: an array of the ids' own shape")
+        _positions_verdict(positions, segment_ids)
     shown = cases[0]
-    mask = _mask_of(segment_mask, shown)
+    passed(f"segment_positions restarts with each sequence on {len(cases)} sets of ids. For "
+           f"ids {shown.tolist()}: {segment_positions(shown.copy()).tolist()}")
+
+
+def _mask_verdict(mask: np.ndarray, segment_ids: np.ndarray) -> None:
+    expected = reference_causal_mask(segment_ids)
+    if np.array_equal(mask, expected):
+        return
+    where = _where(segment_ids)
+    query_ids = np.broadcast_to(segment_ids[..., :, None], mask.shape)
+    key_ids = np.broadcast_to(segment_ids[..., None, :], mask.shape)
+    length = segment_ids.shape[-1]
+    later = np.broadcast_to(np.triu(np.ones((length, length), bool), 1), mask.shape)
+    wrong = mask != expected
+
+    def first(selection):
+        at = tuple(int(i) for i in np.argwhere(selection)[0])
+        return (f"query slot {at[-2]} (id {query_ids[at]}) and key slot {at[-1]} "
+                f"(id {key_ids[at]})")
+
+    padding = wrong & mask & ((query_ids == 0) | (key_ids == 0))
+    if padding.any():
+        fail(f"the mask lets padding attend or be attended to {where}: it is True for "
+             f"{first(padding)}",
+             "leave out id 0: and the comparison with segment_ids[..., :, None] > 0")
+    across = wrong & mask & (query_ids != key_ids)
+    if across.any():
+        fail(f"the mask lets a token attend across a segment boundary {where}: it is True for "
+             f"{first(across)}",
+             "a query may see a key only when both have the same segment id: "
+             "segment_ids[..., :, None] == segment_ids[..., None, :]")
+    future = wrong & mask & later
+    if future.any():
+        fail(f"the mask is not causal {where}: it is True for {first(future)}, a later key "
+             "of the same sequence, so each token sees the bytes it is asked to predict",
+             "and the segment mask with the lower triangle, np.tril(np.ones((T, T), bool)): "
+             "key slot k <= query slot q")
+    hidden = wrong & ~mask
+    diagonal = hidden & np.broadcast_to(np.eye(length, dtype=bool), mask.shape)
+    if diagonal.any():
+        fail(f"a token cannot see itself {where}: the mask is False for {first(diagonal)}",
+             "keep the diagonal: np.tril includes it (k <= q), np.tril(..., -1) does not")
+    fail(f"the mask hides an earlier token of the same sequence {where}: it is False for "
+         f"{first(hidden)}",
+         "every key at or before the query, in the query's own non-padding segment, must be "
+         "True")
+
+
+def check_causal_segment_mask(causal_segment_mask: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Exercise 8, part 2b: the causal attention mask inside segments."""
+    cases = _id_cases()
+    for segment_ids in cases:
+        wanted = (*segment_ids.shape, segment_ids.shape[-1])
+        mask = _answer(causal_segment_mask, "causal_segment_mask", segment_ids, wanted, "b",
+                       "compare segment_ids[..., :, None] with segment_ids[..., None, :], which "
+                       "broadcasts to (..., T, T) for any leading axes: one row of keys per "
+                       "query")
+        _mask_verdict(mask, segment_ids)
+    shown = cases[0]
+    mask = np.asarray(causal_segment_mask(shown.copy()))
     picture = "\n".join(f"  {int(query)} " + " ".join("#" if allowed else "." for allowed in row)
                         for query, row in zip(shown, mask, strict=True))
-    passed(f"segment_mask is right on {len(cases)} sets of segment ids, packed ones "
-           f"included. For ids {shown.tolist()} (# = may attend, rows are queries):\n{picture}")
+    passed(f"causal_segment_mask is right on {len(cases)} sets of segment ids. For ids "
+           f"{shown.tolist()} (# = may attend, rows are queries, keys left to right):\n"
+           f"{picture}")
+
+
+def _loss_verdict(mask: np.ndarray, segment_ids: np.ndarray) -> None:
+    expected = reference_loss_mask(segment_ids)
+    if np.array_equal(mask, expected):
+        return
+    where = _where(segment_ids)
+    current, following = segment_ids[..., :-1], segment_ids[..., 1:]
+    wrong = mask != expected
+
+    def first(selection):
+        at = tuple(int(i) for i in np.argwhere(selection)[0])
+        return (f"slot {at[-1]} (id {current[at]}) predicting slot {at[-1] + 1} "
+                f"(id {following[at]})")
+
+    boundary = wrong & mask & (current != following) & (current > 0) & (following > 0)
+    if boundary.any():
+        fail(f"the loss crosses a segment boundary {where}: it scores {first(boundary)}, so "
+             "each sequence is trained to predict its neighbour's first token, which it "
+             "cannot see and has nothing to do with it",
+             "score slot t only when slot t + 1 has the same segment id: "
+             "segment_ids[..., 1:] == segment_ids[..., :-1]")
+    padding = wrong & mask
+    if padding.any():
+        fail(f"the loss scores padding {where}: {first(padding)}",
+             "and the comparison with segment_ids[..., 1:] > 0, so that no padding target "
+             "counts")
+    fail(f"the loss leaves out {first(wrong)} {where}, two tokens of one sequence",
+         "every pair of neighbours in the same non-padding segment counts")
+
+
+def check_next_token_loss_mask(next_token_loss_mask: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Exercise 8, part 2c: the next-token loss mask."""
+    cases = _id_cases()
+    for segment_ids in cases:
+        wanted = (*segment_ids.shape[:-1], segment_ids.shape[-1] - 1)
+        mask = _answer(next_token_loss_mask, "next_token_loss_mask", segment_ids, wanted, "b",
+                       "one entry per prediction: slot t predicts slot t + 1 for t = 0 .. T-2, "
+                       "so T - 1 entries (the last slot predicts nothing); segment_ids > 0 has "
+                       "T, and also scores predictions across boundaries")
+        _loss_verdict(mask, segment_ids)
+    shown = cases[0]
+    scored = np.asarray(next_token_loss_mask(shown.copy())).astype(int).tolist()
+    passed(f"next_token_loss_mask is right on {len(cases)} sets of segment ids. For ids "
+           f"{shown.tolist()}: {scored} (slot t predicts slot t + 1)")
+
+
+def check_packed_like_alone(segment_positions: Callable[[np.ndarray], np.ndarray],
+                            causal_segment_mask: Callable[[np.ndarray], np.ndarray]) -> None:
+    """Exercise 8, part 2d: with the learner's positions and mask, lesson 10's model computes
+    each packed sequence exactly as it computes that sequence alone in a row."""
+    from course_lib import sequence_model
+
+    row_length = 16
+    lengths = (6, 4, 5)
+    rng = np.random.default_rng(RANDOM_SEED)
+    sequences = [rng.integers(1, 256, size=length).astype(np.int32) for length in lengths]
+    tokens = np.zeros((1, row_length), np.int32)
+    segment_ids = np.zeros((1, row_length), np.int32)
+    start = 0
+    for number, sequence in enumerate(sequences, start=1):
+        tokens[0, start:start + len(sequence)] = sequence
+        segment_ids[0, start:start + len(sequence)] = number
+        start += len(sequence)
+    model = sequence_model.create_model(row_length, seed=0)
+    with learner_code("segment_positions and causal_segment_mask on a packed row"):
+        positions = np.asarray(segment_positions(segment_ids.copy()))
+        mask = np.asarray(causal_segment_mask(segment_ids.copy()))[:, None]  # a heads axis
+    packed = np.asarray(model(tokens, segment_ids, positions, mask=mask))[0]
+    start = 0
+    for sequence in sequences:
+        alone_ids = np.zeros((1, row_length), np.int32)
+        alone_ids[0, :len(sequence)] = 1
+        alone_tokens = np.where(alone_ids > 0, np.resize(sequence, row_length), 0)
+        alone_positions = reference_positions(alone_ids)
+        alone = np.asarray(model(alone_tokens, alone_ids, alone_positions))[0, :len(sequence)]
+        difference = float(np.abs(packed[start:start + len(sequence)] - alone).max())
+        expect(difference <= 1e-5,
+               f"packed with your positions and mask, the sequence in slots {start} to "
+               f"{start + len(sequence) - 1} gives outputs up to {difference:.3g} away from "
+               "the same sequence alone in a row",
+               "run check_segment_positions and check_causal_segment_mask first: a position "
+               "that does not restart or a mask that lets a token see another sequence or "
+               "its own future changes the outputs")
+        start += len(sequence)
+    passed(f"with your positions and mask, each of the {len(sequences)} packed sequences gets "
+           "the outputs it gets alone in a row (every difference below 1e-05): packing "
+           "changes nothing the model computes")

@@ -3,13 +3,16 @@
 The sequences are the docstrings of the installed Python's own standard library, read with
 `ast` from its source files and tokenised at the byte level: every machine has them, nothing
 is downloaded, and their lengths have the long tail of real text. How many there are
-changes with the Python version, so no checked cell prints their count.
+changes with the Python version, so no checked cell prints their count. The lesson keeps
+those that fit a row and says how many that leaves out; `split_into_rows` shows what a real
+pipeline does with the others (cut into row-length pieces, nothing dropped).
 
 Each way of batching them (pad to the longest, pad to a fixed length, buckets, packing) is
-measured the same way: the batches of one pass are built first, then a jitted step runs
-over them, so that the time is the model's, counted in real tokens per second (padding
-does not count). Grain's own `PackAndBatchOperation` runs in a new Python process, as
-Grain's workers need absl's flags parsed, which a notebook never does.
+measured the same way: the batches of one pass are built first, then a jitted training
+step (loss, gradients, Optax update) runs over them, so that the time is the model's,
+counted in real tokens per second (padding does not count). Grain's own
+`PackAndBatchOperation` runs in a new Python process, as Grain's workers need absl's flags
+parsed, which a notebook never does; its Dataset API packers run in the notebook's process.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from course_lib.course.basics import format_seconds
+from course_lib.course.determinism import format_bytes
 
 ROW_LENGTH = 128  # bytes per row, and the longest sequence the lesson keeps
 BATCH_SIZE = 8
@@ -60,6 +64,53 @@ def docstring_sequences(max_length: int = ROW_LENGTH,
     text has no NUL byte, so 0 is free for padding); the first `limit` of them."""
     kept = [text for text in _stdlib_docstrings() if len(text) <= max_length]
     return [np.frombuffer(text, np.uint8).astype(np.int32) for text in kept[:limit]]
+
+
+def docstring_counts(max_length: int = ROW_LENGTH) -> tuple[int, int]:
+    """How many of the stdlib's docstrings fit in `max_length` bytes, and how many there are."""
+    texts = _stdlib_docstrings()
+    return sum(len(text) <= max_length for text in texts), len(texts)
+
+
+def kept_sentence(kept: int, total: int, row_length: int = ROW_LENGTH) -> str:
+    """How many docstrings the lesson keeps, and what leaving out the rest means."""
+    dropped = total - kept
+    if dropped == 0:
+        return f"All {total} docstrings fit in a row of {row_length} bytes: none is left out."
+    return (f"{kept} of the {total} docstrings fit in a row of {row_length} bytes; the other "
+            f"{dropped} ({dropped / total:.0%}) are longer and are left out, so the padding "
+            "figures below are measured on the shorter ones, except in part 4's \"Split long "
+            "documents\", which cuts them into row-length pieces, as a real pipeline does, and "
+            "measures again.")
+
+
+def split_into_rows(tokens: np.ndarray, row_length: int = ROW_LENGTH) -> list[np.ndarray]:
+    """A sequence cut into consecutive pieces of at most `row_length` tokens: every token
+    kept, none repeated. Each piece is trained on as a sequence of its own, so the model
+    never sees context across a cut."""
+    if row_length < 1:
+        raise ValueError(f"row_length={row_length} must be at least 1: pass the row length "
+                         "of the packer, e.g. 128.")
+    return [tokens[start:start + row_length] for start in range(0, len(tokens), row_length)]
+
+
+def all_docstring_pieces(row_length: int = ROW_LENGTH,
+                         limit: int | None = None) -> list[np.ndarray]:
+    """Every docstring (the first `limit`), the long ones split into row-length pieces."""
+    texts = _stdlib_docstrings()[:limit]
+    return [piece for text in texts for piece in
+            split_into_rows(np.frombuffer(text, np.uint8).astype(np.int32), row_length)]
+
+
+def truncate_sentence(length: int, row_length: int = ROW_LENGTH) -> str:
+    """What `truncate=True` throws away of one sequence, against splitting it."""
+    if length <= row_length:
+        return f"A sequence of {length} bytes fits a row of {row_length}: nothing is cut."
+    lost = length - row_length
+    pieces = -(-length // row_length)
+    return (f"truncate=True kept {row_length} of its {length} bytes and threw away {lost} "
+            f"({lost / length:.0%}), silently. Split into rows instead, it is {pieces} "
+            "sequences of at most one row each, and every byte is trained on.")
 
 
 def longest_docstring() -> np.ndarray:
@@ -99,11 +150,11 @@ def plot_lengths(lengths: Sequence[int], row_length: int = ROW_LENGTH):
     import matplotlib.pyplot as plt
 
     figure, ax = plt.subplots(figsize=(8, 3))
-    ax.hist(lengths, bins=range(0, row_length + 5, 4), color="tab:blue")
+    ax.hist(lengths, bins=range(0, row_length + 1, 4), color="tab:blue")  # last bin ends at T
     ax.axvline(row_length, color="black", linestyle=":", label=f"row length {row_length}")
     ax.set_xlabel("sequence length (bytes)")
     ax.set_ylabel("number of sequences")
-    ax.set_title("Docstrings of the standard library: many short, a long tail")
+    ax.set_title(f"Docstrings of the standard library that fit a row of {row_length} bytes")
     ax.legend()
     figure.tight_layout()
     return figure
@@ -133,35 +184,37 @@ def real_tokens(batches: Sequence[tuple]) -> int:
     return sum(int(np.count_nonzero(segments)) for _, segments, _ in batches)
 
 
-def run_step(step: Callable, model, batches: Sequence[tuple]) -> float:
-    """Seconds for `step(model, tokens, segment_ids, positions)` over every batch."""
+def run_step(step: Callable, state: tuple, batches: Sequence[tuple]) -> float:
+    """Seconds for `step(*state, tokens, segment_ids, positions)` over every batch. `state`
+    is what the step takes first: `(model, optimizer)` for `sequence_model.train_step`."""
     import jax
 
     start = time.perf_counter()
     for tokens, segments, positions in batches:
-        jax.block_until_ready(step(model, tokens, segments, positions))
+        jax.block_until_ready(step(*state, tokens, segments, positions))
     return time.perf_counter() - start
 
 
-def compile_and_run(step_function: Callable, model, batches: Sequence[tuple]) -> dict:
+def compile_and_run(step_function: Callable, state: tuple, batches: Sequence[tuple]) -> dict:
     """A fresh jit of `step_function` over `batches` twice: the first pass compiles every new
     shape, the second finds them compiled. Returns traces and both times."""
     from flax import nnx
 
     counted, traces = trace_counter(step_function)
     step = nnx.jit(counted)
-    first = run_step(step, model, batches)
-    second = run_step(step, model, batches)
+    first = run_step(step, state, batches)
+    second = run_step(step, state, batches)
     return {"traces": traces[0], "first_pass_s": first, "compiled_pass_s": second,
             "shapes": len({batch[0].shape for batch in batches})}
 
 
-def tokens_per_second(step: Callable, model, batches: Sequence[tuple], repeats: int) -> list:
+def tokens_per_second(step: Callable, state: tuple, batches: Sequence[tuple],
+                      repeats: int) -> list:
     """Real tokens per second of `repeats` passes of a compiled step over `batches`."""
     one_of_each_shape = list({batch[0].shape: batch for batch in batches}.values())
-    run_step(step, model, one_of_each_shape)  # compile every shape before timing
+    run_step(step, state, one_of_each_shape)  # compile every shape before timing
     count = real_tokens(batches)
-    return [count / run_step(step, model, batches) for _ in range(repeats)]
+    return [count / run_step(step, state, batches) for _ in range(repeats)]
 
 
 def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
@@ -182,28 +235,113 @@ def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
             "every new shape.")
 
 
-def throughput_sentence(rates: Mapping[str, Sequence[float]], subject: str = "packing") -> str:
-    """Real tokens per second of `subject` against each other way of batching, each said to
-    be faster, slower or within the noise (the spread of the two sets of repetitions)."""
+def _spread(values: Sequence[float]) -> float:
+    """The range of repeated measurements, relative to their median."""
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def _possessive(name: str) -> str:
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+
+def _step_size(larger: float, name: str) -> str:
+    """Why a way of batching gains less than its padding says, from how large its steps are
+    (`larger`: its slots per step over `name`'s)."""
+    if larger > 1.05:
+        return (f"its steps hold {larger:.1f}x the slots of {name}'s, and attention's work per "
+                "slot grows with the row length, so its slots cost more.")
+    return (f"its steps are no larger than {name}'s, so neither padding nor row length "
+            "explains it: this is the timing noise of a busy machine; run the cell again.")
+
+
+def throughput_sentence(rates: Mapping[str, Sequence[float]], fills: Mapping[str, float],
+                        steps: Mapping[str, int], subject: str = "packing") -> str:
+    """Real tokens per second of `subject` against each other way of batching, and how much
+    of each ratio the padding explains.
+
+    All ways carry the same real tokens, so if time followed the slots computed, the speed
+    ratio would be the ratio of fills (real tokens per slot). What is left over goes with
+    the number of steps (each step has a fixed cost) or, when below it, with a dearer slot
+    (longer rows cost more per slot in attention). Within the spread of the repetitions,
+    nothing is concluded."""
     medians = {name: statistics.median(values) for name, values in rates.items()}
     listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in rates)
     parts = [f"Real tokens per second (median of {len(rates[subject])} passes): {listing}."]
+    steps_explained = False
     for name in rates:
         if name == subject:
             continue
-        noise = max(max(rates[subject]) - min(rates[subject]),
-                    max(rates[name]) - min(rates[name]))
+        noise = max(_spread(rates[subject]), _spread(rates[name]), 0.05)
         ratio = medians[subject] / medians[name]
-        if abs(medians[subject] - medians[name]) <= noise:
+        padding = fills[subject] / fills[name]
+        # slots per step of subject over name's: the same real tokens in both
+        larger = (fills[name] * steps[name]) / (fills[subject] * steps[subject])
+        slots = (f"{fills[subject]:.0%} of {_possessive(subject)} slots hold real tokens "
+                 f"against {fills[name]:.0%} of {_possessive(name)}")
+        if abs(ratio - 1) <= noise:
             parts.append(f"Against {name}, {subject} is within the noise of the repetitions "
-                         f"({ratio:.1f}x, with passes spreading by {noise:,.0f} tokens/s).")
-        elif ratio > 1:
-            parts.append(f"{subject.capitalize()} is {ratio:.1f}x {name}: the slots it does not "
-                         "spend on padding hold real tokens.")
+                         f"({ratio:.2f}x, passes spreading by up to {noise:.0%}), though "
+                         f"{slots}.")
+        elif ratio < 1:
+            parts.append(f"{subject.capitalize()} is {1 / ratio:.2f}x slower than {name}, "
+                         f"although {slots}: {_step_size(larger, name)}")
+        elif abs(ratio / padding - 1) <= noise:
+            parts.append(f"{subject.capitalize()} is {ratio:.2f}x {name}; the padding alone "
+                         f"would give {padding:.2f}x ({slots}), and the two differ by less "
+                         f"than the passes spread ({noise:.0%}): the padding explains the "
+                         "gap.")
+        elif ratio > padding:
+            why = ("" if steps_explained else ", and a model this small on a CPU pays a fixed "
+                   "cost per step (dispatching the jitted call, the Python loop) of the size "
+                   "of its arithmetic")
+            steps_explained = True
+            parts.append(
+                f"{subject.capitalize()} is {ratio:.2f}x {name}, more than the padding "
+                f"explains ({slots}, {padding:.2f}x). The other {ratio / padding:.2f}x goes "
+                f"with the number of steps: {steps[subject]} against {steps[name]} for the "
+                f"same tokens{why}.")
         else:
-            parts.append(f"{subject.capitalize()} is {1 / ratio:.1f}x slower than {name}: "
-                         "here the cost of its longer rows outweighs the padding it saves.")
+            parts.append(
+                f"{subject.capitalize()} is {ratio:.2f}x {name}, less than the padding alone "
+                f"would give ({slots}, {padding:.2f}x): {_step_size(larger, name)}")
     return " ".join(parts)
+
+
+def loss_tokens(batches: Sequence[tuple]) -> list[int]:
+    """How many positions the next-token loss mask keeps in each batch."""
+    return [int(np.count_nonzero((segments[:, 1:] == segments[:, :-1]) & (segments[:, 1:] > 0)))
+            for _, segments, _ in batches]
+
+
+def normalisation_sentence(counts: Mapping[str, Sequence[int]]) -> str:
+    """How much the loss-counted tokens per batch vary, and what a per-batch mean does to the
+    weight of one token."""
+    parts = []
+    most_uneven = 1.0
+    for name, values in counts.items():
+        low, high = min(values), max(values)
+        most_uneven = max(most_uneven, high / max(low, 1))
+        parts.append(f"{name} {low:,} to {high:,} (median {statistics.median(values):,.0f})")
+    head = f"Tokens the loss counts per batch: {'; '.join(parts)}."
+    if most_uneven <= 1.05:
+        return (f"{head} Almost the same count in every batch, so a mean per batch weighs "
+                "every token alike.")
+    return (f"{head} `loss_fn` divides each batch's sum by that batch's count, so one token "
+            f"of the sparsest batch weighs up to {most_uneven:.1f}x one token of the fullest. "
+            "To weigh every token alike, divide each batch's sum by one fixed number (the most "
+            "a batch can hold), or add sums and counts over several batches (across "
+            "accumulation steps and devices) before dividing.")
+
+
+def mask_cost_sentence(batch_size: int, heads: int, lengths: Sequence[int]) -> str:
+    """The memory of the boolean (B, 1, T, T) mask and of the float32 attention scores
+    (B, heads, T, T), which grow with T squared, at each row length."""
+    listing = "; ".join(
+        f"T = {length:,}: mask {format_bytes(batch_size * length * length)}, scores "
+        f"{format_bytes(4 * batch_size * heads * length * length)}" for length in lengths)
+    return (f"For a batch of {batch_size} rows and {heads} heads, {listing}. Both grow with "
+            "the square of the row length, while the segment ids they come from grow with "
+            "the length.")
 
 
 # -- buckets ---------------------------------------------------------------------------------
@@ -380,25 +518,45 @@ def row_with_segments(segment_ids: np.ndarray, at_least: int = 3) -> int:
     return int(enough[0]) if enough.size else int(np.argmax(counts))
 
 
-def plot_mask(segment_ids: np.ndarray, slots: int = 48):
-    """The attention mask of one packed row (its first `slots` slots), from its segment ids."""
+def row_of_segments(batches: Sequence[tuple], at_least: int = 3) -> np.ndarray:
+    """The segment ids of the first packed row, over all `batches`, that holds at least
+    `at_least` sequences (else of the row with the most)."""
+    rows = [segments[row] for _, segments, _ in batches for row in range(len(segments))]
+    return next((ids for ids in rows if ids.max() >= at_least),
+                max(rows, key=lambda ids: int(ids.max())))
+
+
+def plot_mask(segment_ids: np.ndarray):
+    """The attention mask of one whole packed row, from its segment ids: each allowed
+    query-key pair coloured by its segment, masked pairs white, with a key."""
     import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
 
     from course_lib.sequence_model import attention_mask
 
-    ids = np.asarray(segment_ids)[None, :slots]
+    ids = np.asarray(segment_ids)[None, :]
     mask = np.asarray(attention_mask(ids))[0, 0]
-    figure, ax = plt.subplots(figsize=(4.6, 4.6))
-    ax.imshow(mask, cmap="Greens", interpolation="nearest")
-    ticks = range(0, ids.shape[1], 8)
-    ax.set_xticks(ticks)
-    ax.set_yticks(ticks)
-    ax.set_xlabel("key slot (segment ids along the top)")
-    ax.set_ylabel("query slot")
-    top = ax.secondary_xaxis("top")
-    top.set_xticks(range(ids.shape[1]))
-    top.set_xticklabels([str(i) for i in ids[0]], fontsize=6)
-    ax.set_title("Who may attend to whom in one packed row", pad=18)
+    count = int(ids.max())
+    colours = ["white", *[plt.get_cmap("tab10")(k % 10) for k in range(count)]]
+    picture = np.where(mask, ids[0][:, None], 0)  # the query's segment where allowed, else 0
+    figure, ax = plt.subplots(figsize=(6.4, 5.2))
+    ax.imshow(picture, cmap=ListedColormap(colours), vmin=-0.5, vmax=count + 0.5,
+              interpolation="nearest")
+    ax.set_xlabel("key slot (may be looked at)")
+    ax.set_ylabel("query slot (looks)")
+    for start in np.flatnonzero(np.diff(ids[0], prepend=-1)):  # every boundary
+        ax.axvline(start - 0.5, color="0.8", linewidth=0.5)
+        ax.axhline(start - 0.5, color="0.8", linewidth=0.5)
+    key = [Patch(color=colours[k], label=f"sequence {k} attends to itself") for k in
+           range(1, count + 1)]
+    key.append(Patch(facecolor="white", edgecolor="0.5", label="masked: other sequence, "
+                     "a later slot, or padding"))
+    ax.legend(handles=key, loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+    padding = int(np.sum(ids[0] == 0))
+    ax.set_title(f"Who may attend to whom in one packed row of {ids.shape[1]} slots\n"
+                 f"({count} sequences, {padding} padding slots; thin lines are boundaries)",
+                 fontsize=10)
     figure.tight_layout()
     return figure
 
@@ -430,7 +588,7 @@ def digest(batches) -> str:
 
 
 _GRAIN_PACKING_SCRIPT = """
-import json, sys
+import gc, json, sys
 from absl import flags
 flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
 import numpy as np
@@ -462,16 +620,20 @@ for worker_count in (0, 2):
     report[worker_count] = {"batches": len(batches), "digest": digest(batches),
                             "fill": real / sum(s.size for _, s, _ in batches)}
     if worker_count == 0:
-        uninterrupted = batches
+        uninterrupted_rest = digest(batches[resume_after:])
+    del batches  # release every batch (and its shared memory) before the next run
 iterator = iter(loader(0))
 for _ in range(resume_after):
     next(iterator)
 state = iterator.get_state()
+del iterator
 resumed = iter(loader(0))
 resumed.set_state(state)
 rest = [tuple(batch) for batch in resumed]
-report["resumed_equal"] = digest(rest) == digest(uninterrupted[resume_after:])
+report["resumed_equal"] = digest(rest) == uninterrupted_rest
 report["resumed_batches"] = len(rest)
+del resumed, rest
+gc.collect()  # nothing of Grain's is held by this script from here to exit
 print(json.dumps(report))
 """
 
@@ -481,8 +643,9 @@ def grain_packing(limit: int | None, row_length: int = ROW_LENGTH,
                   timeout: float = 300.0) -> dict | None:
     """Grain's `PackAndBatchOperation` on the same sequences, in a new process: batches and
     fill at 0 and 2 workers, whether a resume after `resume_after` batches continues
-    exactly, and how many shared memory segments Python's resource tracker found leaked.
-    None where Grain is not installed."""
+    exactly, and how many shared memory segments Python's resource tracker reported leaked
+    at exit, with every batch and iterator released (deleted and garbage collected) before
+    the script ends. None where Grain is not installed."""
     import importlib.util
 
     if importlib.util.find_spec("grain") is None:
@@ -534,11 +697,88 @@ def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, An
         "Restored from a state saved mid-epoch, it gave other batches than the "
         "uninterrupted run: its state does not hold the rows still being filled.")
     leaked = grain_report.get("leaked_segments", 0)
-    if leaked:
-        parts.append(f"At exit Python's resource tracker reported {leaked} leaked shared "
-                     "memory segments.")
+    parts.append(f"With every batch and iterator released before exit, Python's resource "
+                 f"tracker reported {leaked} leaked shared memory segments." if leaked else
+                 "With every batch and iterator released before exit, Python's resource "
+                 "tracker reported no leaked shared memory segment.")
     ours_fine = ours[0]["digest"] == ours[2]["digest"] and ours["resumed_equal"]
     parts.append("course_lib gave the same batches at 0 and 2 workers and resumed exactly."
                  if ours_fine else "course_lib did not hold its promises here either: "
                  "that is a bug to report.")
+    return " ".join(parts)
+
+
+# -- Grain's current packers (the Dataset API) -----------------------------------------------
+GRAIN_PACKERS = {
+    "FirstFitPackIterDataset": "first fit over num_packing_bins open rows; when a sequence "
+                               "fits none, all rows go out (PackAndBatchOperation's rule)",
+    "BestFitPackIterDataset": "each sequence into the open row it leaves least room in",
+    "ConcatThenSplitIterDataset": "sequences end to end, cut every row length: no padding, "
+                                  "but a sequence may be cut across rows",
+}
+
+
+def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
+                  bins: int = BATCH_SIZE, seed: int = 0) -> dict[str, dict] | None:
+    """Grain's three Dataset API packers on `sequences`, shuffled by `MapDataset.shuffle`:
+    for each, the rows, the share of slots holding real tokens, how many sequences were cut
+    (segments in all rows minus sequences: each cut adds a segment), and whether every token
+    came out once. None where Grain is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("grain") is None:
+        return None
+    import grain
+
+    source = SequenceSource(sequences)
+    dataset = (grain.MapDataset.source(source).shuffle(seed=seed)
+               .map(lambda tokens: {"tokens": tokens}).to_iter_dataset())
+    packers = {
+        "FirstFitPackIterDataset": lambda: grain.experimental.FirstFitPackIterDataset(
+            dataset, length_struct={"tokens": row_length}, num_packing_bins=bins, seed=seed),
+        "BestFitPackIterDataset": lambda: grain.experimental.BestFitPackIterDataset(
+            dataset, length_struct={"tokens": row_length}, num_packing_bins=bins, seed=seed),
+        "ConcatThenSplitIterDataset": lambda: grain.experimental.ConcatThenSplitIterDataset(
+            dataset, length_struct={"tokens": row_length}),
+    }
+    report = {}
+    for name, make in packers.items():
+        rows = list(make())
+        segments = np.stack([row["tokens_segment_ids"] for row in rows])
+        starts = (segments > 0) & (np.diff(segments, axis=1, prepend=0) != 0)
+        report[name] = {"rows": len(rows), "fill": float(np.mean(segments > 0)),
+                        "cut": int(np.count_nonzero(starts)) - len(source),
+                        "every_token_once": int(np.count_nonzero(segments)) == len(
+                            source.tokens)}
+    return report
+
+
+def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
+                           course_fill: float) -> str:
+    """Grain's packers against each other and course_lib's, from `grain_packers`."""
+    if report is None:
+        return ("Grain is not installed here, so its packers cannot run (`pip install grain` "
+                "to see them).")
+    first, best, split = (report[name] for name in GRAIN_PACKERS)
+    parts = [f"Rows filled with real tokens: first fit {first['fill']:.1%}, best fit "
+             f"{best['fill']:.1%}, concatenate then split {split['fill']:.1%} (course_lib's "
+             f"first fit above: {course_fill:.1%})."]
+    gain = best["fill"] - first["fill"]
+    if abs(gain) < 0.005:
+        parts.append("Best fit and first fit are within half a point of each other on these "
+                     "lengths: with a few open rows, both find room for almost the same "
+                     "sequences.")
+    elif gain > 0:
+        parts.append(f"Best fit saves {100 * gain:.1f} points of padding over first fit.")
+    else:
+        parts.append(f"Best fit pads {100 * -gain:.1f} points more than first fit here.")
+    if split["cut"]:
+        parts.append(f"Concatenate then split leaves almost no padding, but it cut "
+                     f"{split['cut']} sequences across two rows: the piece in the second row "
+                     "restarts at position 0 and is trained without its beginning.")
+    else:
+        parts.append("Concatenate then split cut no sequence here.")
+    lost = [name for name, result in report.items() if not result["every_token_once"]]
+    parts.append("Every packer delivered every token exactly once." if not lost else
+                 f"{', '.join(lost)} did not deliver every token exactly once.")
     return " ".join(parts)
