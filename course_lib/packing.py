@@ -9,9 +9,10 @@ sequence each slot belongs to:
     segmentations [1 1 1 2 2 3 3 3 3 0]    # 1, 2, 3, ... per row; 0 only on padding
     positions     [0 1 2 0 1 0 1 2 3 0]    # the position inside its own sequence
 
-From `segmentations` the model builds its attention mask (a token attends only to tokens of
-its own segment) and its loss mask (`segmentations > 0`), so that packed sequences never
-see each other.
+From `segmentations` the model builds its attention mask (a token attends only to earlier
+tokens of its own segment) and its next-token loss mask (a token is scored only where the
+next slot holds the next token of the same segment, never across a boundary or on padding),
+so that packed sequences never see each other; `positions` restart at 0 in each segment.
 
 The algorithm is Grain's online first fit: a batch of `batch_size` empty rows is open; each
 sequence, in stream order, goes into the first row with room for it; the first sequence that
