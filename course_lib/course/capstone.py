@@ -124,8 +124,10 @@ def idle_sentence(reports: Sequence[Mapping], rate: float) -> str:
 
 
 def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
-             resumed: Sequence[Mapping] | None = None, killed_after: int | None = None):
-    """The loss per step (and the resumed run's on top) and each process's timeline."""
+             resumed: Sequence[Mapping] | None = None, killed_after: int | None = None,
+             run: str = "uninterrupted run"):
+    """The loss per step (and the resumed run's on top) and each process's timeline in the
+    run that `reports` come from (named by `run`)."""
     import matplotlib.pyplot as plt
 
     from course_lib.profiling import StepProfiler
@@ -150,7 +152,7 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
         profiler._wait_spans = [tuple(span) for span in report["wait_spans"]]
         profiler._step_spans = [tuple(span) for span in report["step_spans"]]
         profiler.plot_timeline(ax=ax, max_steps=12)
-        ax.set_title(f"process {report['rank']}: first 12 timed steps, idle "
+        ax.set_title(f"{run}, process {report['rank']}: first 12 timed steps, idle "
                      f"{100 * report['idle_share']:.0f}% over the run", fontsize=10)
     figure.tight_layout()
     return figure
