@@ -98,6 +98,18 @@ class RankResult:
         return len(self._lines(True)) - len(self._lines(False))
 
     @property
+    def signal_name(self) -> str | None:
+        """The signal that ended this rank from outside the launcher (e.g. "SIGKILL", as
+        an out-of-memory kill sends), or None when it exited on its own or was stopped by
+        the launcher."""
+        if self.status != "failed" or self.returncode is None or self.returncode >= 0:
+            return None
+        try:
+            return signal.Signals(-self.returncode).name
+        except ValueError:
+            return f"signal {-self.returncode}"
+
+    @property
     def main_stack(self) -> str:
         """Where the main thread was at the deadline, most recent call first ("" if unknown)."""
         return _main_thread_stack(self.stacks)
@@ -149,7 +161,10 @@ class LaunchResult:
             return f"{self.script}: all {count} processes finished in {self.elapsed:.1f} s."
         parts = []
         if self.failed_ranks:
-            parts.append(f"rank(s) {self.failed_ranks} failed")
+            signals = [f"rank {rank.rank} was killed by {rank.signal_name}"
+                       for rank in self.ranks if rank.signal_name]
+            parts.append(f"rank(s) {self.failed_ranks} failed"
+                         + (f" ({', '.join(signals)})" if signals else ""))
         if self.stuck_ranks:
             parts.append(f"rank(s) {self.stuck_ranks} were still running at the "
                          f"{self.timeout:g} s deadline (stuck)")
@@ -431,22 +446,54 @@ class DistributedInfo(NamedTuple):
     coordinator_address: str | None
 
 
-def initialize_from_env(*, required: bool = True) -> DistributedInfo:
-    """Join the JAX job this process was launched into; call it before any other JAX call.
+def cluster_environment() -> str | None:
+    """The cluster `jax.distributed.initialize()` would detect here on its own, by JAX's
+    name for it ("slurm", "gke_tpu", "ompi", ...), or None.
 
-    Reads the rank, process count and coordinator address that `launch` put in the
-    environment and passes them to `jax.distributed.initialize`. Outside a launch,
-    `required=True` raises (so a forgotten launcher does not silently train on one process
-    alone); `required=False` returns a single-process description and does nothing. Inside
-    a launch it also lets the launcher ask this process where it is stuck (its stacks).
+    JAX keeps one class per scheduler in `jax._src.clusters`; each says from the environment
+    whether the process runs under it (SLURM: `SLURM_JOB_ID`, `SLURM_STEP_NODELIST`,
+    `SLURM_NTASKS`, `SLURM_PROCID` and `SLURM_LOCALID` all set). We ask them in JAX's own
+    order and skip the opt-in ones (mpi4py), exactly as `initialize()` does with no
+    arguments. The module is private, so a JAX without it means "no cluster found".
+    """
+    try:
+        from jax._src.clusters import ClusterEnv
+    except ImportError:
+        return None
+    for environment in getattr(ClusterEnv, "_cluster_types", []):
+        if not getattr(environment, "opt_in_only_method", False) and \
+                environment.is_env_present():
+            return environment.name
+    return None
+
+
+def initialize_from_env(*, required: bool = True) -> DistributedInfo:
+    """Join the JAX job this process was started into; call it before any other JAX call.
+
+    Three ways in, tried in order:
+
+    1. started by `launch` (the `FTB_*` variables are set): pass their rank, process count
+       and coordinator to `jax.distributed.initialize`, and let the launcher ask this
+       process where it is stuck (its stacks);
+    2. started by a scheduler that JAX recognises (`srun` on SLURM, a Cloud TPU pod, Open
+       MPI's `mpirun`, ...; see `cluster_environment`): call `jax.distributed.initialize()`
+       with no arguments, so that JAX reads the rank, count and coordinator itself;
+    3. neither: `required=True` raises (so a forgotten launcher does not silently train on
+       one process alone); `required=False` returns a single-process description.
     """
     check_bool("required", required)
     if ENV_NUM_PROCESSES not in os.environ:
+        cluster = cluster_environment()
+        if cluster is not None:
+            return _join_cluster(cluster)
         if required:
             raise RuntimeError(
-                f"{ENV_NUM_PROCESSES} is not set, so this script was not started by the "
-                "launcher. Run it with `python -m course_lib.launch -n 2 script.py`, or call "
-                "initialize_from_env(required=False) to allow a single-process run.")
+                f"{ENV_NUM_PROCESSES} is not set and no cluster that JAX detects (SLURM, "
+                "Cloud TPU, Kubernetes, Open MPI) was found, so this script was started by "
+                "neither the course's launcher nor a scheduler. Run it with `python -m "
+                "course_lib.launch -n 2 script.py` or under your scheduler (e.g. `srun "
+                "python script.py`), or call initialize_from_env(required=False) to allow "
+                "a single-process run.")
         return DistributedInfo(process_id=0, num_processes=1, coordinator_address=None)
     num_processes = _int_from_env(ENV_NUM_PROCESSES, minimum=1)
     process_id = _int_from_env(ENV_PROCESS_ID, minimum=0)
@@ -468,6 +515,18 @@ def initialize_from_env(*, required: bool = True) -> DistributedInfo:
         coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
         initialization_timeout=max(1, int(timeout) + 1))
     return DistributedInfo(process_id, num_processes, coordinator)
+
+
+def _join_cluster(cluster: str) -> DistributedInfo:
+    """Let `jax.distributed.initialize()` read the job from the scheduler's environment."""
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize()
+    from jax._src import distributed  # where initialize() keeps the address it used
+
+    coordinator = getattr(distributed.global_state, "coordinator_address", None)
+    return DistributedInfo(jax.process_index(), jax.process_count(), coordinator)
 
 
 _stack_file = None  # kept open for faulthandler, which writes to it from a signal handler

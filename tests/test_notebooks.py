@@ -30,6 +30,7 @@ EXPECTED_LESSONS = ["01_the_bottleneck", "02_building_blocks", "03_determinism",
 EXPECTED_LESSONS += ["09_bigger_than_memory"]
 EXPECTED_LESSONS += ["10_variable_length"]
 EXPECTED_LESSONS += ["11_moving_to_grain"]
+EXPECTED_LESSONS += ["12_capstone"]
 RAISES = "NBVAL_RAISES_EXCEPTION"
 CHECK = "NBVAL_CHECK_OUTPUT"
 

@@ -38,6 +38,7 @@ NOTEBOOK_EXTRAS = {
     "09_bigger_than_memory": ("array_record",),
     "07_sharded_files": ("array_record",),
     "11_moving_to_grain": ("grain==0.2.18",),
+    "12_capstone": ("array_record",),
 }
 _SOURCE_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/tree/(.+)$")
 

@@ -1,0 +1,180 @@
+"""Train a small byte-level language model with N JAX processes; resume exactly after a crash.
+
+Everything the course built, in one script you can read top to bottom and run:
+
+    python -m course_lib.launch -n 2 course_lib/scripts/train_lm.py --data DIR --out RUN --steps 60
+
+- every process opens all the ArrayRecord shards through one `ArrayRecordDataSource`
+  (lesson 9) and reads only its own block of records, shuffled with its own seed
+  (`ShardByJaxProcess`, lesson 5);
+- records are byte strings of text; `PackAndBatchOperation` packs them into rows of one
+  length with segment ids and positions (lesson 10), so the step has one shape;
+- each process's packed local batch becomes one global `jax.Array` (`make_global_batch`,
+  lesson 5) and a jitted step, guarded by `chex.assert_max_traces(n=1)`, trains the decoder
+  of `course_lib.language_model` on it (lesson 6: it must never compile twice);
+- `StepProfiler` times each step's wait for data and its compute (lessons 1 and 7);
+- every `--checkpoint-every` steps one Orbax checkpoint stores the model, the optimizer and
+  every process's data position (lesson 8); started again with the same `--out`, the script
+  resumes from the latest one.
+
+Rank 0 writes one JSON line per step to `RUN/steps.jsonl` (the loss, the real tokens and
+a checksum of the global batch's tokens), and every rank writes `RUN/rank<r>.json` at the
+end (its timings and trace count). `--kill-rank R --kill-at-step S` makes rank R send
+itself SIGKILL right after step S, as an out-of-memory kill or a lost machine would.
+
+On a cluster the same script runs under the scheduler instead of the course's launcher
+(`srun python course_lib/scripts/train_lm.py ...`): `initialize_from_env` finds the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+
+from course_lib.transforms import MapTransform
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True, help="folder of *.array_record shards")
+    parser.add_argument("--out", required=True, help="folder for checkpoints and logs")
+    parser.add_argument("--steps", type=int, default=60, help="steps in the whole run")
+    parser.add_argument("--batch-size", type=int, default=8, help="rows per process and step")
+    parser.add_argument("--row-length", type=int, default=128, help="bytes per packed row")
+    parser.add_argument("--features", type=int, default=64, help="the model's width")
+    parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between saves")
+    parser.add_argument("--seed", type=int, default=0, help="weights and shuffle")
+    parser.add_argument("--kill-rank", type=int, default=None, help="rank that dies")
+    parser.add_argument("--kill-at-step", type=int, default=None, help="...after this step")
+    args = parser.parse_args(argv)
+    for name in ("steps", "batch_size", "row_length", "features", "checkpoint_every"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be >= 1.")
+    if (args.kill_rank is None) != (args.kill_at_step is None):
+        parser.error("pass --kill-rank and --kill-at-step together, or neither.")
+    return args
+
+
+class DecodeBytes(MapTransform):
+    """A record is UTF-8 text as bytes; the model reads it as int32 byte tokens."""
+
+    def map(self, record: bytes) -> np.ndarray:
+        return np.frombuffer(record, np.uint8).astype(np.int32)
+
+
+def make_loader(data: Path, args: argparse.Namespace):
+    """All shards through one source; this process's block, shuffled; packed rows."""
+    import course_lib as grain
+    from course_lib.array_record import ArrayRecordDataSource
+    from course_lib.packing import PackAndBatchOperation
+    paths = sorted(data.glob("*.array_record"))
+    if not paths:
+        raise FileNotFoundError(f"--data={str(data)!r} holds no *.array_record files.")
+    source = ArrayRecordDataSource(paths)
+    sampler = grain.IndexSampler(
+        len(source), shard_options=grain.ShardByJaxProcess(drop_remainder=True),
+        shuffle=True, seed=args.seed, num_epochs=None)  # endless: every rank runs --steps
+    packer = PackAndBatchOperation(args.row_length, args.batch_size, truncate=True)
+    return grain.DataLoader(data_source=source, sampler=sampler,
+                            operations=[DecodeBytes(), packer], worker_count=0)
+
+
+def replicate(tree, sharding):
+    """The same host values on every device of every process, as global arrays."""
+    import jax
+
+    def one(leaf):
+        host = np.asarray(leaf)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    return jax.tree.map(one, tree)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    from course_lib.launch import initialize_from_env
+
+    info = initialize_from_env(required=False)  # the launcher, a cluster, or one process
+
+    import chex
+    import jax
+    from flax import nnx
+
+    from course_lib import language_model
+    from course_lib.checkpoint import checkpoint_manager, restore_training, save_training
+    from course_lib.device import data_parallel_mesh, make_global_batch, replicated_sharding
+    from course_lib.profiling import StepProfiler
+
+    out = Path(args.out).absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    mesh = data_parallel_mesh()
+    model, optimizer = language_model.create_training(args.row_length, seed=args.seed,
+                                                      features=args.features)
+    for part in (model, optimizer):  # every process starts from the same weights
+        nnx.update(part, replicate(nnx.state(part), replicated_sharding(mesh)))
+
+    traces = []
+
+    def counted_step(*step_args):
+        traces.append(len(traces) + 1)  # runs only while tracing
+        return language_model.train_step(*step_args)
+
+    chex.clear_trace_counter()
+    step_fn = nnx.jit(chex.assert_max_traces(counted_step, n=1))
+
+    manager = checkpoint_manager(out / "checkpoints", max_to_keep=2)
+    loader = make_loader(Path(args.data), args)
+    iterator = iter(loader)
+    start_step = 0
+    if manager.latest_step() is not None:
+        start_step = restore_training(manager, model, optimizer, iterator)
+        print(f"rank {info.process_id}: resumed from the checkpoint of step {start_step}",
+              flush=True)
+    profiler = StepProfiler(warmup_steps=1)
+    log = (out / "steps.jsonl").open("a") if info.process_id == 0 else None
+    started = time.perf_counter()
+    step = start_step
+    try:
+        for tokens, segment_ids, positions in profiler.wrap(iterator,
+                                                            args.steps - start_step):
+            with profiler.step():
+                batch = make_global_batch((tokens, segment_ids, positions), mesh)
+                metrics = profiler.sync(step_fn(model, optimizer, *batch))
+            step += 1
+            if log is not None:
+                record = {"step": step, "loss": float(metrics["loss"]),
+                          "real_tokens": int(metrics["real_tokens"]),
+                          "checksum": int(metrics["checksum"]), "time": time.time()}
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+            if step % args.checkpoint_every == 0:
+                save_training(manager, step, model, optimizer, iterator)
+            if info.process_id == args.kill_rank and step == args.kill_at_step:
+                print(f"rank {info.process_id}: killing itself with SIGKILL after step "
+                      f"{step}", flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
+    finally:
+        if log is not None:
+            log.close()
+        iterator.close()
+        manager.close()
+    report = {"rank": info.process_id, "processes": info.num_processes,
+              "start_step": start_step, "steps": step, "traces": len(traces),
+              "seconds": time.perf_counter() - started,
+              "idle_share": profiler.idle_fraction if profiler.num_steps else None,
+              "wait_spans": profiler._spans(profiler._wait_spans).tolist(),
+              "step_spans": profiler._spans(profiler._step_spans).tolist(),
+              "devices": jax.device_count(), "local_rows": args.batch_size}
+    (out / f"rank{info.process_id}.json").write_text(json.dumps(report))
+    print(f"rank {info.process_id}: steps {start_step + 1}..{step} done, traced "
+          f"{len(traces)} time(s), idle {100 * (report['idle_share'] or 0):.0f}%", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The capstone script as a real two-process job, at toy size.
+
+The whole promise of lesson 12 is tested here: a job whose process dies is stopped and
+named, never left hanging; the same command resumes from the last checkpoint, and every
+step after it sees the same global batch and computes the same loss, bit for bit, as a run
+that was never interrupted, without tracing its step twice. And the same script can join
+a job that a scheduler started (SLURM's environment, no course launcher).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib.course import capstone
+from course_lib.launch import free_port, initialize_from_env, launch
+
+HERE = Path(__file__).resolve().parent
+TOY = ["--steps", "6", "--batch-size", "2", "--row-length", "32", "--features", "16"]
+
+
+@pytest.fixture(scope="module")
+def toy_data(tmp_path_factory) -> Path:
+    data = tmp_path_factory.mktemp("capstone-data")
+    capstone.write_corpus(data, row_length=32, num_shards=3, limit=60)
+    return data
+
+
+def _train(data: Path, out: Path, *extra: str, check: bool = True):
+    return launch(capstone.SCRIPT, num_processes=2, timeout=90, check=check,
+                  args=["--data", str(data), "--out", str(out), *TOY, *extra])
+
+
+@pytest.mark.timeout(240)
+def test_a_killed_job_resumes_with_the_same_batches_and_losses(toy_data, tmp_path):
+    reference, crashed = tmp_path / "reference", tmp_path / "crashed"
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two first runs side by side
+        uninterrupted = pool.submit(_train, toy_data, reference, "--checkpoint-every", "100")
+        killed = pool.submit(_train, toy_data, crashed, "--checkpoint-every", "3",
+                             "--kill-rank", "1", "--kill-at-step", "5", check=False).result()
+        uninterrupted.result()
+    assert killed.failed_ranks == [1] and killed.ranks[1].signal_name == "SIGKILL"
+    assert killed.ranks[0].status == "killed"
+    assert "rank 1 was killed by SIGKILL" in killed.summary()
+    assert [step["step"] for step in capstone.read_steps(crashed)] == [1, 2, 3, 4, 5]
+
+    resumed = _train(toy_data, crashed, "--checkpoint-every", "3")
+    assert all("resumed from the checkpoint of step 3" in rank.output for rank in resumed.ranks)
+    steps = capstone.read_steps(crashed)
+    assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 4, 5, 6]
+    comparison = capstone.compare_runs(capstone.read_steps(reference), steps[5:], from_step=3)
+    assert comparison == {"steps": 3, "missing": [], "same_batches": [4, 5, 6],
+                          "same_losses": [4, 5, 6]}
+    # The steps before the kill agree too, and the batches change from step to step.
+    assert steps[:5] == [{**s, "time": steps[i]["time"]}
+                         for i, s in enumerate(capstone.read_steps(reference)[:5])]
+    assert len({step["checksum"] for step in steps[:5]}) == 5
+    reports = capstone.read_reports(crashed)
+    assert [(r["start_step"], r["steps"], r["traces"]) for r in reports] == [(3, 6, 1)] * 2
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("stage", ["before", "during", "after"])
+def test_a_process_killed_near_a_collective_stops_the_job_and_is_named(stage):
+    result = launch(HERE / "multiprocess" / "die_near_collective.py", num_processes=2,
+                    timeout=60, args=[stage], check=False)
+    assert result.failed_ranks == [1] and result.ranks[1].signal_name == "SIGKILL"
+    assert result.ranks[0].status == "killed", result.summary()
+    assert not result.timed_out and result.elapsed < 45
+    assert f"SIGKILL {stage} the collective" in result.ranks[1].output
+    assert "rank 1 was killed by SIGKILL" in result.summary()
+
+
+def _slurm_env(rank: int, port: int) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FTB_")}
+    # What `srun -n 2` sets for the tasks of a one-node step (the variables JAX's
+    # SlurmCluster reads), on 127.0.0.1; the coordinator port is JAX's override.
+    env.update(SLURM_JOB_ID="4242", SLURM_STEP_NODELIST="127.0.0.1", SLURM_NTASKS="2",
+               SLURM_STEP_NUM_NODES="1", SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank),
+               JAX_COORDINATOR_PORT=str(port), JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(HERE.parent))
+    return env
+
+
+@pytest.mark.timeout(120)
+def test_two_processes_with_a_slurm_step_environment_form_one_job():
+    import json
+
+    port = free_port()
+    processes = [subprocess.Popen(
+        [sys.executable, str(HERE / "multiprocess" / "slurm_step.py")],
+        env=_slurm_env(rank, port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True) for rank in range(2)]
+    try:
+        outputs = [process.communicate(timeout=90)[0] for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, 9)
+                process.wait()
+    reports = [json.loads(line.removeprefix("RESULT ")) for output in outputs
+               for line in output.splitlines() if line.startswith("RESULT ")]
+    assert [process.returncode for process in processes] == [0, 0], outputs
+    assert [report["cluster"] for report in reports] == ["slurm", "slurm"]
+    assert [report["info"] for report in reports] == [[0, 2, f"127.0.0.1:{port}"],
+                                                      [1, 2, f"127.0.0.1:{port}"]]
+    assert all(report["global_shape"] == [8] for report in reports)
+    assert all(report["rows"] == [0, 1, 2, 3, 100, 101, 102, 103] for report in reports)
+
+
+def test_outside_the_launcher_and_any_cluster_the_error_names_both_ways(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith(("FTB_", "SLURM_", "OMPI_", "KUBERNETES_")):
+            monkeypatch.delenv(name)
+    with pytest.raises(RuntimeError, match=r"course_lib.launch -n 2.*srun"):
+        initialize_from_env()
+    assert initialize_from_env(required=False) == (0, 1, None)
+
+
+def test_the_script_refuses_bad_arguments_with_the_rule():
+    from course_lib.scripts import train_lm
+
+    with pytest.raises(SystemExit):
+        train_lm.parse_args(["--data", "d", "--out", "o", "--steps", "0"])
+    with pytest.raises(SystemExit):
+        train_lm.parse_args(["--data", "d", "--out", "o", "--kill-rank", "1"])
+    args = train_lm.parse_args(["--data", "d", "--out", "o"])
+    assert (args.steps, args.kill_rank) == (60, None)
