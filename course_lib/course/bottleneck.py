@@ -210,6 +210,49 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
     return f"{said} {idle} {head}{step_note}{others}{idle_note}{short}"
 
 
+def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores: int) -> str:
+    """Lesson 1's overlap in one process: the loader at `worker_count=0` with its default
+    `ReadOptions` (a background thread batches ahead) against `ReadOptions(num_threads=0)`
+    (everything in the loop's thread, the naive schedule). Both are `StepProfiler`s."""
+    ahead, inline = step_period(read_ahead), step_period(single_threaded)
+    said = compare_estimates("Training fed by the loader at 0 workers with read-ahead", ahead,
+                             "with num_threads=0", inline)
+    verdict = outcome(ahead, inline)
+    idle = (f"The accelerator idled {single_threaded.idle_fraction:.0%} of the time with "
+            f"num_threads=0 and {read_ahead.idle_fraction:.0%} with read-ahead.")
+    if verdict == "better":
+        head = ("Overlap in one process: the background thread made batch N+1 while the step "
+                "ran on batch N. It can, because the jitted step, Pillow's decoder and NumPy "
+                f"give the interpreter lock back while they compute, so the {cores} cores "
+                "ran both at once.")
+    elif verdict == "same":
+        head = ("Read-ahead gained nothing measurable here: the thread's Python code (each "
+                "transform's own lines, the batching) holds the interpreter lock and takes "
+                f"turns with the loop, and the step and the decoding share the {cores} cores.")
+    else:
+        head = ("Read-ahead made training slower here: the background thread's work took "
+                f"CPU the step needed on these {cores} cores, and handing each batch over "
+                "costs a little.")
+    step_ahead, step_inline = (Estimate.median_of(profiler.step_times)
+                               for profiler in (read_ahead, single_threaded))
+    step_note = ""
+    if outcome(step_ahead, step_inline) == "worse":
+        step_note = (f" The step itself got slower ({format_seconds(step_ahead.value)} "
+                     f"against {format_seconds(step_inline.value)}): the thread decoded on "
+                     "the cores the step computes on.")
+    idle_note = ""
+    if verdict != "better" and \
+            read_ahead.idle_fraction < single_threaded.idle_fraction - IDLE_TOLERANCE:
+        idle_note = (" The idle share fell all the same, because a slower step makes it "
+                     "smaller without making training faster. For speed, read the time per "
+                     "step.")
+    short = ""
+    if verdict != "better" and read_ahead.num_steps < 50:
+        short = (f" This run measured only {read_ahead.num_steps} steps per loop, too few to "
+                 "show the gain reliably: run the lesson in full mode to measure more.")
+    return f"{said} {idle} {head}{step_note}{idle_note}{short}"
+
+
 def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores: int) -> str:
     """The step's own time with the workers decoding beside it, against the step alone."""
     said = compare_estimates("The step with the workers busy", step_with_workers,
