@@ -206,6 +206,13 @@ def test_in_process_overlap_sentence_for_each_outcome():
     assert "read-ahead was 2.3x faster than with num_threads=0" in faster
     assert "Overlap in one process" in faster and "idled 71%" in faster
     assert "The step itself got slower" not in faster
+    asleep = course.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2,
+                                                stand_in=True)
+    assert "while the stand-in step slept" in asleep and "jitted" not in asleep
+    slow_sleep = course.in_process_overlap_sentence(_profiler(0.004, 0.010, 100), inline,
+                                                    cores=2, stand_in=True)
+    assert "The stand-in step itself took longer (10.00 ms against 8.00 ms)" in slow_sleep
+    assert "interpreter lock back" in slow_sleep and "decoded on the cores" not in slow_sleep
     tie = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 100), inline, cores=2)
     assert "within the noise" in tie and "gained nothing measurable" in tie
     slower = course.in_process_overlap_sentence(_profiler(0.01, 0.03, 100), inline, cores=2)

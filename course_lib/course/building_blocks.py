@@ -202,7 +202,7 @@ def background_thread_sentence(ahead: PipelineTiming, inline: PipelineTiming) ->
 
 def placement_sentence(in_getitem: PipelineTiming, in_transform: PipelineTiming) -> str:
     """Decoding in `__getitem__` (read inline) against decoding in a transform."""
-    said = compare_estimates("Decoding in __getitem__ (read inline)",
+    said = compare_estimates("Decoding in __getitem__ (both with num_threads=0)",
                              in_getitem.steady_seconds_per_record(),
                              "decoding in a transform", in_transform.steady_seconds_per_record())
     verdict = outcome(in_getitem.steady_seconds_per_record(),
