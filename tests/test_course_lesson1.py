@@ -198,3 +198,27 @@ def test_machine_load_sentence_tells_other_programs_from_the_lesson_itself():
     assert "other programs took CPU time" in course.machine_load_sentence(5.2, 2, 3)
     assert "this lesson's own" in course.machine_load_sentence(2.8, 2, 3)
     assert "not oversubscribed" in course.machine_load_sentence(1.1, 2, 3)
+
+
+def test_in_process_overlap_sentence_for_each_outcome():
+    inline = _profiler(0.02, 0.008, 100)  # 28 ms a step, idle 71%
+    faster = course.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2)
+    assert "read-ahead was 2.3x faster than with num_threads=0" in faster
+    assert "Overlap in one process" in faster and "idled 71%" in faster
+    assert "The step itself got slower" not in faster
+    asleep = course.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2,
+                                                stand_in=True)
+    assert "while the stand-in step slept" in asleep and "jitted" not in asleep
+    slow_sleep = course.in_process_overlap_sentence(_profiler(0.004, 0.010, 100), inline,
+                                                    cores=2, stand_in=True)
+    assert "The stand-in step itself took longer (10.00 ms against 8.00 ms)" in slow_sleep
+    assert "interpreter lock back" in slow_sleep and "decoded on the cores" not in slow_sleep
+    tie = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 100), inline, cores=2)
+    assert "within the noise" in tie and "gained nothing measurable" in tie
+    slower = course.in_process_overlap_sentence(_profiler(0.01, 0.03, 100), inline, cores=2)
+    assert "slower than with num_threads=0" in slower
+    assert "Read-ahead made training slower" in slower
+    assert "The step itself got slower (30.00 ms against 8.00 ms)" in slower
+    assert "The idle share fell all the same" in slower
+    short = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 20), inline, cores=2)
+    assert "only 20 steps" in short

@@ -47,6 +47,17 @@ def test_time_pipeline_sees_read_ahead_threads_only_for_a_slow_source():
     assert fast.read_ahead_threads == 0
 
 
+def test_time_pipeline_sees_the_background_thread_unless_num_threads_is_0():
+    def loader(read_options):
+        return grain.DataLoader(data_source=SlowSource(), operations=[grain.Batch(8)],
+                                sampler=grain.IndexSampler(256, num_epochs=1),
+                                read_options=read_options)
+    ahead = course.time_pipeline(loader(None))
+    inline = course.time_pipeline(loader(grain.ReadOptions(num_threads=0)))
+    assert ahead.background_threads == 1 and ahead.read_ahead_threads > 0
+    assert (inline.background_threads, inline.read_ahead_threads) == (0, 0)
+
+
 def test_read_ahead_threads_are_gone_once_the_iterator_is_closed():
     assert course.time_pipeline(_loader(SlowSource(), [grain.Batch(8)], 256)).read_ahead_threads
     deadline = time.monotonic() + 10
@@ -103,7 +114,8 @@ def test_time_pipelines_keeps_every_repetition_on_the_median_run():
 
 # -- the sentences the lesson prints, one test per outcome, on made-up timings -------------
 def _timing(seconds_per_record: list[float], threads: int = 0,
-            cpu_per_record: float | None = None, records: int = 100) -> course.PipelineTiming:
+            cpu_per_record: float | None = None, records: int = 100,
+            background: int = 0) -> course.PipelineTiming:
     """Made-up repetitions of one pipeline: the first batch of 10 records at the same pace."""
     runs = []
     for per_record in seconds_per_record:
@@ -111,7 +123,7 @@ def _timing(seconds_per_record: list[float], threads: int = 0,
                                             total_s=records * per_record, records=records,
                                             first_records=10)
         cpu = (cpu_per_record if cpu_per_record is not None else per_record) * records
-        runs.append(course.PipelineTiming(loader_timing, threads, cpu))
+        runs.append(course.PipelineTiming(loader_timing, threads, cpu, background))
     median = runs[len(runs) // 2]
     median.runs = tuple(runs)
     return median
@@ -130,13 +142,38 @@ def test_read_threads_sentence_for_each_outcome():
     faster = course.read_threads_sentence(_timing([200e-6, 201e-6, 202e-6], threads=16), inline)
     tie = course.read_threads_sentence(_timing([295e-6, 310e-6, 305e-6], threads=16), inline)
     slower = course.read_threads_sentence(_timing([600e-6, 610e-6, 620e-6], threads=16), inline)
-    assert "with 16 read-ahead threads was 1.5x faster" in faster
+    assert "with 16 read threads and a background thread was 1.5x faster" in faster
     assert "gives the interpreter" in faster
     assert "within the noise" in tie and "No gain the repetitions can tell" in tie
     assert "GIL" in tie
     assert "2.0x slower" in slower and "lesson 9" in slower and "lesson 4" in slower
     unthreaded = course.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline)
-    assert "used no threads" in unthreaded
+    assert "started no pool" in unthreaded
+
+
+def test_threads_used_sentence_names_each_arrangement():
+    assert "everything ran in this thread" in course.threads_used_sentence("a", _timing([1e-4]))
+    alone = course.threads_used_sentence("a", _timing([1e-4], background=1))
+    assert "a background thread read, transformed and batched ahead, alone" in alone
+    pool = course.threads_used_sentence("a", _timing([1e-4], threads=16, background=1))
+    assert "16 read threads read and transformed the records for it" in pool
+    one = course.threads_used_sentence("a", _timing([1e-4], threads=1, background=1))
+    assert "1 read thread read" in one
+    workers = course.threads_used_sentence("a", _timing([1e-4], threads=2))
+    assert "2 read threads read the records; this thread batched them" in workers
+
+
+def test_background_thread_sentence_for_each_outcome():
+    inline = _timing([300e-6, 301e-6, 302e-6])
+    same = course.background_thread_sentence(_timing([301e-6] * 3, background=1), inline)
+    assert "a background thread alone took as long as" in same and "lesson 1" in same
+    faster = course.background_thread_sentence(_timing([200e-6] * 3, background=1), inline)
+    assert "1.5x faster" in faster and "prepared the next batch" in faster
+    pooled = course.background_thread_sentence(_timing([150e-6] * 3, threads=3, background=1),
+                                               inline)
+    assert "a background thread and 3 read threads" in pooled and "cores this loop" in pooled
+    slower = course.background_thread_sentence(_timing([400e-6] * 3, background=1), inline)
+    assert "1.3x slower" in slower and "handing every chunk" in slower
 
 
 def test_placement_sentence_for_each_outcome():

@@ -345,3 +345,30 @@ def test_a_failing_helper_process_raises_with_its_last_error_line():
                          who="the new process")
     echo = "import json, sys; print(json.dumps(sys.argv[1:]))"
     assert _run_json_script(echo, (3, 4), timeout=60, who="x") == ["3", "4"]
+
+
+def test_transform_thread_sentence_tells_the_calling_thread_from_a_background_one():
+    inline = course.TransformTrace(["MainThread"], 64, 64, 32, 0.3)
+    said = course.transform_thread_sentence(inline, "ReadOptions(num_threads=0)")
+    assert "every transform ran in this thread (MainThread)" in said
+    assert "when 64 had been transformed" in said and "no more were" in said
+    assert "breakpoint() stops that cell" in said
+    ahead = course.TransformTrace(["course_lib-ahead"], 64, 536, 32, 0.3)
+    said = course.transform_thread_sentence(ahead, "the default ReadOptions")
+    assert "ran on course_lib-ahead, not in this thread" in said
+    assert "472 more were" in said and "Debug with ReadOptions(num_threads=0)" in said
+    one = course.TransformTrace(["course_lib-ahead", "course_lib-read_0"], 64, 65, 32, 0.3)
+    assert "1 more was" in course.transform_thread_sentence(one, "x")
+    with pytest.raises(ValueError, match="no record transformed"):
+        course.transform_thread_sentence(course.TransformTrace([], 0, 0, 0, 0.3), "x")
+
+
+def test_trace_transform_threads_sees_the_calling_thread_only_at_num_threads_0():
+    folder = course.digit_images_on_disk()
+    files = grain.ImageFolderDataSource(folder)
+    inline = course.trace_transform_threads(files, grain.ReadOptions(num_threads=0),
+                                            batch_size=8, wait_s=0.05)
+    assert inline.threads == ("MainThread",) and inline.delivered == 8
+    assert inline.after_wait == inline.at_next >= 8
+    ahead = course.trace_transform_threads(files, None, batch_size=8, wait_s=0.05)
+    assert "MainThread" not in ahead.threads and "course_lib-ahead" in ahead.threads

@@ -111,13 +111,31 @@ def test_workers_sentence_follows_the_numbers():
     assert "within the noise of each other" in same
 
 
+def test_read_ahead_feed_sentence_follows_the_numbers():
+    single = feed("num_threads=0", [25, 25.3, 26], idle=0.6, wait_ms=24, step_ms=15)
+    faster = course.read_ahead_feed_sentence(
+        feed("ahead", [38, 39, 40], idle=0.2, step_ms=15.5), single, 2)
+    assert faster.startswith("Read-ahead made the loop 1.54x faster than num_threads=0")
+    assert "waited 60% of the time with num_threads=0 and 20% with read-ahead" in faster
+    assert "idle share fell all the same" not in faster and "step itself" not in faster
+    slower = course.read_ahead_feed_sentence(
+        feed("ahead", [20, 21, 22], idle=0.3, step_ms=25), single, 2)
+    assert "slower than num_threads=0" in slower and "on the 2 cores" in slower
+    assert "idle share fell all the same" in slower
+    assert "The step itself slowed from 15.0 ms to 25.0 ms" in slower
+    same = course.read_ahead_feed_sentence(
+        feed("ahead", [24, 25.5, 27], idle=0.55, step_ms=15), single, 2)
+    assert "within the noise of each other" in same and "fell all the same" not in same
+
+
 def test_compare_feeds_and_table():
     naive, loader = feed("naive loop", [20, 21, 22]), feed("loader", [40, 42, 44])
     assert course.compare_feeds(loader, naive).startswith("The loader ran 2.00x faster than")
     assert "off the step's path" in course.compare_feeds(loader, naive)
     assert "took the 2 cores" in course.compare_feeds(naive, loader, cores=2)
     assert "loader's own bookkeeping" in course.compare_feeds(naive, loader, same_work=True)
-    assert "read-ahead threads" in course.compare_feeds(loader, naive, same_work=True)
+    assert "the loader's own code did it faster" in course.compare_feeds(loader, naive,
+                                                                         same_work=True)
     same = feed("b", [20, 21.5, 23])
     assert "cannot tell them apart" in course.compare_feeds(same, naive)
     assert "as expected of the same work" in course.compare_feeds(same, naive, same_work=True)

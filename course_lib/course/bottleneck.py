@@ -149,8 +149,10 @@ def _check_share(name: str, share: float) -> None:
 
 
 def same_schedule_sentence(loader_period: Estimate, naive_period: Estimate) -> str:
-    """The loader with `worker_count=0` against the naive loop: same work, same schedule."""
-    said = compare_estimates("Training fed by the loader with 0 workers", loader_period,
+    """The loader with `worker_count=0, ReadOptions(num_threads=0)` against the naive loop:
+    same work, same schedule."""
+    said = compare_estimates("Training fed by the loader with 0 workers and num_threads=0",
+                             loader_period,
                              "the naive loop", naive_period)
     verdict = outcome(loader_period, naive_period)
     if verdict == "same":
@@ -208,6 +210,59 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
     head = ("Overlap gained nothing measurable here." if verdict == "same" else
             "Overlap made training slower here.")
     return f"{said} {idle} {head}{step_note}{others}{idle_note}{short}"
+
+
+def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores: int,
+                                stand_in: bool = False) -> str:
+    """Lesson 1's overlap in one process: the loader at `worker_count=0` with its default
+    `ReadOptions` (a background thread batches ahead) against `ReadOptions(num_threads=0)`
+    (everything in the loop's thread, the naive schedule). Both are `StepProfiler`s;
+    `stand_in=True` says their step was the stand-in that sleeps, leaving the CPU free."""
+    ahead, inline = step_period(read_ahead), step_period(single_threaded)
+    said = compare_estimates("Training fed by the loader at 0 workers with read-ahead", ahead,
+                             "with num_threads=0", inline)
+    verdict = outcome(ahead, inline)
+    idle = (f"The accelerator idled {single_threaded.idle_fraction:.0%} of the time with "
+            f"num_threads=0 and {read_ahead.idle_fraction:.0%} with read-ahead.")
+    if verdict == "better" and stand_in:
+        head = ("Overlap in one process: the background thread made batch N+1 while the "
+                "stand-in step slept on batch N, leaving the CPU to the thread, as a step on "
+                "a GPU would.")
+    elif verdict == "better":
+        head = ("Overlap in one process: the background thread made batch N+1 while the step "
+                "ran on batch N. It can, because the jitted step, Pillow's decoder and NumPy "
+                f"give the interpreter lock back while they compute, so the {cores} cores "
+                "ran both at once.")
+    elif verdict == "same":
+        head = ("Read-ahead gained nothing measurable here: the thread's Python code (each "
+                "transform's own lines, the batching) holds the interpreter lock and takes "
+                f"turns with the loop, and the step and the decoding share the {cores} cores.")
+    else:
+        head = ("Read-ahead made training slower here: the background thread's work took "
+                f"CPU the step needed on these {cores} cores, and handing each batch over "
+                "costs a little.")
+    step_ahead, step_inline = (Estimate.median_of(profiler.step_times)
+                               for profiler in (read_ahead, single_threaded))
+    step_note = ""
+    if outcome(step_ahead, step_inline) == "worse" and stand_in:
+        step_note = (f" The stand-in step itself took longer ({format_seconds(step_ahead.value)} "
+                     f"against {format_seconds(step_inline.value)}): after its sleep it waits "
+                     "to take the interpreter lock back from the thread, or for a free core.")
+    elif outcome(step_ahead, step_inline) == "worse":
+        step_note = (f" The step itself got slower ({format_seconds(step_ahead.value)} "
+                     f"against {format_seconds(step_inline.value)}): the thread decoded on "
+                     "the cores the step computes on.")
+    idle_note = ""
+    if verdict != "better" and \
+            read_ahead.idle_fraction < single_threaded.idle_fraction - IDLE_TOLERANCE:
+        idle_note = (" The idle share fell all the same, because a slower step makes it "
+                     "smaller without making training faster. For speed, read the time per "
+                     "step.")
+    short = ""
+    if verdict != "better" and read_ahead.num_steps < 50:
+        short = (f" This run measured only {read_ahead.num_steps} steps per loop, too few to "
+                 "show the gain reliably: run the lesson in full mode to measure more.")
+    return f"{said} {idle} {head}{step_note}{idle_note}{short}"
 
 
 def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores: int) -> str:

@@ -14,33 +14,46 @@ from typing import Any
 from course_lib.course.basics import Estimate, compare_estimates, outcome
 from course_lib.course.parallel_workers import LoaderTiming, interleaved_medians, timed_pass
 
-READ_AHEAD_THREAD_PREFIX = "course_lib-read"  # the name course_lib.reader gives its threads
+READ_AHEAD_THREAD_PREFIX = "course_lib-read"  # course_lib.reader's pool of per-record threads
+BACKGROUND_THREAD_NAME = "course_lib-ahead"  # course_lib.read_ahead's batching thread
 
 
 def read_ahead_threads() -> list:
-    """The loaders' read-ahead threads alive in this process right now (a closed loader's
-    threads finish their last read and exit shortly after `close()`)."""
+    """The loaders' per-record threads (the reader's pool) alive in this process right now (a
+    closed loader's threads finish their last record and exit shortly after `close()`)."""
     import threading
 
     return [thread for thread in threading.enumerate()
             if thread.name.startswith(READ_AHEAD_THREAD_PREFIX)]
 
 
-class PipelineTiming(LoaderTiming):
-    """A `LoaderTiming` that also knows how the loader read its source, and at what CPU cost.
+def background_threads() -> list:
+    """The loaders' background threads alive in this process right now: each batches ahead
+    of one iterator at `worker_count=0` unless `ReadOptions(num_threads=0)`."""
+    import threading
 
-    `read_ahead_threads` counts the read-ahead threads this loader started in this process
-    (alive when its last batch arrived): 0 when the source was read inline, or when worker
-    processes did the reading.
-    (The first chunk of records is always read inline and timed; threads start after it.)
+    return [thread for thread in threading.enumerate() if thread.name == BACKGROUND_THREAD_NAME]
+
+
+class PipelineTiming(LoaderTiming):
+    """A `LoaderTiming` that also knows which threads did the work, and at what CPU cost.
+
+    `read_ahead_threads` counts the reader's pool of per-record threads this loader started
+    in this process, and `background_threads` its background batching thread (1, or 0 with
+    `ReadOptions(num_threads=0)` or with workers), both seen at any batch of the pass: 0
+    pool threads when the records were read and transformed by one thread only.
+    (The first chunk of records is always done without the pool and timed; the pool, if
+    any, starts after it.)
     `cpu_s` is the CPU time this process spent on the pass, all its threads together (worker
     processes not included): wall time says how long the wait was, CPU time how much work.
     """
 
-    def __init__(self, timing: LoaderTiming, read_ahead_threads: int, cpu_s: float):
+    def __init__(self, timing: LoaderTiming, read_ahead_threads: int, cpu_s: float,
+                 background_threads: int = 0):
         super().__init__(timing.first_batch_s, timing.total_s, timing.records,
                          timing.first_records)
         self.read_ahead_threads = read_ahead_threads
+        self.background_threads = background_threads
         self.cpu_s = cpu_s
         self.runs: tuple[PipelineTiming, ...] = (self,)  # every repetition, this one among them
 
@@ -57,13 +70,45 @@ class PipelineTiming(LoaderTiming):
         return Estimate.median_of([run.cpu_s / run.records for run in self.runs])
 
 
+class _NotingThreads:
+    """Wraps a loader so that every `next()` notes the loader threads alive at that moment."""
+
+    def __init__(self, loader: Any, seen: set):
+        self._loader, self._seen = loader, seen
+
+    def __iter__(self):
+        return _NotingIterator(iter(self._loader), self._seen)
+
+
+class _NotingIterator:
+    def __init__(self, iterator: Any, seen: set):
+        self._iterator, self._seen = iterator, seen
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        element = next(self._iterator)
+        self._seen.update(read_ahead_threads() + background_threads())
+        return element
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *error):
+        self._iterator.close()
+
+
 def time_pipeline(loader: Any) -> PipelineTiming:
     """Iterate `loader` to its end once, closing the iterator; time it and count threads."""
-    earlier_threads = set(read_ahead_threads())  # another loader's, still winding down
+    earlier = set(read_ahead_threads() + background_threads())  # another loader's, ending
+    seen: set = set()
     cpu_start = time.process_time()
-    timing, threads = timed_pass(  # counted before close() ends them
-        loader, before_close=lambda: len(set(read_ahead_threads()) - earlier_threads))
-    return PipelineTiming(timing, threads, time.process_time() - cpu_start)
+    timing, _ = timed_pass(_NotingThreads(loader, seen))
+    cpu_s = time.process_time() - cpu_start
+    seen -= earlier
+    pool = sum(thread.name.startswith(READ_AHEAD_THREAD_PREFIX) for thread in seen)
+    return PipelineTiming(timing, pool, cpu_s, len(seen) - pool)
 
 
 def time_pipelines(make_loaders: Mapping[str, Callable[[], Any]], *, repeats: int = 1,
@@ -85,17 +130,32 @@ def time_pipelines(make_loaders: Mapping[str, Callable[[], Any]], *, repeats: in
 
 
 # -- the sentences lesson 2 prints ----------------------------------------------------------
+def threads_used_sentence(label: str, timing: PipelineTiming) -> str:
+    """Which threads read and transformed the records of one pipeline, from the count."""
+    pool = timing.read_ahead_threads
+    pool_text = f"{pool} read thread{'s' * (pool != 1)}"
+    if timing.background_threads == 0:
+        if pool:
+            return f"{label}: {pool_text} read the records; this thread batched them."
+        return f"{label}: everything ran in this thread, one record after the other."
+    if pool:
+        return (f"{label}: a background thread batched ahead, and {pool_text} read and "
+                "transformed the records for it.")
+    return (f"{label}: a background thread read, transformed and batched ahead, alone (no "
+            "pool of threads).")
+
+
 def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTiming) -> str:
-    """A decoding `__getitem__` read with the loader's read-ahead threads, against the same
-    source read inline (`ReadOptions(num_threads=0)`), and why it came out that way."""
+    """A decoding `__getitem__` read with the loader's threads (the default `ReadOptions`),
+    against the same source read in this thread (`ReadOptions(num_threads=0)`)."""
     if threads_allowed.read_ahead_threads == 0:
-        return ("This time the reader timed the first reads as fast and used no threads, so "
-                "both runs read inline: nothing to compare. (The decision rests on one "
+        return ("This time the reader timed the first reads as fast and started no pool of "
+                "read threads, so there is no pool to judge. (The decision rests on one "
                 "timing; run the cell again.)")
     said = compare_estimates(
-        f"Decoding in __getitem__ with {threads_allowed.read_ahead_threads} read-ahead "
-        "threads", threads_allowed.steady_seconds_per_record(), "with num_threads=0",
-        inline.steady_seconds_per_record())
+        f"Decoding in __getitem__ with {threads_allowed.read_ahead_threads} read threads "
+        "and a background thread", threads_allowed.steady_seconds_per_record(),
+        "with num_threads=0", inline.steady_seconds_per_record())
     lock = ("Python runs the Python code of one thread at a time (the interpreter lock, or "
             "GIL), and Pillow gives that lock back for only part of decoding a PNG.")
     verdict = outcome(threads_allowed.steady_seconds_per_record(),
@@ -106,18 +166,43 @@ def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTimin
                 "decode while another runs Python code, on another core.")
     if verdict == "same":
         return (f"{said} No gain the repetitions can tell from noise: {lock} What the "
-                "threads could run beside the main thread, the hand-offs between them cost "
-                "again.")
-    return (f"{said} The threads cost time: {lock} For the rest of the work the threads and "
-            "the main thread, which runs Normalize and Batch, take turns, and every turn "
-            "costs a switch. Threads pay off when a read waits without computing, on a slow "
-            "disk or a network (lesson 9 shows it); work that computes needs processes, "
-            "which lesson 4 brings.")
+                "threads could run beside each other, the hand-offs between them cost again.")
+    return (f"{said} The threads cost time: {lock} For the rest of the work the read threads "
+            "and the background thread, which runs Normalize and Batch, take turns, and "
+            "every turn costs a switch. Threads pay off when a read waits without "
+            "computing, on a slow disk or a network (lesson 9 shows it); work that computes "
+            "needs processes, which lesson 4 brings.")
+
+
+def background_thread_sentence(ahead: PipelineTiming, inline: PipelineTiming) -> str:
+    """Decoding in a transform with the default `ReadOptions` (a background thread, and a
+    pool only where this process has cores to spare) against `ReadOptions(num_threads=0)`.
+    Nothing else runs in these passes, so the thread has no training step to overlap."""
+    who = ("a background thread alone" if ahead.read_ahead_threads == 0 else
+           f"a background thread and {ahead.read_ahead_threads} read threads")
+    said = compare_estimates(f"Decoding in a transform with {who}",
+                             ahead.steady_seconds_per_record(), "with num_threads=0",
+                             inline.steady_seconds_per_record())
+    verdict = outcome(ahead.steady_seconds_per_record(), inline.steady_seconds_per_record())
+    if verdict == "same":
+        return (f"{said} As expected of the same work on another thread: with no training "
+                "step in this loop there is nothing to overlap, and lesson 1 measures what "
+                "the thread gains beside one.")
+    if verdict == "better":
+        why = ("the read threads decoded on the cores this loop left free"
+               if ahead.read_ahead_threads else
+               "the background thread prepared the next batch while this thread took the "
+               "last one (or the machine's load changed between the runs)")
+        return f"{said} Faster: {why}."
+    return (f"{said} Slower: the same work, plus handing every chunk of records from the "
+            "background thread to this one, which costs more than the thread hides when "
+            "there is no training step to overlap (or the machine's load changed between "
+            "the runs).")
 
 
 def placement_sentence(in_getitem: PipelineTiming, in_transform: PipelineTiming) -> str:
     """Decoding in `__getitem__` (read inline) against decoding in a transform."""
-    said = compare_estimates("Decoding in __getitem__ (read inline)",
+    said = compare_estimates("Decoding in __getitem__ (both with num_threads=0)",
                              in_getitem.steady_seconds_per_record(),
                              "decoding in a transform", in_transform.steady_seconds_per_record())
     verdict = outcome(in_getitem.steady_seconds_per_record(),

@@ -593,3 +593,66 @@ def grain_batches(worker_count: int, num_records: int = 20, batch_size: int = 4,
                             timeout=timeout, who="Grain")
 
 
+
+
+# -- where a transform runs at worker_count=0: what print and pdb can do there -------------
+class TransformTrace:
+    """Which threads ran a transform, and how many records it had transformed when the
+    cell's `next()` returned and again after the cell had waited a moment."""
+
+    def __init__(self, threads: Sequence[str], at_next: int, after_wait: int, delivered: int,
+                 wait_s: float):
+        self.threads = tuple(threads)
+        self.at_next = at_next
+        self.after_wait = after_wait
+        self.delivered = delivered
+        self.wait_s = wait_s
+
+
+def trace_transform_threads(data_source: Any, read_options: Any, *, batch_size: int = 32,
+                            wait_s: float = 0.3) -> TransformTrace:
+    """Take one batch at `worker_count=0` with `read_options`, then wait `wait_s` (as a
+    training step would), noting the thread that transforms each record."""
+    import threading
+
+    import course_lib as grain
+
+    names: list[str] = []  # list.append is safe from any thread
+
+    class NoteThread(grain.MapTransform):
+        def map(self, element):
+            names.append(threading.current_thread().name)
+            return element
+
+    loader = grain.DataLoader(
+        data_source=data_source, worker_count=0, read_options=read_options,
+        operations=[grain.DecodeImage(), NoteThread(), grain.Batch(batch_size)],
+        sampler=grain.IndexSampler(len(data_source), shuffle=True, seed=0, num_epochs=1))
+    with iter(loader) as iterator:
+        delivered = len(next(iterator)["label"])
+        at_next = len(names)
+        time.sleep(wait_s)
+        after_wait = len(names)
+    return TransformTrace(sorted(set(names)), at_next, after_wait, delivered, wait_s)
+
+
+def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
+    """Where the transforms ran under `setting`, and what that means for print and pdb."""
+    if not trace.threads:
+        raise ValueError("the trace saw no record transformed: take a batch first.")
+    more = trace.after_wait - trace.at_next
+    counts = (f"next() returned a batch of {trace.delivered} records when {trace.at_next} "
+              f"had been transformed, and while the cell then waited "
+              f"{format_seconds(trace.wait_s)}, {more or 'no'} more "
+              f"{'was' if more == 1 else 'were'}")
+    if trace.threads == ("MainThread",):
+        return (f"With {setting}, every transform ran in this thread (MainThread): {counts}. "
+                "The loader transforms a chunk of records at a time, inside next() and "
+                "nowhere else, so a print in a transform appears in the cell that called "
+                "next(), and breakpoint() stops that cell, as in plain Python.")
+    names = ", ".join(trace.threads)
+    return (f"With {setting}, the transforms ran on {names}, not in this thread: {counts}. "
+            "That thread works ahead of the cell, so a print in a transform comes out before "
+            "the batch it belongs to, in whichever cell is running at that moment, and "
+            "breakpoint() would stop that thread, not the cell. Debug with "
+            "ReadOptions(num_threads=0).")

@@ -66,6 +66,7 @@ def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
 # a burst of load from elsewhere on the machine falls on all of them; a setup is only called
 # faster than another when it was faster in every pair of neighbouring repetitions.
 NOISE_RATIO = 1.05  # medians closer than this are within the noise, whatever the ranges say
+IDLE_POINTS = 0.10  # idle shares closer than 10 points tell the same story
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,8 +187,9 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
                   cores: int | None = None) -> str:
     """One sentence: `timing` against `baseline`, in steps per second, with the reason.
 
-    `same_work=True` says both setups do the same work in this process (the loader with
-    `worker_count=0` against the naive loop), so a difference is overhead, not overlap."""
+    `same_work=True` says both setups do the same work in the loop's thread (the loader with
+    `worker_count=0, ReadOptions(num_threads=0)` against the naive loop), so a difference is
+    overhead, not overlap."""
     cores = cores or os.cpu_count() or 1
     outcome = speed_outcome(timing, baseline)
     numbers = f"({timing.rate_text()}, against {baseline.rate_text()})"
@@ -197,11 +199,12 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
         return (f"The {timing.label} and the {baseline.label} ran within the noise of the "
                 f"repetitions of each other {numbers}: {why}.")
     if same_work:
-        why = {"faster": "both decode in this process, and the loader's read-ahead threads "
-                         "(`ReadOptions`) read the next files while it decodes, which pays "
-                         "while a core is free",
-               "slower": "both decode in this process, so the gap is the loader's own "
-                         "bookkeeping, and its read-ahead threads competing for the cores"}
+        why = {"faster": "both do the same work in the loop's thread, one batch when asked, "
+                         "so the loader's own code did it faster (or the machine's load "
+                         "changed between the runs)",
+               "slower": "both do the same work in the loop's thread, one batch when asked, "
+                         "so the gap is the loader's own bookkeeping (sampler, reader, "
+                         "batching)"}
     else:
         why = {"faster": "the loading moved off the step's path",
                "slower": f"the loading running beside the step took the {cores} cores from it"}
@@ -252,6 +255,40 @@ def workers_sentence(workers: FeedTiming, in_process: FeedTiming,
         sentence += (f" The step itself slowed from {in_process.step_ms:.1f} ms to "
                      f"{workers.step_ms:.1f} ms (median), because it shares the {cores} CPU "
                      "cores with the workers: here the 'accelerator' is the CPU that also loads.")
+    return sentence
+
+
+def read_ahead_feed_sentence(read_ahead: FeedTiming, single_threaded: FeedTiming,
+                             cores: int | None = None) -> str:
+    """The loader at `worker_count=0` with its read-ahead thread (the default `ReadOptions`)
+    against `ReadOptions(num_threads=0)`: steps per second, and the idle share of each."""
+    cores = cores or os.cpu_count() or 1
+    outcome = speed_outcome(read_ahead, single_threaded)
+    numbers = f"{read_ahead.rate_text()}, against {single_threaded.rate_text()}"
+    idle = (f"the step waited {single_threaded.idle_share:.0%} of the time with num_threads=0 "
+            f"and {read_ahead.idle_share:.0%} with read-ahead")
+    if outcome == "faster":
+        sentence = (f"Read-ahead made the loop {_ratio_text(read_ahead, single_threaded)} "
+                    f"faster than num_threads=0 at 0 workers ({numbers}); {idle}: one "
+                    "background thread in this process made the next batch while the step "
+                    "ran, since the jitted step and Pillow's decoder give the interpreter "
+                    "lock back while they compute.")
+    elif outcome == "slower":
+        sentence = (f"Read-ahead made the loop {_ratio_text(read_ahead, single_threaded)} "
+                    f"slower than num_threads=0 at 0 workers ({numbers}); {idle}: the "
+                    f"background thread decoded on the {cores} cores the step computes on, "
+                    "and took more from the step than the overlap won back.")
+    else:
+        sentence = (f"Read-ahead and num_threads=0 ran within the noise of each other at 0 "
+                    f"workers ({numbers}); {idle}: this run cannot tell them apart by speed.")
+    if outcome != "faster" and \
+            read_ahead.idle_share < single_threaded.idle_share - IDLE_POINTS:
+        sentence += (" The idle share fell all the same: a step slowed by the thread beside "
+                     "it waits a smaller share of the time without training any faster.")
+    if read_ahead.step_ms > 1.1 * single_threaded.step_ms:
+        sentence += (f" The step itself slowed from {single_threaded.step_ms:.1f} ms to "
+                     f"{read_ahead.step_ms:.1f} ms (median): it shares the {cores} CPU cores "
+                     "with the thread that decodes.")
     return sentence
 
 
