@@ -7,7 +7,8 @@ parts in order. Threads pay off in two cases:
 
 - **Reads that wait** (network disks, cold storage): a thread waiting for I/O gives the
   interpreter lock away, so many threads overlap many waits. Such a source gets up to
-  `ReadOptions.num_threads` threads.
+  `ReadOptions.num_threads` threads. Waiting is wall time the reading thread did not spend
+  on its own CPU: a `__getitem__` that decodes is busy, not waiting, and counts as work.
 - **Transforms that compute outside Python** (Pillow's decoders, most NumPy kernels): they
   release the lock too, so threads run them on several cores at once. CPU work cannot use
   more cores than the process has, so the pool is capped at this process's share of the
@@ -16,7 +17,8 @@ parts in order. Threads pay off in two cases:
 Elsewhere threads cost more than they give: a hand-off costs tens of microseconds, and a
 thread holding the lock for pure-Python work makes the others wait. So the first chunk is
 always done inline and timed, and the stage picks its thread count from what a record cost:
-reading at least `THREADS_PAY_OFF_S`, or reading and transforming at least `WORK_PAYS_OFF_S`.
+waiting at least `THREADS_PAY_OFF_S` in its read, or reading and transforming at least
+`WORK_PAYS_OFF_S`.
 A cheap record (an in-memory array, a small cached file with a light transform) stays inline.
 
 However many threads run, every record gets the same random generator (it depends only on
@@ -120,7 +122,8 @@ def read_records(source, record_keys: np.ndarray) -> Sequence:
 
 
 MIN_RECORDS_PER_TASK = 8
-THREADS_PAY_OFF_S = 200e-6  # per-record read time above which reads are worth overlapping
+THREADS_PAY_OFF_S = 200e-6  # per-record wait while reading above which threads overlap waits
+WAITING_SHARE = 0.75  # reads that wait spend at least this share of their time not computing
 WORK_PAYS_OFF_S = 25e-6  # per-record read + transform time above which threads share it
 
 # What the stage yields per chunk: (start, record_keys, positions, survivors, error), where
@@ -159,8 +162,8 @@ class ChunkProcessor:
             first = next(chunks, None)
             if first is None:
                 return
-            result, read_s, total_s = self._timed(*first, run)
-            self._threads = self._choose_threads(read_s, total_s, len(first[1]))
+            result, waited_s, total_s = self._timed(*first, run)
+            self._threads = self._choose_threads(waited_s, total_s, len(first[1]))
             yield result
             if result[-1] is not None:
                 return
@@ -171,18 +174,23 @@ class ChunkProcessor:
                 yield self._inline(start, keys, run)
 
     def _timed(self, start: int, keys: np.ndarray, run: PipelineRun):
-        started = time.perf_counter()
+        """The first chunk, done here; also how long its reads waited (wall time that this
+        thread did not spend computing: I/O, sleeps) and how long the whole chunk took."""
+        started, computed = time.perf_counter(), time.thread_time()
         records = read_records(self._source, keys)
-        read = time.perf_counter()
+        busy = time.thread_time() - computed
+        waited = time.perf_counter() - started - busy
+        if waited < WAITING_SHARE * (waited + busy):
+            waited = 0.0  # mostly computing (a busy machine also stretches the wall time)
         result = (start, keys, *self._pipeline.transform_records(start, keys, records, run,
                                                                  self._stop))
-        return result, read - started, time.perf_counter() - started
+        return result, waited, time.perf_counter() - started
 
-    def _choose_threads(self, read_s: float, total_s: float, count: int) -> int:
+    def _choose_threads(self, waited_s: float, total_s: float, count: int) -> int:
         options = self._options
         if options.num_threads == 0 or options.prefetch_buffer_size == 0 or count == 0:
             return 1
-        if read_s / count >= THREADS_PAY_OFF_S and not self._batched_read:
+        if waited_s / count >= THREADS_PAY_OFF_S and not self._batched_read:
             return options.num_threads  # waiting: threads overlap the waits
         if total_s / count >= WORK_PAYS_OFF_S and self._pipeline.record_ops:
             return threads_for_work(options.num_threads, self._worker_count)

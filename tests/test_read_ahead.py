@@ -183,6 +183,28 @@ def test_slow_reads_get_every_thread_and_the_same_batches():
     _assert_same(batches, _batches(_loader(CountingSource(64), num_threads=0, num_epochs=1)))
 
 
+class BusySource(CountingSource):
+    """A `__getitem__` that computes for 1 ms (a decoder), without waiting."""
+
+    def __getitem__(self, record_key):
+        deadline = time.thread_time() + 0.001
+        while time.thread_time() < deadline:
+            pass
+        return super().__getitem__(record_key)
+
+
+@pytest.mark.parametrize(("source", "waits"), [(CountingSource(64, delay_s=0.001), True),
+                                               (BusySource(64), False)])
+def test_reads_that_wait_get_every_thread_and_reads_that_compute_do_not(source, waits):
+    loader = _loader(source, operations=[Double()], num_threads=8, num_epochs=1)
+    processor = reader.ChunkProcessor(source, loader.pipeline, loader.read_options)
+    chunks = [(0, np.arange(32)), (32, np.arange(32, 64))]
+    results = list(processor.process(chunks, loader.pipeline.start_run()))
+    assert [int(position) for result in results for position in result[2]] == list(range(64))
+    expected = 8 if waits else reader.threads_for_work(8, 0)
+    assert processor.threads == expected
+
+
 def test_num_threads_0_runs_every_transform_in_the_calling_thread_and_more_threads_do_not():
     seen = []
 
