@@ -223,7 +223,7 @@ def test_lesson_runs_top_to_bottom_without_grain(tmp_path):
                       if cell.cell_type == "code" for output in cell.outputs)
     assert "Grain is not installed" in printed and lesson.GRAIN_INSTALL in printed
     assert "Skipped: this cell needs Grain" in printed
-    assert "course_lib, 2 workers" in printed and "Grain DataLoader" not in printed
+    assert "course_lib, 2 workers" in printed and "Grain DataLoader, 0 workers" not in printed
     assert "The Grain checkpoint was not tried here" in printed
 
 
