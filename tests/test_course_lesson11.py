@@ -195,9 +195,9 @@ def test_import_grain_with_grain_marks_absl_flags_parsed():
 
 def test_print_name_map_lists_every_course_lib_only_name(capsys):
     lesson.print_name_map()
-    printed = capsys.readouterr().out
+    printed = " ".join(capsys.readouterr().out.split())  # long replacements wrap
     for name, replacement in lesson.NAME_MAP:
-        assert name in printed and replacement in printed
+        assert name in printed and " ".join(replacement.split()) in printed
 
 
 def test_every_name_the_map_calls_course_lib_only_is_missing_from_grain():
@@ -223,7 +223,7 @@ def test_lesson_runs_top_to_bottom_without_grain(tmp_path):
                       if cell.cell_type == "code" for output in cell.outputs)
     assert "Grain is not installed" in printed and lesson.GRAIN_INSTALL in printed
     assert "Skipped: this cell needs Grain" in printed
-    assert "course_lib, 2 workers" in printed and "Grain DataLoader" not in printed
+    assert "course_lib, 2 workers" in printed and "Grain DataLoader, 0 workers" not in printed
     assert "The Grain checkpoint was not tried here" in printed
 
 
@@ -253,3 +253,57 @@ def test_measure_feeds_trains_and_times_each_feed_in_rounds():
     with pytest.raises(ValueError, match="repeats"):
         lesson.train_on_feeds({"a": loader}, repeats=0, num_steps=1, warmup_steps=0,
                              held_out=held_out)
+
+
+# -- the timed window, what runs where ---------------------------------------------------------
+def test_window_sentence_says_start_up_cannot_decide_when_it_is_small():
+    line = lesson.window_sentence(120, [4.0, 6.0], {"a": 0.1, "b, 2 workers": 0.3})
+    assert "120 steps" in line and "b, 2 workers" in line
+    assert "cannot decide the ranking" in line and "may come from" not in line
+
+
+def test_window_sentence_warns_when_start_up_is_a_large_part_of_the_window():
+    line = lesson.window_sentence(20, [0.8, 1.2], {"a": 0.1, "b, 2 workers": 2.0})
+    assert "may come from start-up" in line and "cannot decide" not in line
+    assert "250%" in line  # 2.0 s of the shortest 0.8 s window
+
+
+@pytest.mark.parametrize("bad", [
+    dict(num_steps=0, window_s=[1.0], first_batch_s={"a": 0.1}),
+    dict(num_steps=10, window_s=[], first_batch_s={"a": 0.1}),
+    dict(num_steps=10, window_s=[1.0, 0.0], first_batch_s={"a": 0.1}),
+    dict(num_steps=10, window_s=[1.0], first_batch_s={}),
+])
+def test_window_sentence_rejects_what_is_not_a_measurement(bad):
+    with pytest.raises(ValueError):
+        lesson.window_sentence(**bad)
+
+
+@pytest.mark.parametrize("idle, expected, absent", [
+    (0.02, "the loading overlapped the step", "inside next()"),
+    (0.3, "part of the loading overlapped", "more than it ran"),
+    (0.75, "most of the loading happened inside next()", "overlapped"),
+])
+def test_overlap_sentence_reads_the_idle_share(idle, expected, absent):
+    line = lesson.feed_overlap_sentence(summary("feed", [10.0], idle=idle))
+    assert expected in line and absent not in line
+    assert f"{idle:.0%}" in line
+
+
+def test_summarise_keeps_every_runs_window():
+    profiler = course_lib.StepProfiler(warmup_steps=0)
+    profiler.measure(iter([1, 2, 3]), lambda batch: batch, 3)
+    run = lesson.FeedMeasurement("feed", 0.1, profiler, [0], 0.5)
+    summarised = lesson.summarise({"feed": [run, run]})["feed"]
+    assert summarised.window_s == [profiler.wall_time, profiler.wall_time]
+
+
+def test_name_map_and_placement_name_every_feed_and_name_once():
+    names = [name for name, _ in lesson.NAME_MAP]
+    assert len(names) == len(set(names))
+    for needed in ("RecordFileDataSource", "write_array_record_shards", "truncate=True",
+                   "close()", "make_global_batch", "launch", "StepProfiler", "BucketByLength"):
+        assert any(needed in name for name in names), needed
+    feeds = " ".join(name for name, _ in lesson.PLACEMENT)
+    for feed in ("course_lib", "Grain DataLoader", "Grain Dataset API", "num_threads=0"):
+        assert feed in feeds

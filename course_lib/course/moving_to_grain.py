@@ -5,6 +5,9 @@ what this module helps a lesson show and measure:
 
 - **Names Grain does not have.** `NAME_MAP` lists the course_lib-only names the lessons use
   and the few lines of Grain that replace each; `print_name_map()` prints it.
+- **What runs where.** `PLACEMENT` says which thread does which part of the work in each
+  feed (read from Grain's source and course_lib's); `print_placement()` prints it, and
+  `feed_overlap_sentence` reads the same thing back from a measured idle share.
 - **Grain may be missing.** `import_grain()` returns `grain.python` or None, saying what to
   install, so a lesson runs top to bottom either way (`grain_ready()` guards each Grain cell).
   It also marks absl's flags as parsed: Grain 0.2.18's worker processes read absl flags,
@@ -13,9 +16,10 @@ what this module helps a lesson show and measure:
   feed (a course_lib loader, Grain's DataLoader, Grain's Dataset API), timing the first
   batch and every later step with `StepProfiler`, in interleaved rounds so that a busy
   moment of a shared machine does not hit one feed only.
-- **Sentences from the numbers.** `speed_sentence`, `grain_first_batch_sentence` and
-  `what_to_remember` say faster, slower or "within the noise" from the measurements, and
-  why, so they would say the opposite if the numbers did.
+- **Sentences from the numbers.** `speed_sentence`, `grain_first_batch_sentence`,
+  `window_sentence`, `feed_overlap_sentence` and `what_to_remember` say faster, slower or
+  "within the noise" from the measurements, and why, so they would say the opposite if the
+  numbers did.
 """
 
 from __future__ import annotations
@@ -62,7 +66,47 @@ NAME_MAP: tuple[tuple[str, str], ...] = (
     ("BucketByLength(bucket_lengths, batch_size)",
      "no such operation: pack instead (experimental.FirstFitPackIterDataset), or sort a "
      "window by length yourself and pad in a batch_fn"),
+    ("truncate=True (PackAndBatchOperation, BucketByLength)",
+     "Grain's packers refuse a sequence longer than the row: cut it first, "
+     ".map(lambda x: {k: v[:length] for k, v in x.items()})"),
+    ("RecordFileDataSource(path)",
+     "a class whose __getitem__ reads np.load(path, mmap_mode='r')[key], or "
+     "MapDataset.source(that array)"),
+    ("write_array_record_shards(records, folder, n)",
+     "array_record's ArrayRecordWriter(path, 'group_size:1'), one per shard, then "
+     "ArrayRecordDataSource(paths)"),
+    ("with iter(loader) as batches / batches.close()",
+     "Dataset API: iterator.close() (no `with`); DataLoader iterator: neither, its "
+     "workers stop when the iterator is garbage collected"),
+    ("device.make_global_batch(local_batch, sharding)",
+     "jax.make_array_from_process_local_data(sharding, local_batch)"),
+    ("launch(script, num_processes)",
+     "no launcher in Grain: start one process per host (your cluster's launcher) and call "
+     "jax.distributed.initialize() in each"),
+    ("StepProfiler",
+     "no step profiler in Grain: time next() and the step (synchronised) yourself; "
+     "StepProfiler also times Grain's iterators"),
 )
+
+# What runs where, in each feed of this lesson, at 0 workers (read from Grain 0.2.18's
+# data_loader.py and dataset/transformations/prefetch.py, and course_lib's read_ahead.py).
+PLACEMENT: tuple[tuple[str, str], ...] = (
+    ("course_lib DataLoader, num_threads=2",
+     "a background thread runs sampler, reads, decode, shift, floats and Batch; read "
+     "threads take the per-record work where a record costs enough; up to "
+     "prefetch_buffer_size records ahead, so next() takes a batch made while the step ran"),
+    ("course_lib DataLoader, num_threads=0",
+     "everything in the caller's thread, after the step returns (the mode to debug in)"),
+    ("Grain DataLoader, num_threads=2",
+     "read threads only fetch records (source[key]); decode, shift, floats and Batch run "
+     "in the caller's thread inside next(), after the step returns"),
+    ("Grain Dataset API, to_iter_dataset(num_threads=2)",
+     "each read thread computes ds[i] of the MapDataset chain: 64 reads, decodes, shifts "
+     "and the batch, up to prefetch_buffer_size elements (here batches) ahead of next()"),
+    ("any of them, num_workers=2",
+     "the same work in 2 worker processes; the caller only receives finished batches"),
+)
+
 
 
 # -- Grain, if it is there ------------------------------------------------------------------
@@ -98,10 +142,25 @@ def grain_ready(grain: Any) -> bool:
 
 def print_name_map(name_map: Sequence[tuple[str, str]] = NAME_MAP) -> None:
     """The course_lib-only names and what replaces each on Grain, as an aligned table."""
-    width = max(len(name) for name, _ in name_map)
-    print(f"{'course_lib only':<{width}}  on Grain 0.2.18")
-    for name, replacement in name_map:
-        print(f"{name:<{width}}  {replacement}")
+    print_two_columns("course_lib only", "on Grain 0.2.18", name_map)
+
+
+def print_placement(placement: Sequence[tuple[str, str]] = PLACEMENT) -> None:
+    """Where each feed runs its work, one feed a line."""
+    print_two_columns("feed", "which thread does what", placement)
+
+
+def print_two_columns(left: str, right: str, rows: Sequence[tuple[str, str]]) -> None:
+    """Rows of (name, text) as an aligned table; long texts wrap under their column."""
+    import textwrap
+
+    width = max(len(left), *(len(name) for name, _ in rows))
+    print(f"{left:<{width}}  {right}")
+    for name, text in rows:
+        lines = textwrap.wrap(text, width=max(40, 110 - width))
+        print(f"{name:<{width}}  {lines[0]}")
+        for line in lines[1:]:
+            print(f"{'':<{width}}  {line}")
 
 
 # -- measuring a feed -------------------------------------------------------------------------
@@ -204,6 +263,7 @@ class FeedSummary:
     step_s: float
     first_batch_s: float
     accuracy: float
+    window_s: list[float] = dataclasses.field(default_factory=list)  # each run's timed span
 
     @property
     def median_steps_per_s(self) -> float:
@@ -219,7 +279,8 @@ def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSu
         step_s=statistics.median(float(np.median(run.profiler.step_times))
                                  for run in measured),
         first_batch_s=statistics.median(run.first_batch_s for run in measured),
-        accuracy=statistics.median(run.accuracy for run in measured))
+        accuracy=statistics.median(run.accuracy for run in measured),
+        window_s=[run.profiler.wall_time for run in measured])
         for label, measured in runs.items()}
 
 
@@ -348,6 +409,45 @@ def grain_first_batch_sentence(course_lib_s: float, grain_s: float, worker_count
     return (f"With {worker_count} workers Grain's first batch came {1 / ratio:.1f}x sooner "
             f"({times}), although {why}: here Grain's workers started faster anyway, e.g. "
             "because course_lib's fork server was started by this very loader.")
+
+
+def window_sentence(num_steps: int, window_s: Sequence[float],
+                    first_batch_s: Mapping[str, float]) -> str:
+    """How long each feed's timed window was, against the slowest start-up (the time to the
+    first batch), and whether start-up could decide the ranking: it could where it is more
+    than a tenth of the shortest window (a buffer read during start-up then weighs)."""
+    if not isinstance(num_steps, int) or num_steps < 1:
+        raise ValueError(f"num_steps={num_steps!r} must be a positive integer of timed steps.")
+    if not window_s or min(window_s) <= 0:
+        raise ValueError(f"window_s={list(window_s)!r} must be positive durations in seconds.")
+    if not first_batch_s:
+        raise ValueError("first_batch_s is empty: pass {feed: seconds to its first batch}.")
+    slowest = max(first_batch_s, key=first_batch_s.get)
+    startup, shortest = first_batch_s[slowest], min(window_s)
+    head = (f"Each feed was timed over {num_steps} steps after the warm-up, "
+            f"{format_seconds(shortest)} to {format_seconds(max(window_s))} a run; the slowest "
+            f"start-up, {slowest}, took {format_seconds(startup)} ({startup / shortest:.0%} of "
+            "the shortest window)")
+    if startup <= 0.1 * shortest:
+        return (head + ": whatever a feed read ahead while it started is a small part of "
+                "its window, so start-up cannot decide the ranking.")
+    return (head + ": what a feed read ahead while its workers started is a large part of a "
+            "window this short, so the ranking of the feeds with workers may come from "
+            "start-up: on this machine, trust it only from a run with several times more "
+            "steps.")
+
+
+def feed_overlap_sentence(summary: FeedSummary) -> str:
+    """What the idle share says about where the feed's work ran relative to the step."""
+    idle = summary.idle_fraction
+    if idle < 0.1:
+        return (f"{summary.label}: the step waited {idle:.0%} of the time, so the batch was "
+                "nearly always ready when the step asked: the loading overlapped the step.")
+    if idle < 0.5:
+        return (f"{summary.label}: the step waited {idle:.0%} of the time: part of the "
+                "loading overlapped the step, the rest ran inside next() while it waited.")
+    return (f"{summary.label}: the step waited {idle:.0%} of the time, more than it ran: "
+            "most of the loading happened inside next(), after the step, not beside it.")
 
 
 def same_first_batches(runs: Mapping[str, Sequence[FeedMeasurement]],
