@@ -147,8 +147,13 @@ def test_read_threads_sentence_for_each_outcome():
     assert "within the noise" in tie and "No gain the repetitions can tell" in tie
     assert "GIL" in tie
     assert "2.0x slower" in slower and "lesson 9" in slower and "lesson 4" in slower
-    unthreaded = course.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline)
-    assert "started no pool" in unthreaded
+    unthreaded = course.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
+                                              cores=8, work_threads=7)
+    assert "started no pool" in unthreaded and "run the cell again" in unthreaded
+    capped = course.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
+                                          cores=2, work_threads=1)
+    assert "the rule at work" in capped and "With 2 cores" in capped
+    assert "1 thread: the background thread itself" in capped
 
 
 def test_threads_used_sentence_names_each_arrangement():

@@ -359,6 +359,8 @@ def test_transform_thread_sentence_tells_the_calling_thread_from_a_background_on
     assert "472 more were" in said and "Debug with ReadOptions(num_threads=0)" in said
     one = course.TransformTrace(["course_lib-ahead", "course_lib-read_0"], 64, 65, 32, 0.3)
     assert "1 more was" in course.transform_thread_sentence(one, "x")
+    warmed = course.TransformTrace(["course_lib-ahead"], 64, 65, 32, 0.3, warmup_batches=4)
+    assert "after the first 4 batches" in course.transform_thread_sentence(warmed, "x")
     with pytest.raises(ValueError, match="no record transformed"):
         course.transform_thread_sentence(course.TransformTrace([], 0, 0, 0, 0.3), "x")
 
@@ -372,3 +374,4 @@ def test_trace_transform_threads_sees_the_calling_thread_only_at_num_threads_0()
     assert inline.after_wait == inline.at_next >= 8
     ahead = course.trace_transform_threads(files, None, batch_size=8, wait_s=0.05)
     assert "MainThread" not in ahead.threads and "course_lib-ahead" in ahead.threads
+    assert ahead.warmup_batches == 16  # two chunks of 64 records, in batches of 8

@@ -145,11 +145,26 @@ def threads_used_sentence(label: str, timing: PipelineTiming) -> str:
             "pool of threads).")
 
 
-def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTiming) -> str:
+def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTiming,
+                          cores: int | None = None, work_threads: int | None = None) -> str:
     """A decoding `__getitem__` read with the loader's threads (the default `ReadOptions`),
-    against the same source read in this thread (`ReadOptions(num_threads=0)`)."""
+    against the same source read in this thread (`ReadOptions(num_threads=0)`). `cores` and
+    `work_threads` (this machine's, by default) say why no pool may have started."""
+    from course_lib.reader import ReadOptions, threads_for_work, usable_cores
+
+    cores = usable_cores() if cores is None else cores
+    if work_threads is None:
+        work_threads = threads_for_work(ReadOptions().num_threads, 0)
     if threads_allowed.read_ahead_threads == 0:
-        return ("This time the reader timed the first reads as fast and started no pool of "
+        if work_threads <= 1:
+            return ("No pool of read threads started, and that is the rule at work: the "
+                    "reader saw that decoding in __getitem__ keeps its thread computing, not "
+                    "waiting, so it counts as CPU work, which gets at most this process's "
+                    f"share of the cores. With {cores} core{'s' * (cores != 1)}, one of them "
+                    "left to the training step, that share is 1 thread: the background "
+                    "thread itself. On a machine with more cores the same loader starts a "
+                    "pool.")
+        return ("This time the reader timed the first reads as cheap and started no pool of "
                 "read threads, so there is no pool to judge. (The decision rests on one "
                 "timing; run the cell again.)")
     said = compare_estimates(

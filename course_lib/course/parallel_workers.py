@@ -601,7 +601,8 @@ class TransformTrace:
     cell's `next()` returned and again after the cell had waited a moment."""
 
     def __init__(self, threads: Sequence[str], at_next: int, after_wait: int, delivered: int,
-                 wait_s: float):
+                 wait_s: float, warmup_batches: int = 0):
+        self.warmup_batches = warmup_batches  # taken before the trace began
         self.threads = tuple(threads)
         self.at_next = at_next
         self.after_wait = after_wait
@@ -628,12 +629,22 @@ def trace_transform_threads(data_source: Any, read_options: Any, *, batch_size: 
         data_source=data_source, worker_count=0, read_options=read_options,
         operations=[grain.DecodeImage(), NoteThread(), grain.Batch(batch_size)],
         sampler=grain.IndexSampler(len(data_source), shuffle=True, seed=0, num_epochs=1))
+    from course_lib.stream import chunk_size_for
+
+    # The loader makes its first two chunks in the calling thread and times the second, to
+    # decide whether a background thread pays (course_lib/read_ahead.py): take those
+    # batches first, then trace.
+    warmup_batches = -(-2 * chunk_size_for(loader.pipeline) // batch_size)
     with iter(loader) as iterator:
+        for _ in range(warmup_batches):
+            next(iterator)
+        names.clear()
         delivered = len(next(iterator)["label"])
         at_next = len(names)
         time.sleep(wait_s)
         after_wait = len(names)
-    return TransformTrace(sorted(set(names)), at_next, after_wait, delivered, wait_s)
+    return TransformTrace(sorted(set(names)), at_next, after_wait, delivered, wait_s,
+                          warmup_batches)
 
 
 def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
@@ -641,8 +652,12 @@ def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
     if not trace.threads:
         raise ValueError("the trace saw no record transformed: take a batch first.")
     more = trace.after_wait - trace.at_next
-    counts = (f"next() returned a batch of {trace.delivered} records when {trace.at_next} "
-              f"had been transformed, and while the cell then waited "
+    after = (f"after the first {trace.warmup_batches} batches (the loader makes its first two "
+             "chunks in this thread and times them, to decide whether a background thread "
+             "pays), " if trace.warmup_batches else "")
+    counts = (f"{after}next() returned a batch of {trace.delivered} records when "
+              f"{trace.at_next}{' more' * bool(trace.warmup_batches)} had been transformed, "
+              "and while the cell then waited "
               f"{format_seconds(trace.wait_s)}, {more or 'no'} more "
               f"{'was' if more == 1 else 'were'}")
     if trace.threads == ("MainThread",):
