@@ -34,9 +34,12 @@ lab: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# The tests, then every lesson and every solution under nbval in fast mode, on both cores
+# (--dist loadfile keeps a notebook's cells in one kernel).
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax --nbval-sanitize-with tests/sanitize.cfg \
+		tests notebooks solutions
 
 # Re-executes every lesson and every solution in place, in full mode, so the committed
 # notebooks show real outputs (under a minute per notebook on 2 cores).

@@ -1,20 +1,24 @@
 """The exercises: generated from the solutions, unsolved until solved, failing only at checks.
 
-tests/test_notebook_runs.py runs every solution in fast mode, as Run All does, so
-every solution passes its checks. Here: the generator's rules, the committed exercises being
-exactly what it writes now, and every unsolved exercise failing exactly at its check cells,
-with NotImplementedError or AssertionError and nothing else.
+`make test` validates every solution with nbval (`pytest --nbval-lax solutions`), so every
+solution passes its checks, as Run All runs them. Here: the generator's rules, the committed
+exercises being exactly what it writes now, every unsolved exercise failing under nbval where
+the learner's work begins and nowhere earlier, and only at check cells, with
+NotImplementedError or AssertionError and nothing else. Each exercise and each solution runs
+once in `make test`: tests/test_grade.py and tests/test_grade_trust.py test the grader on
+small and assembled notebooks.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import nbformat
 import pytest
-
-from course_lib import grade
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -26,6 +30,8 @@ EXPECTED += ["07_sharded_files"]
 EXPECTED += ["08_packing"]
 EXERCISES = sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+# IPython colours its tracebacks; JUnit XML writes the escape character as "#x1B".
+ANSI_COLOUR = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")
 
 
 # -- the generator ---------------------------------------------------------------------------
@@ -146,27 +152,54 @@ def test_each_solution_has_tagged_exercise_and_check_cells_and_was_executed(path
     assert errors == [], f"{path.name}: the committed solution shows an error"
 
 
+def _code_cell_tags(path: Path) -> list[list[str]]:
+    """The tags of each code cell, in order (nbval numbers the code cells alone)."""
+    return [cell.get("metadata", {}).get("tags", [])
+            for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+
+
+def _first_check_after_the_first_exercise(tags: list[list[str]]) -> int:
+    """The code cell that first runs a stub: the check under the first exercise cell."""
+    first_exercise = next(index for index, cell_tags in enumerate(tags) if "exercise" in cell_tags)
+    return next(index for index in range(first_exercise + 1, len(tags)) if "check" in tags[index])
+
+
+def nbval_failures(path: Path, report: Path) -> dict[int, str]:
+    """Run `pytest --nbval-lax` on one notebook, as a learner would; {code cell: failure}."""
+    command = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-sanitize-with",
+               "tests/sanitize.cfg", "-p", "no:cacheprovider", "-q", "--junitxml", str(report),
+               str(path.relative_to(ROOT))]
+    completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=540,
+                               check=False)
+    assert report.exists(), f"nbval wrote no report:\n{completed.stdout}\n{completed.stderr}"
+    failures = {}
+    for case in ElementTree.parse(report).iter("testcase"):
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if failure is not None:
+            text = ANSI_COLOUR.sub("", failure.text or failure.get("message", ""))
+            failures[int(case.get("name").removeprefix("Cell "))] = text
+    assert (completed.returncode == 0) == (not failures), completed.stdout[-2000:]
+    return failures
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", EXERCISES, ids=lambda path: path.stem)
-def test_an_unsolved_exercise_fails_exactly_at_its_check_cells(path):
-    result = grade.grade_notebook(path)
-    notebook = nbformat.read(path, as_version=4)
-    check_cells = {index for index, cell in enumerate(notebook.cells)
-                   if "check" in cell.get("metadata", {}).get("tags", [])}
-    failing = {error.index: error for error in result.errors}
-    elsewhere = {index: f"{error.ename}: {error.evalue}" for index, error in failing.items()
-                 if index not in check_cells}
-    assert elsewhere == {}, f"{path.name}: cells other than checks failed: {elsewhere}"
-    assert set(failing) == check_cells, (
-        f"{path.name}: check cells {sorted(check_cells - set(failing))} passed unsolved")
-    kinds = {error.ename for error in result.errors}
-    assert kinds <= {"NotImplementedError", "AssertionError"}, f"{path.name}: {kinds}"
-    assert not result.passed and result.message.startswith("not solved yet")
-
-
-@pytest.mark.timeout(600)
-def test_every_solution_earns_every_point_from_the_grader():
-    grades = grade.cli.grade_all(SOLUTIONS, None, grade.Limits(), jobs=2)
-    short = {result.name: result.message for result in grades
-             if not result.passed or result.points != result.possible or result.restored}
-    assert short == {}, f"solutions the grader does not pass in full: {short}"
+def test_nbval_fails_an_unsolved_exercise_where_the_learner_begins(path, tmp_path):
+    """`pytest --nbval-lax exercises/NN_x.ipynb` passes the setup and the reading, then fails
+    at the check after the first exercise cell, with the stub's NotImplementedError."""
+    failures = nbval_failures(path, tmp_path / "report.xml")
+    tags = _code_cell_tags(path)
+    expected = _first_check_after_the_first_exercise(tags)
+    assert failures, f"{path.name}: nbval passed an unsolved exercise"
+    first = min(failures)
+    assert first == expected, (
+        f"{path.name}: nbval first fails at code cell {first}, not at the check after the "
+        f"first exercise cell (code cell {expected}):\n{failures[first][-1500:]}")
+    assert "NotImplementedError" in failures[first], failures[first][-1500:]
+    elsewhere = sorted(index for index in failures if "check" not in tags[index])
+    assert elsewhere == [], f"{path.name}: cells other than checks failed: {elsewhere}"
+    for index, text in failures.items():
+        assert re.search(r"^(NotImplementedError|AssertionError)\b", text, re.MULTILINE), (
+            f"{path.name}, code cell {index} failed with something else:\n{text[-1500:]}")

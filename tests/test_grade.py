@@ -262,3 +262,18 @@ def test_the_console_script_and_the_package_are_declared():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["feed-the-beast-grade"] == "course_lib.grade:main"
     assert "course_lib.grade" in project["tool"]["setuptools"]["packages"]
+
+
+def test_a_notebook_saved_in_nbformat_3_is_converted_and_graded(tmp_path):
+    """Older editors save cells inside 'worksheets' (nbformat 3): graded like version 4."""
+    release = _release(tmp_path / "release")
+    path = _answer(release, "01_toy", "def answer():\n    return 42",
+                   tmp_path / "me" / "01_toy.ipynb")
+    nbformat.write(nbformat.read(path, as_version=4), path, version=3)
+    content = json.loads(path.read_text())
+    assert content["nbformat"] == 3 and "cells" not in content and content["worksheets"]
+    result = grade.grade_notebook(path, release, timeout=60)
+    assert result.passed and (result.points, result.possible) == (1, 1), result.message
+    path.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}}))
+    result = grade.grade_notebook(path, release, timeout=60)
+    assert result.message == "not a notebook: 01_toy.ipynb has no list of 'worksheets'"

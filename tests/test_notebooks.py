@@ -1,11 +1,12 @@
 """The committed notebooks are what a learner should see: executed, clean, consistent.
 
-tests/test_notebook_runs.py re-runs every lesson in fast mode, as Run All does, and checks
-the cells marked `# NBVAL_CHECK_OUTPUT`. The tests here check the committed files
-themselves: every lesson was executed top to bottom with no error at all (a cell that
-demonstrates an error shows its traceback through `course.must_raise`), shows at least one
-figure, proves at least three outputs, names no path of the machine that ran it, and
-carries the badges and setup cell that tools/notebooks.py writes from pyproject.toml.
+`make test` re-runs every lesson and solution in fast mode with nbval (`pytest --nbval-lax
+--nbval-sanitize-with tests/sanitize.cfg notebooks solutions`), as Run All does, and checks
+the cells marked `# NBVAL_CHECK_OUTPUT`. The tests here check what nbval does not, in the
+committed files themselves: every lesson was executed top to bottom with no error at all (a
+cell that demonstrates an error shows its traceback through `course.must_raise`), shows at
+least one figure, proves at least three outputs, names no path of the machine that ran it,
+and carries the badges and setup cell that tools/notebooks.py writes from pyproject.toml.
 """
 
 from __future__ import annotations
@@ -82,6 +83,19 @@ def test_no_cell_relies_on_a_marker_that_front_ends_ignore(path):
         assert RAISES not in cell.source, (
             f"{path.name}, code cell {index}: {RAISES} is read by nbval alone; JupyterLab, "
             "Colab and VS Code stop at the error. Use `with course.must_raise(...)` instead.")
+
+
+def test_make_test_validates_every_lesson_and_solution_with_nbval():
+    """The notebooks are tested by nbval in `make test`, with the sanitizer beside the tests."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ")
+    commands = [line.strip() for line in recipe.splitlines()[1:]]
+    assert commands[0] == "$(BIN)/ruff check .", "make test runs ruff first"
+    pytest_command = " ".join(commands[1:]).split()
+    for word in ("--nbval-lax", "tests", "notebooks", "solutions"):
+        assert word in pytest_command, f"make test's pytest command lacks {word}"
+    sanitizer = pytest_command[pytest_command.index("--nbval-sanitize-with") + 1]
+    assert (ROOT / sanitizer).is_file(), f"{sanitizer} is not there"
 
 
 # A path of the machine that executed the notebook: its checkout, home, temporary folders.

@@ -4,9 +4,11 @@ Colab ships Python 3.12, jax and jaxlib 0.7.2, flax 0.11.2, optax 0.2.8 and nump
 no chex. This script builds that stack in its own environment (`.colab-venv/`, kept between
 runs), then runs the setup cell of a notebook there as Colab would (with `google.colab`
 present), except that the package comes from this checkout instead of GitHub. It checks
-that the setup cell upgraded none of Colab's packages, then runs every lesson and every
-solution of the exercises in fast mode with `tests/test_notebook_runs.py` (every cell must
-run without an error, as Run All needs).
+that the setup cell upgraded none of Colab's packages, then validates every lesson and every
+solution of the exercises in fast mode with nbval, as `make test` does (`pytest --nbval-lax
+--nbval-sanitize-with tests/sanitize.cfg`: every cell must run without an error, as Run All
+needs, and the cells marked `# NBVAL_CHECK_OUTPUT` must print what was committed), in a
+kernel of the Colab environment (`--nbval-current-env`).
 
     python tools/colab_check.py [NOTEBOOKS...]
 """
@@ -28,7 +30,7 @@ COLAB_STACK = {"jax": "0.7.2", "jaxlib": "0.7.2", "flax": "0.11.2", "optax": "0.
                "numpy": "2.0.2"}
 # What Colab also ships that the notebooks' kernel and the check itself need.
 COLAB_EXTRAS = ["ipykernel", "matplotlib", "scikit-learn", "pillow", "tqdm"]
-CHECK_TOOLS = ["pytest", "pytest-timeout", "nbclient", "nbformat"]
+CHECK_TOOLS = ["pytest", "pytest-timeout", "nbval>=0.11", "nbformat"]
 
 
 def _python_312() -> str:
@@ -94,15 +96,14 @@ def main(arguments: list[str]) -> int:
     if changed:
         raise SystemExit(f"the setup cell changed Colab's packages: {changed}")
     print(f"Colab stack kept after the setup cell: {versions}", flush=True)
-    environment = {**os.environ, "COURSE_FAST": "1", "COURSE_NOTEBOOKS": " ".join(targets)}
+    environment = {**os.environ, "COURSE_FAST": "1"}
     environment.pop("PYTHONPATH", None)
     # Run from a copy of the notebooks outside the checkout, so `import course_lib` finds
     # the installed package, as on Colab, and not the folder next to the notebooks.
     work = ROOT / ".colab-venv" / "run"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    for name in ("conftest.py", "pyproject.toml", "tests/test_notebook_runs.py",
-                 "tests/sanitize.cfg"):
+    for name in ("conftest.py", "pyproject.toml", "tests/sanitize.cfg"):
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, work / name)
     for target in targets:
@@ -110,8 +111,8 @@ def main(arguments: list[str]) -> int:
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / target, destination)
     completed = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                                "tests/test_notebook_runs.py"], cwd=work, env=environment,
-                               check=False)
+                                "--nbval-lax", "--nbval-sanitize-with", "tests/sanitize.cfg",
+                                *targets], cwd=work, env=environment, check=False)
     return completed.returncode
 
 

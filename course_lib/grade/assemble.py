@@ -54,15 +54,24 @@ def read_notebook(path: Path):
         content = json.loads(Path(path).read_bytes())
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise NotANotebook(f"not a notebook: {path.name} is not JSON ({error})") from None
-    if not isinstance(content, dict) or not isinstance(content.get("cells"), list):
-        raise NotANotebook(f"not a notebook: {path.name} has no list of 'cells'")
+    if not isinstance(content, dict) or not isinstance(content.get(_cell_list(content)), list):
+        raise NotANotebook(f"not a notebook: {path.name} has no list of "
+                           f"'{_cell_list(content)}'")
     try:
-        notebook = nbformat.reads(json.dumps(content), as_version=4)
+        # as_version=4 converts an older notebook (nbformat 3 keeps its cells in worksheets,
+        # as some editors still save them) to the format the grader reads.
+        notebook = nbformat.read(path, as_version=4)
         nbformat.validate(notebook)
     except Exception as error:  # nbformat raises several kinds for a malformed notebook
         raise NotANotebook(f"not a notebook: {path.name} is not valid nbformat 4 "
                            f"({_schema_problem(error)})") from None
     return notebook
+
+
+def _cell_list(content) -> str:
+    """Where a notebook keeps its cells: 'cells' from nbformat 4 on, 'worksheets' before."""
+    major = content.get("nbformat") if isinstance(content, dict) else None
+    return "worksheets" if isinstance(major, int) and major < 4 else "cells"
 
 
 def _schema_problem(error: Exception) -> str:
