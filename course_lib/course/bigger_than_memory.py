@@ -509,12 +509,13 @@ def plot_read_threads(rates: Mapping[int, float], latency_s: float,
                 color="tab:orange", linestyle=":", alpha=0.6,
                 label=f"limit with {worker_count} workers")
         ax.plot(counts, [worker_rates[t] for t in counts], marker="s", color="tab:orange",
-                label=f"measured, worker_count={worker_count}")
+                label=f"measured, worker_count={worker_count} "
+                      f"({worker_count} x num_threads in all)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(threads, [str(t) for t in threads])
-    ax.set_xlabel("ReadOptions(num_threads=...)")
-    ax.set_ylabel("records per second")
+    ax.set_xlabel("ReadOptions(num_threads=...), per process that reads")
+    ax.set_ylabel("records per second (log scale)")
     ax.set_title(f"Storage that waits {latency_s * 1e3:.0f} ms per read, hidden by threads")
     ax.legend(fontsize="small")
     figure.tight_layout()
