@@ -13,6 +13,8 @@ import pytest
 
 pytest.importorskip("array_record")
 
+from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
+
 import course_lib as grain
 from course_lib import checks
 
@@ -28,12 +30,10 @@ def _decode(record: bytes, label_dtype=None) -> dict:
 
 
 def _write_shards(mistake: str = ""):
-    from array_record.python.array_record_module import ArrayRecordWriter
-
     def write_shards(images, labels, directory, num_shards):
         count, paths = len(images), []
         order = np.arange(count)
-        if mistake == "strided":  # record k in shard k % num_shards: not contiguous blocks
+        if mistake in ("strided", "round_robin"):  # record k in shard k % num_shards
             order = np.concatenate([np.arange(s, count, num_shards) for s in range(num_shards)])
         for shard in range(num_shards):
             path = Path(directory) / f"train-{shard:05d}-of-{num_shards:05d}.array_record"
@@ -51,7 +51,10 @@ def _write_shards(mistake: str = ""):
 
 
 def _source_class(mistake: str = ""):
-    from array_record.python.array_record_module import ArrayRecordReader
+    """The answer (readers cached per process), or it with one mistake.
+
+    `ArrayRecordReader` is looked up in this module's globals, as a notebook's class looks
+    it up in the notebook's: the check counts reads by swapping it there."""
 
     class ShardedImageSource(grain.RandomAccessDataSource):
         def __init__(self, paths):
@@ -62,23 +65,51 @@ def _source_class(mistake: str = ""):
                 counts.append(reader.num_records())
                 reader.close()
             self.ends = np.cumsum(counts).tolist()
+            self.readers = {}
             if mistake == "eager":
                 self.records = [self._read(key) for key in range(self.ends[-1])]
+                for reader in self.readers.values():
+                    reader.close()
+                self.readers = {}
+            if mistake == "open_in_init":  # reads no record, but opens every file here
+                self.readers = {shard: ArrayRecordReader(path, "readahead_buffer_size:0")
+                                for shard, path in enumerate(self.paths)}
 
         def __len__(self):
             return self.ends[-1]
 
+        def _reader(self, shard):
+            if mistake == "new_reader_per_record":
+                return ArrayRecordReader(self.paths[shard], "readahead_buffer_size:0")
+            if shard not in self.readers:
+                self.readers[shard] = ArrayRecordReader(self.paths[shard],
+                                                        "readahead_buffer_size:0")
+            return self.readers[shard]
+
         def _read(self, index):
             shard = int(np.searchsorted(self.ends, index, side="right"))
-            reader = ArrayRecordReader(self.paths[shard])
-            record = reader.read([index - (self.ends[shard - 1] if shard else 0)])[0]
-            reader.close()
+            position = index - (self.ends[shard - 1] if shard else 0)
+            reader = self._reader(shard)
+            if mistake == "whole_shard":
+                record = reader.read_all()[position]
+            else:
+                record = reader.read([position])[0]
             return _decode(record, np.uint8 if mistake == "uint8_label" else None)
 
         def __getitem__(self, index):
             if mistake == "eager":
                 return self.records[index]
             return self._read(index)
+
+        def __getstate__(self):
+            if mistake == "no_getstate":
+                return self.__dict__
+            return {key: value for key, value in self.__dict__.items() if key != "readers"}
+
+        def __setstate__(self, state):
+            self.__dict__.update(state)
+            if mistake != "no_setstate":
+                self.readers = {}
 
     return ShardedImageSource
 
@@ -88,6 +119,40 @@ def test_the_answer_passes_every_check(capsys):
     checks.check_sharded_source(_write_shards(), _source_class())
     checks.check_sharded_loader(_write_shards(), _source_class())
     assert capsys.readouterr().out.count("\N{CHECK MARK}") == 3
+
+
+def test_a_reader_per_record_passes_every_check(capsys):
+    checks.check_sharded_source(_write_shards(), _source_class("new_reader_per_record"))
+    checks.check_sharded_loader(_write_shards(), _source_class("new_reader_per_record"))
+    assert capsys.readouterr().out.count("\N{CHECK MARK}") == 2
+
+
+def test_a_round_robin_writer_is_refused_at_the_files():
+    with pytest.raises(AssertionError,
+                       match=r"shard 0 holds records \[0, 4, 8, .*not contiguous.*s \* n"):
+        checks.check_write_shards(_write_shards("round_robin"))
+
+
+def test_a_source_that_reads_the_whole_shard_per_record_is_refused():
+    with pytest.raises(AssertionError, match=r"read [78] records to return one.*read\(\[position"):
+        checks.check_sharded_source(_write_shards(), _source_class("whole_shard"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="open files are listed by /proc")
+def test_readers_opened_in_init_are_named_as_such():
+    with pytest.raises(AssertionError,
+                       match=r"left 4 shard file\(s\) open after __init__.*first use"):
+        checks.check_sharded_source(_write_shards(), _source_class("open_in_init"))
+
+
+def test_readers_kept_in_the_pickle_are_refused():
+    with pytest.raises(AssertionError, match=r"cannot be pickled.*__getstate__.*__setstate__"):
+        checks.check_sharded_source(_write_shards(), _source_class("no_getstate"))
+
+
+def test_a_getstate_without_setstate_is_refused():
+    with pytest.raises(AssertionError, match=r"pickled copy.*AttributeError.*__setstate__"):
+        checks.check_sharded_source(_write_shards(), _source_class("no_setstate"))
 
 
 def test_every_record_in_one_shard_is_refused():

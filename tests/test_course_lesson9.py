@@ -106,10 +106,14 @@ def test_read_threads_sentence_says_where_threads_fall_short():
     assert "1 (75%), 4 (62%) threads" in all_short and "Even the fewest" in all_short
 
 
-@pytest.mark.parametrize("in_workers, expected", [(3000, "1.9x more"), (800, "less"),
-                                                  (1600, "about the same")])
-def test_workers_threads_sentence(in_workers, expected):
-    assert expected in lesson.workers_threads_sentence(1550, in_workers, 2, 8)
+@pytest.mark.parametrize("in_workers, expected", [
+    (3000, "1.9x more with workers. For pure waiting that is not the threads' doing"),
+    (800, "1.9x less with workers: for pure waiting, workers add nothing"),
+    (1600, "about the same (within 10%): for pure waiting, workers add nothing")])
+def test_workers_threads_sentence_compares_equal_thread_totals(in_workers, expected):
+    sentence = lesson.workers_threads_sentence(1550, in_workers, 2, 8)
+    assert expected in sentence
+    assert "8 read threads each (16 in all)" in sentence and "for 16 threads in" in sentence
 
 
 def test_remember_lines_carry_the_numbers():

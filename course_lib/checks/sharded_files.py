@@ -8,9 +8,12 @@ order), run the learner's `write_shards` on it in a temporary directory, and the
   at most one record (read with `array_record`'s own reader, whatever the records hold);
 - read every record back through the learner's `ShardedImageSource`: the same image
   (dtype, shape, pixels) and the same label, a Python int, at every index, in order;
-- prove the source is lazy: after `__init__`, the files are rewritten in place with other
-  images; a lazy source reads the new ones, a source that read everything up front still
-  returns the old ones. Its pickle (what the loader sends each worker) must stay small;
+- the files hold contiguous blocks in order: each record is found by the pixels it holds;
+- count the records the source asks its readers for: one per `__getitem__`, not the shard;
+- prove the source is lazy: it keeps no shard open after `__init__` (on Linux, where
+  /proc/self/fd lists them), and after the files are replaced by new ones with other images
+  it returns the new ones. Its pickle (what the loader sends each worker) must stay small,
+  and a pickled copy must read;
 - run it through a `DataLoader`: the same batches with 0 and 2 workers, and a state saved
   mid-epoch that continues exactly.
 """
@@ -18,6 +21,7 @@ order), run the learner's `write_shards` on it in a temporary directory, and the
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import tempfile
 from collections.abc import Iterator
@@ -67,11 +71,12 @@ def _short(value: Any) -> str:
     return text if len(text) < 120 else text[:117] + "..."
 
 
-def _record_counts(paths: list[Path]) -> list[int]:
+def _shard_records(paths: list[Path]) -> list[list[bytes]]:
+    """Every record of every shard, as bytes, read with array_record's own reader."""
     from course_lib.array_record import array_record_module
 
     module = array_record_module()
-    counts = []
+    shards = []
     for path in paths:
         expect(path.is_file(), f"write_shards returned {str(path)!r}, which does not exist",
                "return the paths of the files you wrote (directory / name), after closing "
@@ -80,14 +85,24 @@ def _record_counts(paths: list[Path]) -> list[int]:
         expect(reader.ok(), f"{path.name} is not a readable ArrayRecord file",
                "write it with ArrayRecordWriter(str(path), 'group_size:1'), call "
                "writer.write(record_bytes) per record and writer.close() at the end")
-        counts.append(reader.num_records())
+        shards.append(reader.read_all() if reader.num_records() else [])
         reader.close()
-    return counts
+    return shards
+
+
+def _written_keys(records: list[bytes], images: np.ndarray) -> list[int | None]:
+    """Which image each record holds: the one whose pixels it contains (None if none does).
+
+    The check's images are random, so the 1,280 pixel bytes of one are found in no other
+    record; this works whatever header the learner puts before or after the pixels."""
+    pixels = [image.tobytes() for image in images]
+    return [next((key for key, image in enumerate(pixels) if image in record), None)
+            for record in records]
 
 
 def check_write_shards(write_shards) -> None:
     """The files: their names, their order, and shard sizes that differ by at most one."""
-    with _written(write_shards) as (paths, _, _, directory):
+    with _written(write_shards) as (paths, images, _, directory):
         names = [path.name for path in paths]
         matches = [SHARD_NAME.fullmatch(name) for name in names]
         expect(all(matches), f"the files are named {names}",
@@ -103,7 +118,8 @@ def check_write_shards(write_shards) -> None:
                f"with num_shards={NUM_SHARDS} the names carry (shard, count) = {numbers}",
                f"number the shards 0 to {NUM_SHARDS - 1}, each 'of' {NUM_SHARDS:05d}, and "
                "return them in that order")
-        counts = _record_counts(paths)
+        shards = _shard_records(paths)
+        counts = [len(records) for records in shards]
         expect(sum(counts) == NUM_RECORDS,
                f"the shards hold {counts} records, {sum(counts)} in all, for "
                f"{NUM_RECORDS} images", "write every image exactly once")
@@ -112,6 +128,15 @@ def check_write_shards(write_shards) -> None:
                "record in one shard, say)",
                "give shard s the records from s * n // num_shards to (s + 1) * n // "
                "num_shards, so that sizes differ by at most one")
+        keys = [_written_keys(records, images) for records in shards]
+        if all(key is not None for shard in keys for key in shard):  # else: the source check
+            expect([key for shard in keys for key in shard] == list(range(NUM_RECORDS)),
+                   f"shard 0 holds records {keys[0]}, shard 1 {keys[1]}: not contiguous "
+                   "blocks in order (record k in shard k % num_shards, say). Reading the "
+                   "shards one after the other would not give the data set back in order, and "
+                   "a process given whole shards (lesson 5) would get a scattered sample",
+                   "give shard s the records from s * n // num_shards up to (s + 1) * n // "
+                   "num_shards, written in that order")
     passed(f"{NUM_SHARDS} shards named {names[0]} ... {names[-1]}, holding {counts} "
            "records: contiguous blocks that differ by at most one.")
 
@@ -159,14 +184,28 @@ def check_sharded_source(write_shards, source_class) -> None:
     """Every record back, in order; nothing read in `__init__`; a small pickle."""
     with _written(write_shards) as (paths, images, labels, _):
         source = _build(source_class, paths)
+        open_files = _open_files(paths)
+        expect(not open_files,
+               f"ShardedImageSource(paths) left {len(open_files)} shard file(s) open after "
+               "__init__: __init__ runs once, in the main process, and each worker gets the "
+               "source by pickling, so readers opened there cannot be the workers' readers",
+               "in __init__ open a reader, ask num_records() and close it; open the readers "
+               "you keep on first use, in __getitem__")
         with learner_code("len(source)"):
             length = len(source)
         expect(length == NUM_RECORDS, f"len(source) is {length} for {NUM_RECORDS} records",
                "add up the records of every shard (ArrayRecordReader(path).num_records())")
-        for index in range(NUM_RECORDS):
-            _check_record(_read(source, index), index, images, labels)
-        with learner_code("cloudpickle.dumps(source)"):  # how the loader sends it to workers
-            size = len(cloudpickle.dumps(source))
+        with _counting_reads(source_class) as reads:
+            for index in range(NUM_RECORDS):
+                before = sum(reads)
+                _check_record(_read(source, index), index, images, labels)
+                expect(sum(reads) - before <= 1,
+                       f"source[{index}] read {sum(reads) - before} records to return one: "
+                       "every __getitem__ reads the whole shard, so an epoch reads each "
+                       "shard once per record in it",
+                       "read only the record asked for: reader.read([position])[0]")
+        size = _pickled_size(source)
+        _check_pickled_copy(source, images, labels)
         expect(size <= MAX_PICKLE_BYTES,
                f"the source pickles to {size:,} bytes for {images.nbytes:,} bytes of images: "
                "it holds the data, and every worker would get a copy",
@@ -177,21 +216,109 @@ def check_sharded_source(write_shards, source_class) -> None:
         _rewrite(write_shards, other_images, other_labels, paths)
         record = _read(fresh, NUM_RECORDS - 1)
         expect(np.array_equal(record["image"], other_images[-1]),
-               "after the shards were rewritten with other images, a source built before "
-               "still returned the old ones: it read everything in __init__",
+               "after the shards were replaced with files holding other images, a source "
+               "built before still returned the old ones: it read the records in __init__, "
+               "or kept readers open from there (an open file keeps its old contents)",
                "in __init__ only count the records (open a reader, ask num_records(), close "
                "it); open the file and read the record in __getitem__")
     passed(f"all {NUM_RECORDS} records come back as written, in order, with int labels; the "
-           "source reads lazily and pickles to less than half the images' size.")
+           "source reads one record per __getitem__, keeps no file open after __init__, and "
+           "pickles to less than half the images' size; a pickled copy reads too.")
 
 
 def _rewrite(write_shards, images, labels, paths: list[Path]) -> None:
-    """The same shard files, rewritten in place with other records."""
+    """The same shard names, now new files with other records (a reader kept open on an old
+    file goes on reading the old one, as it would after a data set is regenerated)."""
     with tempfile.TemporaryDirectory(prefix="sharded-files-other-") as directory:
         with learner_code("write_shards(...)"):
             others = write_shards(images, labels, Path(directory), NUM_SHARDS)
         for new, old in zip(others, paths, strict=True):
-            Path(old).write_bytes(Path(new).read_bytes())
+            os.replace(new, old)
+
+
+def _open_files(paths: list[Path]) -> list[str]:
+    """The shard files this process holds open (Linux's /proc; elsewhere: none known)."""
+    descriptors = Path("/proc/self/fd")
+    if not descriptors.is_dir():
+        return []
+    wanted = {str(Path(path).resolve()) for path in paths}
+    held = []
+    for link in descriptors.iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(link) in wanted:
+                held.append(os.readlink(link))
+    return held
+
+
+@contextlib.contextmanager
+def _counting_reads(source_class) -> Iterator[list[int]]:
+    """Count the records the source asks ArrayRecordReader for, while the block runs.
+
+    The learner's methods look `ArrayRecordReader` up in their module's globals (a notebook's
+    namespace) on every call; the block swaps in a counting wrapper there and puts the
+    real one back after. A source that reads some other way is not counted."""
+    method = getattr(source_class, "__getitem__", None)
+    names = getattr(method, "__globals__", {})
+    real = names.get("ArrayRecordReader")
+    reads: list[int] = []
+    if real is None:
+        yield reads
+        return
+
+    class CountingReader:
+        def __init__(self, *args, **kwargs):
+            self._reader = real(*args, **kwargs)
+
+        def read(self, *args):
+            if not args:
+                count = 1
+            elif len(args) == 1:
+                count = len(args[0])
+            else:
+                count = len(range(*args[:2]))
+            reads.append(count)
+            return self._reader.read(*args)
+
+        def read_all(self):
+            reads.append(self._reader.num_records())
+            return self._reader.read_all()
+
+        def __getattr__(self, name):
+            return getattr(self._reader, name)
+
+    names["ArrayRecordReader"] = CountingReader
+    try:
+        yield reads
+    finally:
+        names["ArrayRecordReader"] = real
+
+
+def _pickled_size(source) -> int:
+    try:
+        return len(cloudpickle.dumps(source))  # how the loader sends it to workers
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        fail(f"the source cannot be pickled ({type(error).__name__}: {error}), so the loader "
+             "cannot send it to its workers: it holds an open reader",
+             "keep readers in a dict (self.readers = {}) and leave it out of the pickle: "
+             "__getstate__ returns a copy of self.__dict__ without it, __setstate__ restores "
+             "the rest and starts an empty dict")
+
+
+def _check_pickled_copy(source, images: np.ndarray, labels: np.ndarray) -> None:
+    """A worker's copy (pickled and unpickled, as the loader does) reads too."""
+    copy = cloudpickle.loads(cloudpickle.dumps(source))
+    with learner_code("source[0] on a pickled copy (what a worker holds)"):
+        try:
+            record = copy[0]
+        except AttributeError as error:
+            fail(f"a pickled copy of the source, what a worker gets, fails on copy[0] with "
+                 f"AttributeError: {error}: __getstate__ left something out that "
+                 "__getitem__ needs",
+                 "add __setstate__(self, state): self.__dict__.update(state) and start the "
+                 "readers' dict empty there, so each worker opens its own readers")
+    _check_record(record, 0, images, labels)
 
 
 def _loader(source, worker_count: int):
