@@ -634,16 +634,17 @@ def trace_transform_threads(data_source: Any, read_options: Any, *, batch_size: 
     # The loader makes its first two chunks in the calling thread and times the second, to
     # decide whether a background thread pays (course_lib/read_ahead.py): take those
     # batches first, then trace.
-    warmup_batches = -(-2 * chunk_size_for(loader.pipeline) // batch_size)
+    probe_records = 2 * chunk_size_for(loader.pipeline)
+    warmup_batches = -(-probe_records // batch_size)
     with iter(loader) as iterator:
         for _ in range(warmup_batches):
             next(iterator)
-        names.clear()
         delivered = len(next(iterator)["label"])
-        at_next = len(names)
+        at_next = len(names) - probe_records
         time.sleep(wait_s)
-        after_wait = len(names)
-    return TransformTrace(sorted(set(names)), at_next, after_wait, delivered, wait_s,
+        after_wait = len(names) - probe_records
+        traced = names[probe_records:]  # the records after the two timed chunks
+    return TransformTrace(sorted(set(traced)), at_next, after_wait, delivered, wait_s,
                           warmup_batches)
 
 
