@@ -103,6 +103,14 @@ def test_must_raise_shows_the_traceback_and_lets_the_cell_succeed(capsys):
     assert "raised KeyError" in capsys.readouterr().out
 
 
+def test_must_raise_can_show_only_the_message(capsys):
+    with course.must_raise(KeyError, message_only=True):
+        _demonstrate_missing_key({})
+    shown = capsys.readouterr()
+    assert shown.out == "KeyError: 'absent'\n" and "Traceback" not in shown.err
+    course.check_raised(KeyError, "absent")
+
+
 def test_must_raise_lets_an_error_of_another_type_through():
     with pytest.raises(ValueError), course.must_raise(KeyError):
         raise ValueError("not the one demonstrated")

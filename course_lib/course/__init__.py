@@ -69,6 +69,7 @@ from course_lib.course.bigger_than_memory import (
     RecordFileBytes,
     SlowStorage,
     bytes_on_disk,
+    cached_mb,
     cold_warm_sentence,
     drop_page_cache,
     epoch_memory_sentence,
@@ -93,6 +94,7 @@ from course_lib.course.bigger_than_memory import (
     workers_threads_sentence,
     write_digit_record_file,
     write_folder_of_files,
+    writer_options,
 )
 from course_lib.course.bottleneck import (
     bottleneck_sentence,
@@ -310,6 +312,7 @@ __all__ = [
     "bucket_tradeoff",
     "busy_step_sentence",
     "bytes_on_disk",
+    "cached_mb",
     "change_one_sequence",
     "check_raised",
     "checkpoint_listing",
@@ -491,4 +494,5 @@ __all__ = [
     "workers_threads_sentence",
     "write_digit_record_file",
     "write_folder_of_files",
+    "writer_options",
 ]
