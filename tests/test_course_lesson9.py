@@ -169,3 +169,15 @@ def test_cached_mb_sees_a_file_just_read(tmp_path):
         assert 0.9 <= cached <= 1.1, cached
     else:
         assert math.isnan(cached)
+
+
+def test_step_need_sentence_for_each_outcome():
+    sentence = lesson.step_need_sentence(100, 32, {"warm": 9600, "even": 3300, "slow": 800})
+    assert "needs 3,200 records/s" in sentence
+    assert "warm: 9,600 records/s, enough, 3.0x the need" in sentence
+    assert "even: 3,300 records/s, about the need (within 10%)" in sentence
+    assert "slow: 800 records/s, short by 4.0x: the step would wait" in sentence
+
+
+def test_train_steps_per_second_times_the_lesson_step():
+    assert lesson.train_steps_per_second(in_features=16, batch_size=4, steps=3) > 0

@@ -330,7 +330,8 @@ def plot_read_rates(rates: Mapping[str, Mapping[str, float]]):
     for index, pattern in enumerate(patterns):
         xs = np.arange(len(names)) + (index - (len(patterns) - 1) / 2) * width
         ax.bar(xs, [rates[name][pattern] for name in names], width, label=pattern)
-    ax.set_xticks(np.arange(len(names)), names, fontsize="small")
+    ax.set_xticks(np.arange(len(names)), [name.replace(", ", ",\n") for name in names],
+                  fontsize="small")
     ax.set_yscale("log")
     ax.set_ylabel("records read per second (log scale)")
     ax.set_title("One record at a time: random and sequential, cold and warm page cache")
@@ -641,6 +642,47 @@ def workers_threads_sentence(in_process: float, in_workers: float, worker_count:
 
 
 # -- what to remember -------------------------------------------------------------------------
+
+
+# -- is the read rate enough for the step? ---------------------------------------------------
+
+
+def train_steps_per_second(in_features: int, batch_size: int, steps: int) -> float:
+    """Training steps per second of course_lib.training's jitted step (the MLP of lesson 7)
+    on random batches, timed after two steps that compile it."""
+    import jax
+
+    from course_lib.training import create_model, train_step
+
+    model, optimizer = create_model(in_features)
+    generator = np.random.default_rng(0)
+    images = jax.numpy.asarray(generator.random((batch_size, in_features), dtype=np.float32))
+    labels = jax.numpy.asarray(generator.integers(0, 10, batch_size))
+    for _ in range(2):
+        train_step(model, optimizer, images, labels).block_until_ready()
+    start = time.perf_counter()
+    for _ in range(steps):
+        loss = train_step(model, optimizer, images, labels)
+    loss.block_until_ready()
+    return steps / (time.perf_counter() - start)
+
+
+def step_need_sentence(steps_per_s: float, batch_size: int,
+                       supplies: Mapping[str, float]) -> str:
+    """Records/s the step needs (batch size x steps/s) against each measured read rate."""
+    need = batch_size * steps_per_s
+    parts = [f"The step runs {steps_per_s:,.0f} steps/s on batches of {batch_size}: it needs "
+             f"{need:,.0f} records/s."]
+    for name, rate in supplies.items():
+        ratio = rate / need
+        if ratio >= 1.1:
+            verdict = f"enough, {ratio:.1f}x the need"
+        elif ratio > 1 / 1.1:
+            verdict = "about the need (within 10%): any slowdown makes the step wait"
+        else:
+            verdict = f"short by {1 / ratio:.1f}x: the step would wait for its data"
+        parts.append(f"{name}: {rate:,.0f} records/s, {verdict}.")
+    return " ".join(parts)
 
 
 def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
