@@ -552,7 +552,11 @@ def must_raise(expected: type[BaseException] | tuple[type[BaseException], ...], 
     except expected as error:
         _raised["error"] = error
         if message_only:
-            print(f"{type(error).__name__}: {error}")
+            import sys
+
+            print(f"{type(error).__name__}: {error}", file=sys.stderr)
+            print(f"(course.must_raise caught {type(error).__name__}, so the notebook goes on.)",
+                  file=sys.stderr, flush=True)
         else:
             show_traceback(error)
         return
