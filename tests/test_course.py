@@ -103,6 +103,15 @@ def test_must_raise_shows_the_traceback_and_lets_the_cell_succeed(capsys):
     assert "raised KeyError" in capsys.readouterr().out
 
 
+def test_must_raise_can_show_only_the_message(capsys):
+    with course.must_raise(KeyError, message_only=True):
+        _demonstrate_missing_key({})
+    shown = capsys.readouterr().err
+    assert shown.startswith("KeyError: 'absent'\n") and "must_raise caught" in shown
+    assert "Traceback" not in shown
+    course.check_raised(KeyError, "absent")
+
+
 def test_must_raise_lets_an_error_of_another_type_through():
     with pytest.raises(ValueError), course.must_raise(KeyError):
         raise ValueError("not the one demonstrated")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -74,9 +75,15 @@ def test_memory_sentence(whole, lazily, expected):
 
 
 @pytest.mark.parametrize("cold, warm, expected", [
-    (1000, 8000, "8.0x faster warm"), (8000, 1000, "slower warm"), (1000, 1100, "within 20%")])
+    (1000, 8000, ["1,000 µs per random read cold, 125 µs warm (8.0x faster warm)",
+                  "88% of a cold read was waiting for the disk, the other 12%"]),
+    (630, 896, ["1.4x faster warm", "30% of a cold read was waiting for the disk"]),
+    (8000, 1000, ["8.0x slower warm", "says nothing about the cache"]),
+    (1000, 1100, ["within 20%", "not on the disk"])])
 def test_cold_warm_sentence(cold, warm, expected):
-    assert expected in lesson.cold_warm_sentence("ArrayRecord", cold, warm)
+    sentence = lesson.cold_warm_sentence("ArrayRecord", cold, warm)
+    assert all(part in sentence for part in expected), sentence
+    assert ("waiting for the disk" in sentence) == (warm > 1.2 * cold)
 
 
 @pytest.mark.parametrize("sizes, reads, expected", [
@@ -104,6 +111,8 @@ def test_read_threads_sentence_says_where_threads_fall_short():
     assert "interpreter lock" in stalling
     all_short = lesson.latency_threads_sentence({1: 150, 4: 500}, 0.005)
     assert "1 (75%), 4 (62%) threads" in all_short and "Even the fewest" in all_short
+    rounds_up = lesson.latency_threads_sentence({1: 190, 16: 0.796 * 3200}, 0.005)
+    assert "Every thread count up to 16 reached at least 80%" in rounds_up
 
 
 @pytest.mark.parametrize("in_workers, expected", [
@@ -137,3 +146,38 @@ def test_files_read_and_epoch_keys(tmp_path):
     assert lesson.files_read(source, keys) == ["data-00001-of-00002.array_record"]
     assert np.array_equal(sorted(lesson.epoch_record_keys(10, grain.NoSharding(), 0)),
                           np.arange(10))
+
+
+def test_writer_options_names_the_codec_the_writer_used(tmp_path):
+    import course_lib as grain
+
+    records = [bytes(64)] * 8
+    default = grain.write_array_record_shards(records, tmp_path / "a", 1, options="group_size:1")
+    plain = grain.write_array_record_shards(records, tmp_path / "b", 1,
+                                            options="group_size:2,uncompressed")
+    assert "zstd:3" in lesson.writer_options(default[0])
+    options = lesson.writer_options(plain[0])
+    assert "group_size:2" in options and "uncompressed" in options and "zstd" not in options
+
+
+def test_cached_mb_sees_a_file_just_read(tmp_path):
+    path = tmp_path / "data.bin"
+    path.write_bytes(bytes(range(256)) * 4096)  # 1 MB
+    path.read_bytes()
+    cached = lesson.cached_mb([path])
+    if sys.platform.startswith("linux"):
+        assert 0.9 <= cached <= 1.1, cached
+    else:
+        assert math.isnan(cached)
+
+
+def test_step_need_sentence_for_each_outcome():
+    sentence = lesson.step_need_sentence(100, 32, {"warm": 9600, "even": 3300, "slow": 800})
+    assert "needs 3,200 records/s" in sentence
+    assert "warm: 9,600 records/s, enough, 3.0x the need" in sentence
+    assert "even: 3,300 records/s, about the need (within 10%)" in sentence
+    assert "slow: 800 records/s, short by 4.0x: the step would wait" in sentence
+
+
+def test_train_steps_per_second_times_the_lesson_step():
+    assert lesson.train_steps_per_second(in_features=16, batch_size=4, steps=3) > 0

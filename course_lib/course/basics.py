@@ -534,21 +534,31 @@ _raised: dict[str, BaseException | None] = {"error": None}
 
 
 @contextlib.contextmanager
-def must_raise(expected: type[BaseException] | tuple[type[BaseException], ...]):
+def must_raise(expected: type[BaseException] | tuple[type[BaseException], ...], *,
+               message_only: bool = False):
     """Run a block that is meant to fail, show the error it raises, and let the cell succeed.
 
     The traceback is printed as IPython would print it, so the learner reads the real error,
     but the cell itself ends without one: Run All goes on in JupyterLab, Colab and VS Code,
     and `jupyter nbconvert --execute` needs no `--allow-errors`. Call `check_raised()` in the
     next cell to prove that the error really happened, and which one. A block that raises
-    nothing, or raises an error of another type, still fails the cell.
+    nothing, or raises an error of another type, still fails the cell. With
+    `message_only=True` only the error's one line (`ValueError: ...`) is printed, for a
+    cell whose point is the message, not where in the library it was raised.
     """
     _raised["error"] = None
     try:
         yield
     except expected as error:
         _raised["error"] = error
-        show_traceback(error)
+        if message_only:
+            import sys
+
+            print(f"{type(error).__name__}: {error}", file=sys.stderr)
+            print(f"(course.must_raise caught {type(error).__name__}, so the notebook goes on.)",
+                  file=sys.stderr, flush=True)
+        else:
+            show_traceback(error)
         return
     raise AssertionError(f"this cell was meant to raise {_names(expected)}, but it ran "
                          "without an error")

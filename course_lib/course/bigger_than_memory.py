@@ -144,6 +144,18 @@ def bytes_on_disk(paths: Sequence[str | Path]) -> int:
     return total
 
 
+def writer_options(path: str | Path) -> str:
+    """The options an ArrayRecord file was written with, as the file itself records them
+    (every option, the defaults included: the codec and its level, the group size)."""
+    from course_lib.array_record import array_record_module
+
+    reader = array_record_module().ArrayRecordReader(str(path))
+    try:
+        return reader.writer_options_string()
+    finally:
+        reader.close()
+
+
 # -- memory ---------------------------------------------------------------------------------
 
 
@@ -212,9 +224,11 @@ def plot_memory_growth(sizes_mb: Sequence[float], whole: Sequence[float],
     import matplotlib.pyplot as plt
 
     figure, ax = plt.subplots(figsize=(6.4, 3.8))
-    ax.plot(sizes_mb, sizes_mb, color="grey", linestyle=":", label="growth = data set size")
+    # a wide pale band, so that it still shows where the "whole" line lies on top of it
+    ax.plot(sizes_mb, sizes_mb, color="grey", linewidth=9, alpha=0.3, solid_capstyle="butt",
+            label="growth = data set size")
     ax.plot(sizes_mb, whole, marker="o", label="read whole (np.load)")
-    ax.plot(sizes_mb, lazily, marker="o", label="read one record at a time (memory map)")
+    ax.plot(sizes_mb, lazily, marker="s", label="read one record at a time (memory map)")
     ax.set_xlabel("data set size (MB)")
     ax.set_ylabel("growth of anonymous memory (MB)")
     ax.set_title("The process's own memory against the data set's size")
@@ -316,9 +330,10 @@ def plot_read_rates(rates: Mapping[str, Mapping[str, float]]):
     for index, pattern in enumerate(patterns):
         xs = np.arange(len(names)) + (index - (len(patterns) - 1) / 2) * width
         ax.bar(xs, [rates[name][pattern] for name in names], width, label=pattern)
-    ax.set_xticks(np.arange(len(names)), names, fontsize="small")
+    ax.set_xticks(np.arange(len(names)), [name.replace(", ", ",\n") for name in names],
+                  fontsize="small")
     ax.set_yscale("log")
-    ax.set_ylabel("records read per second")
+    ax.set_ylabel("records read per second (log scale)")
     ax.set_title("One record at a time: random and sequential, cold and warm page cache")
     ax.legend(fontsize="small", ncols=2)
     figure.tight_layout()
@@ -326,19 +341,22 @@ def plot_read_rates(rates: Mapping[str, Mapping[str, float]]):
 
 
 def cold_warm_sentence(name: str, cold: float, warm: float) -> str:
-    """How much the page cache helped one format's random reads."""
-    ratio = warm / cold
-    if ratio > 1.2:
-        return (f"{name}: random reads were {ratio:.1f}x faster warm ({warm:,.0f}/s) than "
-                f"cold ({cold:,.0f}/s): cold, every read waits for the disk.")
-    if ratio < 1 / 1.2:
-        return (f"{name}: random reads were {1 / ratio:.1f}x slower warm ({warm:,.0f}/s) "
-                f"than cold ({cold:,.0f}/s): the machine was busier during the warm run, "
-                "which says nothing about the cache.")
-    return (f"{name}: cold and warm random reads were within 20% of each other ({cold:,.0f}/s "
-            f"and {warm:,.0f}/s): these reads spend their time on something other than the disk "
-            "(decompressing, say), or the pages were not really dropped (a file system in "
-            "memory, a disk cache below the kernel).")
+    """How much of a cold random read was waiting for the disk: the warm run reads the same
+    records with nothing to wait for, so the time it still takes is the format's own work
+    (system calls, copying, decompressing), and the rest of the cold time is the disk."""
+    cold_us, warm_us = 1e6 / cold, 1e6 / warm
+    times = f"{cold_us:,.0f} µs per random read cold, {warm_us:,.0f} µs warm"
+    if warm > 1.2 * cold:
+        disk = 1 - cold / warm
+        return (f"{name}: {times} ({warm / cold:.1f}x faster warm): {disk:.0%} of a cold "
+                f"read was waiting for the disk, the other {1 - disk:.0%} is the format's own "
+                "work, which a warm cache does not remove.")
+    if cold > 1.2 * warm:
+        return (f"{name}: {times}, {cold / warm:.1f}x slower warm: the machine was busier "
+                "during the warm run, which says nothing about the cache.")
+    return (f"{name}: {times}, within 20% of each other: these reads spent their time on the "
+            "format's own work, not on the disk, or the pages were not really dropped (a file "
+            "system in memory, a disk cache below the kernel).")
 
 
 def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
@@ -366,12 +384,53 @@ def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
 # -- memory while an epoch runs --------------------------------------------------------------
 
 
-def epoch_memory_trace(source: Any, samples: int = 40) -> dict[str, np.ndarray]:
+def cached_mb(paths: Sequence[str | Path]) -> float:
+    """MB of these files that sit in the page cache now, asked page by page with `mincore`
+    on a mapping that touches nothing (NaN where there is no `mincore`, e.g. macOS)."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return math.nan
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = os.sysconf("SC_PAGE_SIZE")
+    pages = 0
+    for path in paths:
+        size = os.path.getsize(path)
+        if size == 0:
+            continue
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            address = libc.mmap(None, size, 1, 1, descriptor, 0)  # PROT_READ, MAP_SHARED
+        finally:
+            os.close(descriptor)
+        if address in (None, ctypes.c_void_p(-1).value):
+            return math.nan
+        resident = (ctypes.c_ubyte * ((size + page - 1) // page))()
+        try:
+            if libc.mincore(ctypes.c_void_p(address), size, resident) != 0:
+                return math.nan
+        finally:
+            libc.munmap(ctypes.c_void_p(address), size)
+        pages += sum(flag & 1 for flag in resident)
+    return pages * page / 1e6
+
+
+def epoch_memory_trace(source: Any, paths: Sequence[str | Path] = (),
+                       samples: int = 40) -> dict[str, np.ndarray]:
     """Read every record of `source` once, in order; sample this process's anonymous memory
-    and mapped file pages (MB above the start) `samples` times along the way."""
+    and mapped file pages (MB above the start) `samples` times along the way. With `paths`
+    (the source's files), their cached pages are dropped first and the page cache they fill
+    is sampled too."""
     every = max(1, len(source) // samples)
+    if paths:
+        drop_page_cache(paths)
     start = process_memory_mb()
-    positions, anonymous, mapped = [], [], []
+    positions, anonymous, mapped, cached = [], [], [], []
     for key in range(len(source)):
         source[key]
         if key % every == 0 or key == len(source) - 1:
@@ -379,27 +438,37 @@ def epoch_memory_trace(source: Any, samples: int = 40) -> dict[str, np.ndarray]:
             positions.append(key + 1)
             anonymous.append(now["anonymous"] - start["anonymous"])
             mapped.append(now["file"] - start["file"])
+            cached.append(cached_mb(paths) if paths else math.nan)
     return {"records": np.array(positions), "anonymous": np.array(anonymous),
-            "file": np.array(mapped)}
+            "file": np.array(mapped), "cached": np.array(cached)}
 
 
 def plot_epoch_memory(traces: Mapping[str, Mapping[str, np.ndarray]], data_mb: float):
-    """Anonymous memory (solid) and mapped file pages (dashed) along an epoch, per format."""
+    """One panel per format: anonymous memory, mapped file pages and the page cache that
+    the format's files fill, along an epoch."""
     import matplotlib.pyplot as plt
 
-    figure, ax = plt.subplots(figsize=(7, 3.8))
-    for index, (name, trace) in enumerate(traces.items()):
-        color = f"C{index}"
-        ax.plot(trace["records"], trace["anonymous"], color=color, label=f"{name}: anonymous")
-        if np.nanmax(np.abs(trace["file"])) > 1:
-            ax.plot(trace["records"], trace["file"], color=color, linestyle="--",
-                    label=f"{name}: mapped file pages (page cache)")
-    ax.axhline(data_mb, color="grey", linestyle=":", label="the data set's size")
-    ax.set_xlabel("records read in the epoch")
-    ax.set_ylabel("memory above the start (MB)")
-    ax.set_title("Memory while one epoch is read, one record at a time")
-    ax.legend(fontsize="small")
-    figure.tight_layout()
+    figure, axes = plt.subplots(1, len(traces), figsize=(3.6 * len(traces), 3.8),
+                                sharey=True, squeeze=False)
+    for ax, (name, trace) in zip(axes[0], traces.items(), strict=True):
+        ax.axhline(data_mb, color="grey", linewidth=1, label="the data set's size")
+        if not np.all(np.isnan(trace["cached"])):
+            ax.plot(trace["records"], trace["cached"], color="C2", linewidth=5, alpha=0.4,
+                    label="page cache of its files")
+        else:
+            ax.text(0.5, 0.5, "page cache not sampled:\none file per record", ha="center",
+                    transform=ax.transAxes, fontsize="small", color="C2")
+        ax.plot(trace["records"], trace["file"], color="C1", linestyle="--",
+                label="mapped file pages (RssFile)")
+        ax.plot(trace["records"], trace["anonymous"], color="C0", label="anonymous (RssAnon)")
+        ax.set_title(name, fontsize="medium")
+        ax.set_xlabel("records read in the epoch")
+    axes[0][0].set_ylabel("MB above the start")
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes[0]),
+                          key=lambda pair: len(pair[0]))
+    figure.legend(handles, labels, loc="lower center", ncols=len(labels), fontsize="small")
+    figure.suptitle("Memory while one epoch is read, one record at a time")
+    figure.tight_layout(rect=(0, 0.07, 1, 1))
     return figure
 
 
@@ -530,7 +599,8 @@ def latency_threads_sentence(rates: Mapping[int, float], latency_s: float) -> st
     parts = [f"With {one} thread{'s' if one > 1 else ''} the loader read {rates[one]:,.0f} "
              f"records/s, {shares[one]:.0%} of the {threads_limit(one, latency_s):,.0f}/s that "
              f"waits of {latency_s * 1e3:.0f} ms allow."]
-    short = [threads for threads, share in shares.items() if share < 0.8]
+    # compared as printed (79.6% prints as 80%, and is not listed as below 80%)
+    short = [threads for threads, share in shares.items() if round(share, 2) < 0.8]
     if not short:
         parts.append(f"Every thread count up to {max(rates)} reached at least 80% of its "
                      "limit: the threads spend their time waiting, together.")
@@ -572,6 +642,47 @@ def workers_threads_sentence(in_process: float, in_workers: float, worker_count:
 
 
 # -- what to remember -------------------------------------------------------------------------
+
+
+# -- is the read rate enough for the step? ---------------------------------------------------
+
+
+def train_steps_per_second(in_features: int, batch_size: int, steps: int) -> float:
+    """Training steps per second of course_lib.training's jitted step (the MLP of lesson 7)
+    on random batches, timed after two steps that compile it."""
+    import jax
+
+    from course_lib.training import create_model, train_step
+
+    model, optimizer = create_model(in_features)
+    generator = np.random.default_rng(0)
+    images = jax.numpy.asarray(generator.random((batch_size, in_features), dtype=np.float32))
+    labels = jax.numpy.asarray(generator.integers(0, 10, batch_size))
+    for _ in range(2):
+        train_step(model, optimizer, images, labels).block_until_ready()
+    start = time.perf_counter()
+    for _ in range(steps):
+        loss = train_step(model, optimizer, images, labels)
+    loss.block_until_ready()
+    return steps / (time.perf_counter() - start)
+
+
+def step_need_sentence(steps_per_s: float, batch_size: int,
+                       supplies: Mapping[str, float]) -> str:
+    """Records/s the step needs (batch size x steps/s) against each measured read rate."""
+    need = batch_size * steps_per_s
+    parts = [f"The step runs {steps_per_s:,.0f} steps/s on batches of {batch_size}: it needs "
+             f"{need:,.0f} records/s."]
+    for name, rate in supplies.items():
+        ratio = rate / need
+        if ratio >= 1.1:
+            verdict = f"enough, {ratio:.1f}x the need"
+        elif ratio > 1 / 1.1:
+            verdict = "about the need (within 10%): any slowdown makes the step wait"
+        else:
+            verdict = f"short by {1 / ratio:.1f}x: the step would wait for its data"
+        parts.append(f"{name}: {rate:,.0f} records/s, {verdict}.")
+    return " ".join(parts)
 
 
 def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
