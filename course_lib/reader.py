@@ -108,7 +108,12 @@ def threads_for_work(num_threads: int, worker_count: int = 0) -> int:
     training step, so the loader takes the others: `cores - 1`. With workers, each takes an
     equal share, `cores // worker_count`, so that threads times workers never exceeds the
     cores. 2 cores: 1 in process (the background thread alone), 1 per worker with 2
-    workers; 16 cores: 15 in process, 4 per worker with 4 workers."""
+    workers; 16 cores: 15 in process, 4 per worker with 4 workers.
+
+    Measured on 2 cores (benchmarks/bench_feeds.py): a pool of 2 transform threads beside
+    the background thread used 1.5x the CPU per batch of decoded PNGs for no more speed,
+    since such transforms hold the interpreter lock most of the time. On more cores the
+    rule is derived, not measured: CPU work cannot use more threads than there are cores."""
     cores = usable_cores()
     share = cores - 1 if worker_count == 0 else cores // worker_count
     return max(1, min(num_threads, share))
