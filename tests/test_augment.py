@@ -264,3 +264,26 @@ def test_every_augmentation_is_a_grain_style_transform():
     assert isinstance(DecodeImage(), MapTransform)
     assert isinstance(RandomHorizontalFlip(), RandomMapTransform)
     assert isinstance(RandomCrop(2), RandomMapTransform)
+
+
+def test_random_crop_with_zero_padding_equals_np_pad_then_cut():
+    """RandomCrop cuts zero-padded windows without building the padded image; the pixels
+    must be those of np.pad followed by the cut, for any size, padding and channel count."""
+    from course_lib.augment import RandomCrop
+
+    shapes = np.random.default_rng(0)
+    for _ in range(200):
+        height, width = (int(n) for n in shapes.integers(1, 12, size=2))
+        padding = int(shapes.integers(0, 5))
+        channels = () if shapes.random() < 0.5 else (3,)
+        image = shapes.integers(0, 255, (height, width, *channels)).astype(np.uint8)
+        size = (int(shapes.integers(1, height + 2 * padding + 1)),
+                int(shapes.integers(1, width + 2 * padding + 1)))
+        seed = int(shapes.integers(1 << 30))
+        cut = RandomCrop(size, padding=padding, field=None).random_map(
+            image, np.random.default_rng(seed))
+        top, left = np.random.default_rng(seed).integers(
+            0, [height + 2 * padding - size[0] + 1, width + 2 * padding - size[1] + 1])
+        padded = np.pad(image, [(padding, padding)] * 2 + [(0, 0)] * len(channels))
+        np.testing.assert_array_equal(cut, padded[top:top + size[0], left:left + size[1]])
+        assert cut.dtype == image.dtype
