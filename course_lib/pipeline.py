@@ -183,17 +183,6 @@ class Pipeline:
             return range(start, start + len(survivors)), survivors, None
         return positions, survivors, None
 
-    def process_chunk(self, start: int, record_keys: Sequence[int], records: Sequence[Any],
-                      run: PipelineRun):
-        """`transform_records` for a whole chunk: the survivors' positions and the
-        survivors, or the transform's exception raised."""
-        positions, survivors, error = self.transform_records(start, record_keys, records, run)
-        if error is not None:
-            raise error
-        if self.filters_records:
-            run.count_kept(len(records), len(survivors))
-        return positions, survivors
-
     def finish_batch(self, records: Sequence[Any], first_position: int, run: PipelineRun,
                      stack=None):
         """Stack `records` with the batch function, then run the batch-level operations.

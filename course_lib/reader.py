@@ -216,7 +216,7 @@ class ChunkProcessor:
         """One pool task: read (unless the chunk was read in one batched call) and
         transform a run of consecutive records."""
         if records is None:
-            records = [self._source[key] for key in keys.tolist()]
+            records = read_records(self._source, keys)
         return self._pipeline.transform_records(start, keys, records, self._thread_run(),
                                                 self._stop)
 
