@@ -181,3 +181,20 @@ def test_step_need_sentence_for_each_outcome():
 
 def test_train_steps_per_second_times_the_lesson_step():
     assert lesson.train_steps_per_second(in_features=16, batch_size=4, steps=3) > 0
+
+
+def test_the_epoch_memory_picture_never_hides_a_line_under_another():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    records = np.arange(1, 11)
+    flat = {"records": records, "anonymous": np.zeros(10), "file": np.zeros(10),
+            "cached": np.linspace(0, 50, 10)}
+    mapped = dict(flat, file=np.linspace(0, 50, 10))
+    figure = lesson.plot_epoch_memory({"ArrayRecord": flat, "record file": mapped}, 50.0)
+    flat_ax, mapped_ax = figure.axes[:2]
+    assert [line.get_label() for line in flat_ax.get_lines()
+            if line.get_linestyle() == "--"] == []
+    assert any("no file pages mapped" in text.get_text() for text in flat_ax.texts)
+    assert "mapped file pages (RssFile)" in [line.get_label() for line in mapped_ax.get_lines()]
+    assert not mapped_ax.texts

@@ -23,8 +23,8 @@ is made once:
 The shared helpers live in `basics`; each lesson's own measurements and pictures live in a
 module named for its topic (`bottleneck`, `building_blocks`, `determinism`,
 `parallel_workers`, `sharding_policies`, `recompilation`, `training_loop`, `resume`,
-`bigger_than_memory`, `variable_length`, `moving_to_grain`). Everything is re-exported here,
-so a notebook only writes `from course_lib import course`.
+`bigger_than_memory`, `sequential_formats`, `variable_length`, `moving_to_grain`).
+Everything is re-exported here, so a notebook only writes `from course_lib import course`.
 """
 
 from course_lib.course.basics import (
@@ -207,6 +207,22 @@ from course_lib.course.resume import (
     skipped_batches,
     state_formats_sentence,
 )
+from course_lib.course.sequential_formats import (
+    REQUEST_BYTES,
+    buffer_memory_sentence,
+    expected_labels_per_batch,
+    labels_of,
+    labels_per_batch,
+    plot_label_orders,
+    read_record_stream,
+    shuffle_buffer,
+    shuffle_mix_sentence,
+    stream_rate,
+    stream_remember_line,
+    stream_speed_sentence,
+    window_shuffle,
+    write_record_stream,
+)
 from course_lib.course.sharding_policies import (
     PairRepeats,
     contiguous_shard_keys,
@@ -283,6 +299,7 @@ __all__ = [
     "NOISE_FLOOR",
     "PLACEMENT",
     "READ_AHEAD_THREAD_PREFIX",
+    "REQUEST_BYTES",
     "ROW_LENGTH",
     "Comparison",
     "CompilationTiming",
@@ -312,6 +329,7 @@ __all__ = [
     "bucket_lengths",
     "bucket_sentence",
     "bucket_tradeoff",
+    "buffer_memory_sentence",
     "busy_step_sentence",
     "bytes_on_disk",
     "cached_mb",
@@ -344,6 +362,7 @@ __all__ = [
     "epoch_memory_sentence",
     "epoch_memory_trace",
     "epoch_record_keys",
+    "expected_labels_per_batch",
     "fast_mode",
     "fastest_sentence",
     "feed_overlap_sentence",
@@ -378,6 +397,8 @@ __all__ = [
     "interleaved_runs",
     "jax_messages",
     "kept_sentence",
+    "labels_of",
+    "labels_per_batch",
     "last_error",
     "latency_threads_sentence",
     "length_spread",
@@ -408,6 +429,7 @@ __all__ = [
     "plot_cycle_walks",
     "plot_draw_grids",
     "plot_epoch_memory",
+    "plot_label_orders",
     "plot_lengths",
     "plot_lines",
     "plot_mask",
@@ -435,6 +457,7 @@ __all__ = [
     "read_ahead_sentence",
     "read_ahead_threads",
     "read_rates",
+    "read_record_stream",
     "read_threads_sentence",
     "reads_per_second",
     "real_tokens",
@@ -454,6 +477,8 @@ __all__ = [
     "show_image_rows",
     "show_images",
     "show_traceback",
+    "shuffle_buffer",
+    "shuffle_mix_sentence",
     "skipped_batches",
     "speed_outcome",
     "speed_sentence",
@@ -468,6 +493,9 @@ __all__ = [
     "step_period",
     "steps_per_process",
     "stored_table_sentence",
+    "stream_rate",
+    "stream_remember_line",
+    "stream_speed_sentence",
     "strided_shard_keys",
     "summarise",
     "summary_table",
@@ -492,11 +520,13 @@ __all__ = [
     "warmup_records",
     "what_to_remember",
     "window_sentence",
+    "window_shuffle",
     "worker_memory_mb",
     "worker_rule_of_thumb",
     "workers_sentence",
     "workers_threads_sentence",
     "write_digit_record_file",
     "write_folder_of_files",
+    "write_record_stream",
     "writer_options",
 ]

@@ -458,8 +458,12 @@ def plot_epoch_memory(traces: Mapping[str, Mapping[str, np.ndarray]], data_mb: f
         else:
             ax.text(0.5, 0.5, "page cache not sampled:\none file per record", ha="center",
                     transform=ax.transAxes, fontsize="small", color="C2")
-        ax.plot(trace["records"], trace["file"], color="C1", linestyle="--",
-                label="mapped file pages (RssFile)")
+        if np.nanmax(np.abs(trace["file"])) >= 1:
+            ax.plot(trace["records"], trace["file"], color="C1", linestyle="--",
+                    label="mapped file pages (RssFile)")
+        else:  # drawn, it would hide under the anonymous line at 0
+            ax.text(0.5, 0.3, "no file pages mapped:\nRssFile stayed within 1 MB of 0",
+                    ha="center", transform=ax.transAxes, fontsize="small", color="C1")
         ax.plot(trace["records"], trace["anonymous"], color="C0", label="anonymous (RssAnon)")
         ax.set_title(name, fontsize="medium")
         ax.set_xlabel("records read in the epoch")

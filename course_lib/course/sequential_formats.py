@@ -1,0 +1,261 @@
+"""Lesson 9, sequential formats: what a file without an index forces on a loader.
+
+A TFRecord file, a tar shard (WebDataset) or an object streamed from a store is read from
+its start forward: nothing says where record `k` begins, so no record can be asked for by
+its key. Two things follow, and this module measures both.
+
+- **Reads are cheap.** One request brings many records (here a megabyte at a time), so the
+  wait of slow storage is paid once per request, not once per record.
+- **The shuffle is local.** A loader can only mix the records it holds. A *shuffle buffer*
+  (tf.data's `shuffle(buffer_size)`) keeps `buffer_size` records, hands out a random one and
+  puts the stream's next record in its place; a *window shuffle* (Grain's
+  `WindowShuffleIterDataset`) reads `window_size` records, shuffles them and hands them all
+  out. Either way no record leaves more than `buffer_size - 1` places earlier than the file
+  has it, so a file written class by class gives batches of few classes unless the buffer
+  spans several classes. (A record can leave a buffer late, though: at every step it stays
+  with chance `1 - 1/buffer_size`, so old classes trickle out long after the stream left
+  them. A window holds nothing back.)
+
+The stream written here is the simplest such format: every record is a 4-byte length, then
+its bytes (TFRecord adds a checksum to each; tar adds a 512-byte header).
+"""
+
+from __future__ import annotations
+
+import gc
+import struct
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from course_lib.course.bigger_than_memory import DigitRecords, drop_page_cache
+
+LENGTH = struct.Struct("<I")  # the 4-byte little-endian length before every record
+REQUEST_BYTES = 1 << 20  # what one read request asks the storage for: 1 MiB
+
+
+def _check_latency(latency_s: float) -> None:
+    if not 0 <= latency_s <= 1:
+        raise ValueError(f"latency_s={latency_s!r} must be in [0, 1] seconds; pass 0 for "
+                         "local disk or e.g. 0.005 for slow storage.")
+
+
+# -- writing and reading a stream ------------------------------------------------------------
+
+
+def labels_of(records: DigitRecords) -> np.ndarray:
+    """The label of every record, by record key (record `k` is digit `k % 1797`)."""
+    return records.labels[np.arange(len(records)) % len(records.labels)]
+
+
+def write_record_stream(records: Sequence[bytes], path: str | Path,
+                        order: Iterable[int] | None = None) -> Path:
+    """Write `records` one after another (a length, then the bytes), in `order` (record
+    keys; default: key order). Nothing but one record is held in memory at a time."""
+    path = Path(path)
+    keys = range(len(records)) if order is None else order
+    with open(path, "wb", buffering=REQUEST_BYTES) as file:
+        for key in keys:
+            record = records[int(key)]
+            file.write(LENGTH.pack(len(record)))
+            file.write(record)
+    return path
+
+
+def read_record_stream(path: str | Path, *, request_bytes: int = REQUEST_BYTES,
+                       latency_s: float = 0.0) -> Iterator[bytes]:
+    """Yield the records of a stream in file order, reading `request_bytes` per request and
+    waiting `latency_s` before each request, as slow storage does (`SlowStorage` waits the
+    same before every single record)."""
+    if request_bytes < LENGTH.size:
+        raise ValueError(f"request_bytes={request_bytes!r} must be at least {LENGTH.size}; "
+                         "reads of a megabyte (1 << 20) are what streaming readers use.")
+    _check_latency(latency_s)
+    pending = b""
+    with open(path, "rb", buffering=0) as file:
+        while True:
+            if latency_s:
+                time.sleep(latency_s)
+            block = file.read(request_bytes)
+            if not block:
+                break
+            pending += block
+            offset = 0
+            while len(pending) - offset >= LENGTH.size:
+                (size,) = LENGTH.unpack_from(pending, offset)
+                end = offset + LENGTH.size + size
+                if end > len(pending):
+                    break
+                yield pending[offset + LENGTH.size:end]
+                offset = end
+            pending = pending[offset:]
+    if pending:
+        raise ValueError(f"{path} ends inside a record ({len(pending)} bytes left over): the "
+                         "file was cut short; write it again.")
+
+
+def stream_rate(path: str | Path, *, latency_s: float = 0.0,
+                request_bytes: int = REQUEST_BYTES) -> float:
+    """Records/s of one reader going through the whole stream with a cold page cache."""
+    gc.collect()
+    drop_page_cache([path])
+    start = time.perf_counter()
+    count = sum(1 for _ in read_record_stream(path, request_bytes=request_bytes,
+                                              latency_s=latency_s))
+    return count / (time.perf_counter() - start)
+
+
+# -- shuffling what a stream gives ---------------------------------------------------------
+
+
+def _check_size(name: str, size: int) -> None:
+    if int(size) != size or size < 1:
+        raise ValueError(f"{name}={size!r} must be a whole number of records, at least 1; "
+                         "1 keeps the file's order, the data set's size shuffles it all.")
+
+
+def shuffle_buffer(stream: Iterable, buffer_size: int, seed: int) -> Iterator:
+    """tf.data's shuffle: fill a buffer of `buffer_size` elements, then for every new element
+    hand out a random one of the buffer and put the new one in its place; at the end, hand
+    out what is left in random order."""
+    _check_size("buffer_size", buffer_size)
+    generator = np.random.default_rng(seed)
+    buffer: list = []
+    for element in stream:
+        if len(buffer) < buffer_size:
+            buffer.append(element)
+            continue
+        slot = int(generator.integers(buffer_size))
+        yield buffer[slot]
+        buffer[slot] = element
+    for slot in generator.permutation(len(buffer)):
+        yield buffer[slot]
+
+
+def window_shuffle(stream: Iterable, window_size: int, seed: int) -> Iterator:
+    """Grain's `WindowShuffleIterDataset`, in spirit: read `window_size` elements, hand them
+    out in a random order, read the next window (each with its own permutation)."""
+    _check_size("window_size", window_size)
+    generator = np.random.default_rng(seed)
+    window: list = []
+    for element in stream:
+        window.append(element)
+        if len(window) == window_size:
+            yield from (window[slot] for slot in generator.permutation(window_size))
+            window = []
+    yield from (window[slot] for slot in generator.permutation(len(window)))
+
+
+def labels_per_batch(labels: Sequence[int], batch_size: int) -> np.ndarray:
+    """How many different labels each full batch of `batch_size` consecutive records holds."""
+    labels = np.asarray(labels)
+    full = len(labels) // batch_size * batch_size
+    batches = labels[:full].reshape(-1, batch_size)
+    return np.array([len(np.unique(batch)) for batch in batches])
+
+
+def expected_labels_per_batch(num_labels: int, batch_size: int) -> float:
+    """What a perfect shuffle gives on average: labels drawn at random, equally often."""
+    return num_labels * (1 - (1 - 1 / num_labels) ** batch_size)
+
+
+# -- the pictures and sentences ---------------------------------------------------------------
+
+
+def plot_label_orders(orders: Mapping[str, Sequence[int]], batch_size: int):
+    """One strip per order: the label of every record along the epoch, coloured by label,
+    with the mean number of labels per batch beside the order's name."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    names = list(orders)
+    strips = np.stack([np.asarray(orders[name]) for name in names])
+    figure, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.6))
+    colours = ListedColormap(plt.get_cmap("tab10").colors)
+    image = ax.imshow(strips, aspect="auto", interpolation="nearest", cmap=colours,
+                      norm=BoundaryNorm(np.arange(-0.5, 10.5), 10))
+    ax.set_yticks(range(len(names)), [
+        f"{name}\n{labels_per_batch(orders[name], batch_size).mean():.1f} labels per batch"
+        for name in names], fontsize="small")
+    ax.set_xlabel("position in the epoch (records, in the order the loader hands them out)")
+    ax.set_title(f"The label of every record, in the order each shuffle hands it out "
+                 f"(batches of {batch_size})")
+    bar = figure.colorbar(image, ax=ax, ticks=range(10), pad=0.01)
+    bar.set_label("label")
+    figure.tight_layout()
+    return figure
+
+
+def stream_speed_sentence(*, stream_slow: float, random_slow: float, threaded_slow: float,
+                          threads: int, latency_s: float, records_per_request: float,
+                          stream_cold: float, random_cold: float) -> str:
+    """Streaming against random access, on slow storage and on a cold local disk."""
+    wait = f"{latency_s * 1e3:.0f} ms"
+    ratio = stream_slow / random_slow
+    head = (f"With {wait} per request, one reader streaming read {stream_slow:,.0f} "
+            f"records/s against {random_slow:,.0f}/s for random reads one at a time")
+    if ratio > 1.1:
+        head += (f": {ratio:.0f}x more, since each request of a megabyte brought about "
+                 f"{records_per_request:.0f} records for one wait")
+    elif ratio < 1 / 1.1:
+        head += (f": {1 / ratio:.1f}x less, which the one wait per request cannot explain; "
+                 "the machine was busy during the stream, run it again")
+    else:
+        head += ": about the same (within 10%), so here the waits were not what limited it"
+    if threaded_slow >= 0.9 * stream_slow:
+        threads_part = (f"Random access catches up only with many threads ({threads} read "
+                        f"{threaded_slow:,.0f}/s above), each waiting for its own record.")
+    else:
+        threads_part = (f"Even {threads} threads of random access ({threaded_slow:,.0f}/s "
+                        "above) stayed below the single stream.")
+    local = stream_cold / random_cold
+    if local > 1.1:
+        disk = (f"On this machine's disk, cold, the stream read {stream_cold:,.0f} records/s, "
+                f"{local:.1f}x ArrayRecord's cold random reads ({random_cold:,.0f}/s): the "
+                "kernel reads ahead of a file read in order.")
+    elif local < 1 / 1.1:
+        disk = (f"On this machine's disk, cold, the stream read {stream_cold:,.0f} records/s, "
+                f"{1 / local:.1f}x fewer than ArrayRecord's cold random reads "
+                f"({random_cold:,.0f}/s): a local disk that answers quickly leaves the "
+                "stream nothing to save, and parsing each record in Python costs more.")
+    else:
+        disk = (f"On this machine's disk, cold, the stream read {stream_cold:,.0f} records/s, "
+                f"about ArrayRecord's cold random reads ({random_cold:,.0f}/s, within 10%).")
+    return f"{head}. {threads_part} {disk}"
+
+
+def shuffle_mix_sentence(mix: Mapping[str, float], *, best_buffer: str, global_name: str,
+                         expected: float, batch_size: int, buffer_share: float) -> str:
+    """The labels per batch of each order, and whether the buffer mixed like the global
+    shuffle (within 10%) or not."""
+    listed = "; ".join(f"{name}: {value:.1f}" for name, value in mix.items())
+    head = (f"Labels per batch of {batch_size}, on average: {listed} (a perfect shuffle "
+            f"gives {expected:.1f}).")
+    buffer, whole = mix[best_buffer], mix[global_name]
+    if buffer >= 0.9 * whole:
+        return (f"{head} The {best_buffer} mixed about as well as the {global_name}: at "
+                f"{buffer_share:.0%} of the data set it held records of every label most of "
+                "the time.")
+    return (f"{head} Even the {best_buffer} gave {whole / buffer:.1f}x fewer labels per "
+            f"batch than the {global_name}: a batch "
+            "can only hold what lay near it in the file, and this file lies class by class.")
+
+
+def buffer_memory_sentence(buffer_size: int, record_bytes: int, data_mb: float) -> str:
+    """What a shuffle buffer holds in memory, in records and MB."""
+    held_mb = buffer_size * record_bytes / 1e6
+    return (f"A buffer of {buffer_size:,} records holds {held_mb:,.0f} MB of this lesson's "
+            f"{data_mb:,.0f} MB in memory, in every process that shuffles; the global shuffle "
+            "holds none, only the sampler's position.")
+
+
+def stream_remember_line(*, stream_slow: float, random_slow: float, buffer_name: str,
+                         buffer_mix: float, global_mix: float) -> str:
+    """The section's closing point, with this run's numbers."""
+    return (f"A stream pays one wait per request ({stream_slow:,.0f} records/s against "
+            f"{random_slow:,.0f}/s for one random reader) and shuffles only what it holds: the "
+            f"{buffer_name} gave {buffer_mix:.1f} labels per batch, the global shuffle "
+            f"{global_mix:.1f}. Shuffle a stream when it is written, and read several shards "
+            "at once.")

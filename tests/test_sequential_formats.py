@@ -1,0 +1,146 @@
+"""Lesson 9's sequential formats: the stream gives back what was written, in file order; the
+two shuffles are permutations with the reach their definitions promise; and every sentence
+says what made-up numbers say, for each outcome."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from course_lib.course import sequential_formats as lesson
+from course_lib.course.bigger_than_memory import DigitRecords
+
+
+@pytest.fixture(scope="module")
+def records():
+    return DigitRecords(300, side=12)
+
+
+def test_the_stream_returns_every_record_in_the_order_written(tmp_path, records):
+    order = np.argsort(lesson.labels_of(records), kind="stable")
+    path = lesson.write_record_stream(records, tmp_path / "digits.stream", order)
+    # a request smaller than a record, and one that ends inside a length, both parse
+    for request_bytes in (4, 7, 100, 1 << 20):
+        read = list(lesson.read_record_stream(path, request_bytes=request_bytes))
+        assert read == [records[int(key)] for key in order]
+    labels = [record[0] for record in lesson.read_record_stream(path)]
+    assert labels == sorted(labels) and len(set(labels)) == 10
+    assert path.stat().st_size == len(records) * (records.record_bytes + 4)
+
+
+def test_a_cut_stream_says_so(tmp_path, records):
+    path = lesson.write_record_stream(records, tmp_path / "cut.stream")
+    with open(path, "r+b") as file:
+        file.truncate(path.stat().st_size - 5)
+    with pytest.raises(ValueError, match="ends inside a record"):
+        list(lesson.read_record_stream(path))
+
+
+def test_the_wait_is_paid_once_per_request(tmp_path, records):
+    path = lesson.write_record_stream(records, tmp_path / "digits.stream")
+    request = 50 * (records.record_bytes + 4)  # 50 records a request: 6 requests, 7 waits
+    start = time.perf_counter()
+    count = sum(1 for _ in lesson.read_record_stream(path, request_bytes=request,
+                                                     latency_s=0.02))
+    seconds = time.perf_counter() - start
+    assert count == 300
+    assert 7 * 0.02 <= seconds < 300 * 0.02  # one wait per request, not one per record
+    assert lesson.stream_rate(path) > 0
+
+
+@pytest.mark.parametrize("shuffle", [lesson.shuffle_buffer, lesson.window_shuffle])
+def test_both_shuffles_are_permutations_fixed_by_the_seed(shuffle):
+    out = list(shuffle(range(1000), 50, seed=3))
+    assert sorted(out) == list(range(1000)) and out != list(range(1000))
+    assert out == list(shuffle(range(1000), 50, seed=3))
+    assert out != list(shuffle(range(1000), 50, seed=4))
+    assert list(shuffle(range(10), 1, seed=0)) == list(range(10))  # size 1 keeps the order
+    assert sorted(shuffle(range(10), 100, seed=0)) == list(range(10))  # larger than the data
+
+
+def test_no_record_leaves_more_than_size_minus_one_places_early():
+    for shuffle in (lesson.shuffle_buffer, lesson.window_shuffle):
+        out = np.array(list(shuffle(range(5000), 100, seed=0)))
+        early = out - np.arange(5000)  # element k handed out at place i < k: k - i early
+        assert early.max() <= 99
+
+
+def test_a_window_keeps_records_in_their_window_and_a_buffer_does_not():
+    window = np.array(list(lesson.window_shuffle(range(5000), 100, seed=0)))
+    assert (window // 100 == np.arange(5000) // 100).all()
+    buffer = np.array(list(lesson.shuffle_buffer(range(5000), 100, seed=0)))
+    late = np.arange(5000) - buffer
+    assert late.max() > 200  # some records stay in the buffer for hundreds of steps
+
+
+def test_bad_sizes_and_waits_name_the_rule():
+    with pytest.raises(ValueError, match="buffer_size=0 must be a whole number"):
+        list(lesson.shuffle_buffer(range(3), 0, seed=0))
+    with pytest.raises(ValueError, match=r"window_size=2\.5"):
+        list(lesson.window_shuffle(range(3), 2.5, seed=0))
+    with pytest.raises(ValueError, match=r"latency_s=-1 must be in \[0, 1\]"):
+        next(lesson.read_record_stream("unused", latency_s=-1))
+    with pytest.raises(ValueError, match="request_bytes=2 must be at least 4"):
+        next(lesson.read_record_stream("unused", request_bytes=2))
+
+
+def test_labels_per_batch_counts_distinct_labels_in_full_batches():
+    labels = [0, 0, 1, 1, 2, 3, 4, 5, 9]
+    assert lesson.labels_per_batch(labels, 4).tolist() == [2, 4]  # the last 1 is dropped
+    assert lesson.expected_labels_per_batch(10, 1) == pytest.approx(1)
+    assert lesson.expected_labels_per_batch(10, 32) == pytest.approx(9.66, abs=0.01)
+    generator = np.random.default_rng(0)
+    random = generator.integers(0, 10, 32_000)
+    assert lesson.labels_per_batch(random, 32).mean() == pytest.approx(
+        lesson.expected_labels_per_batch(10, 32), abs=0.05)
+
+
+def test_the_strip_picture_has_a_row_per_order_and_labelled_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figure = lesson.plot_label_orders({"a": [0] * 64, "b": list(range(10)) * 6 + [1] * 4}, 32)
+    ax = figure.axes[0]
+    assert [tick.get_text().split("\n")[0] for tick in ax.get_yticklabels()] == ["a", "b"]
+    assert "1.0 labels per batch" in ax.get_yticklabels()[0].get_text()
+    assert ax.get_xlabel() and figure.axes[1].get_ylabel() == "label"
+
+
+SPEED = dict(threaded_slow=5000.0, threads=32, latency_s=0.005, records_per_request=64,
+             random_cold=3000.0)
+
+
+def test_stream_speed_sentence_covers_each_outcome():
+    faster = lesson.stream_speed_sentence(stream_slow=9000, random_slow=190,
+                                          stream_cold=18000, **SPEED)
+    assert "47x more" in faster and "about 64 records for one wait" in faster
+    assert "Even 32 threads" in faster and "6.0x ArrayRecord's cold random reads" in faster
+    same = lesson.stream_speed_sentence(stream_slow=200, random_slow=190, stream_cold=3100,
+                                        **SPEED)
+    assert "about the same (within 10%)" in same and "about ArrayRecord's" in same
+    assert "catches up only with many threads" in same
+    slower = lesson.stream_speed_sentence(stream_slow=100, random_slow=190, stream_cold=1000,
+                                          **SPEED)
+    assert "1.9x less" in slower and "3.0x fewer than ArrayRecord's" in slower
+
+
+def test_shuffle_mix_sentence_covers_each_outcome():
+    mix = {"file order": 1.0, "buffer": 4.0, "global": 9.6}
+    short = lesson.shuffle_mix_sentence(mix, best_buffer="buffer", global_name="global",
+                                        expected=9.7, batch_size=32, buffer_share=0.1)
+    assert "file order: 1.0; buffer: 4.0; global: 9.6" in short
+    assert "Even the buffer gave 2.4x fewer labels per batch than the global" in short
+    mix["buffer"] = 9.0
+    enough = lesson.shuffle_mix_sentence(mix, best_buffer="buffer", global_name="global",
+                                         expected=9.7, batch_size=32, buffer_share=0.5)
+    assert "mixed about as well as the global" in enough and "fewer" not in enough
+
+
+def test_memory_and_remember_lines_carry_the_numbers():
+    assert lesson.buffer_memory_sentence(2400, 16_385, 393.0).startswith(
+        "A buffer of 2,400 records holds 39 MB of this lesson's 393 MB")
+    line = lesson.stream_remember_line(stream_slow=9000, random_slow=190, buffer_name="buf",
+                                       buffer_mix=4.04, global_mix=9.65)
+    assert "9,000 records/s against 190/s" in line and "4.0 labels" in line and "9.7" in line
