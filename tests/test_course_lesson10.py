@@ -230,6 +230,13 @@ def test_row_of_segments_finds_a_row_with_enough_sequences():
     np.testing.assert_array_equal(course.row_of_segments(batches[:1]), [1, 1, 2, 0])
 
 
+def test_row_of_segments_prefers_the_row_whose_shortest_sequence_is_longest():
+    tiny_third = np.array([[1, 1, 1, 1, 2, 2, 2, 3]], np.int32)  # shortest: 1 slot
+    even = np.array([[1, 1, 2, 2, 2, 3, 3, 0]], np.int32)  # shortest: 2 slots
+    batches = [(tiny_third, tiny_third, tiny_third), (even, even, even)]
+    np.testing.assert_array_equal(course.row_of_segments(batches), even[0])
+
+
 def test_plot_mask_draws_the_whole_row_with_a_key():
     import matplotlib.pyplot as plt
 

@@ -4,13 +4,14 @@ says what made-up numbers say, for each outcome."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
 import pytest
 
 from course_lib.course import sequential_formats as lesson
-from course_lib.course.bigger_than_memory import DigitRecords
+from course_lib.course.bigger_than_memory import DigitRecords, cached_mb, drop_page_cache
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,14 @@ def test_a_cut_stream_says_so(tmp_path, records):
         file.truncate(path.stat().st_size - 5)
     with pytest.raises(ValueError, match="ends inside a record"):
         list(lesson.read_record_stream(path))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore and fadvise: Linux")
+def test_a_freshly_written_stream_can_be_read_cold(tmp_path):
+    records = DigitRecords(2000, side=32)  # 2 MB
+    path = lesson.write_record_stream(records, tmp_path / "fresh.stream")
+    drop_page_cache([path])
+    assert cached_mb([path]) < 0.5 * path.stat().st_size / 1e6
 
 
 def test_the_wait_is_paid_once_per_request(tmp_path, records):

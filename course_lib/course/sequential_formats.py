@@ -23,6 +23,7 @@ its bytes (TFRecord adds a checksum to each; tar adds a 512-byte header).
 from __future__ import annotations
 
 import gc
+import os
 import struct
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -53,7 +54,11 @@ def labels_of(records: DigitRecords) -> np.ndarray:
 def write_record_stream(records: Sequence[bytes], path: str | Path,
                         order: Iterable[int] | None = None) -> Path:
     """Write `records` one after another (a length, then the bytes), in `order` (record
-    keys; default: key order). Nothing but one record is held in memory at a time."""
+    keys; default: key order). Nothing but one record is held in memory at a time.
+
+    The file is flushed to disk (`fsync`) before it is closed: the kernel cannot drop pages
+    that are not written yet, so without it a "cold" read just after writing would find
+    the whole file still cached."""
     path = Path(path)
     keys = range(len(records)) if order is None else order
     with open(path, "wb", buffering=REQUEST_BYTES) as file:
@@ -61,6 +66,8 @@ def write_record_stream(records: Sequence[bytes], path: str | Path,
             record = records[int(key)]
             file.write(LENGTH.pack(len(record)))
             file.write(record)
+        file.flush()
+        os.fsync(file.fileno())
     return path
 
 

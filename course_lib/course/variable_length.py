@@ -519,11 +519,15 @@ def row_with_segments(segment_ids: np.ndarray, at_least: int = 3) -> int:
 
 
 def row_of_segments(batches: Sequence[tuple], at_least: int = 3) -> np.ndarray:
-    """The segment ids of the first packed row, over all `batches`, that holds at least
-    `at_least` sequences (else of the row with the most)."""
+    """The segment ids of a packed row, over all `batches`, that holds at least `at_least`
+    sequences, choosing the one whose shortest sequence is longest, so that every triangle
+    of its mask can be seen (else the row with the most sequences)."""
     rows = [segments[row] for _, segments, _ in batches for row in range(len(segments))]
-    return next((ids for ids in rows if ids.max() >= at_least),
-                max(rows, key=lambda ids: int(ids.max())))
+    enough = [ids for ids in rows if ids.max() >= at_least]
+    if not enough:
+        return max(rows, key=lambda ids: int(ids.max()))
+    return max(enough, key=lambda ids: min(np.count_nonzero(ids == segment)
+                                           for segment in range(1, int(ids.max()) + 1)))
 
 
 def plot_mask(segment_ids: np.ndarray):
