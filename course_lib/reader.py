@@ -9,6 +9,10 @@ parts in order. Threads pay off in two cases:
   interpreter lock away, so many threads overlap many waits. Such a source gets up to
   `ReadOptions.num_threads` threads. Waiting is wall time the reading thread did not spend
   on its own CPU: a `__getitem__` that decodes is busy, not waiting, and counts as work.
+  On a busy machine a computing thread is also off its CPU, preempted, while others run;
+  where the system counts a thread's context switches (Linux), the time off the CPU is
+  split between waiting and being preempted in the ratio of the thread's voluntary switches
+  (it blocked: a read, a sleep) to its involuntary ones (the scheduler took the core).
 - **Transforms that compute outside Python** (Pillow's decoders, most NumPy kernels): they
   release the lock too, so threads run them on several cores at once. CPU work cannot use
   more cores than the process has, so the pool is capped at this process's share of the
@@ -43,6 +47,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from course_lib._checks import check_int
+
+try:  # per-thread context switches: Linux
+    import resource
+    _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
+except ImportError:  # Windows
+    resource = None
+    _RUSAGE_THREAD = None
 
 if TYPE_CHECKING:
     from course_lib.pipeline import Pipeline, PipelineRun
@@ -126,6 +137,27 @@ def read_records(source, record_keys: np.ndarray) -> Sequence:
     return [source[key] for key in record_keys.tolist()]
 
 
+def _switches() -> tuple[int, int] | None:
+    """This thread's (voluntary, involuntary) context switches so far, where the system
+    counts them per thread (Linux); None elsewhere."""
+    if _RUSAGE_THREAD is None:
+        return None
+    usage = resource.getrusage(_RUSAGE_THREAD)
+    return usage.ru_nvcsw, usage.ru_nivcsw
+
+
+def blocked_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
+    """The share of a thread's time off its CPU spent blocked (waiting for I/O, sleeping)
+    rather than preempted, from its context switches `before` and `after` (`_switches`).
+    1.0 where switches are not counted, or where the thread was never switched out."""
+    if before is None or after is None:
+        return 1.0
+    blocked, preempted = after[0] - before[0], after[1] - before[1]
+    if blocked + preempted <= 0:
+        return 1.0
+    return blocked / (blocked + preempted)
+
+
 MIN_RECORDS_PER_TASK = 8
 THREADS_PAY_OFF_S = 200e-6  # per-record wait while reading above which threads overlap waits
 WAITING_SHARE = 0.75  # reads that wait spend at least this share of their time not computing
@@ -181,10 +213,10 @@ class ChunkProcessor:
     def _timed(self, start: int, keys: np.ndarray, run: PipelineRun):
         """The first chunk, done here; also how long its reads waited (wall time that this
         thread did not spend computing: I/O, sleeps) and how long the whole chunk took."""
-        started, computed = time.perf_counter(), time.thread_time()
+        started, computed, switched = time.perf_counter(), time.thread_time(), _switches()
         records = read_records(self._source, keys)
         busy = time.thread_time() - computed
-        waited = time.perf_counter() - started - busy
+        waited = blocked_share(switched, _switches()) * (time.perf_counter() - started - busy)
         if waited < WAITING_SHARE * (waited + busy):
             waited = 0.0  # mostly computing (a busy machine also stretches the wall time)
         result = (start, keys, *self._pipeline.transform_records(start, keys, records, run,
