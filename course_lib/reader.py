@@ -158,6 +158,17 @@ def blocked_share(before: tuple[int, int] | None, after: tuple[int, int] | None)
     return blocked / (blocked + preempted)
 
 
+def timed_read(source, record_keys: np.ndarray) -> tuple[Sequence, float, float, float]:
+    """`read_records`, timed in the calling thread: the records, the seconds the thread
+    computed, the seconds it spent off its CPU, and the share of those it was blocked
+    (`blocked_share`)."""
+    started, computed, switched = time.perf_counter(), time.thread_time(), _switches()
+    records = read_records(source, record_keys)
+    busy = time.thread_time() - computed
+    off_cpu = time.perf_counter() - started - busy
+    return records, busy, off_cpu, blocked_share(switched, _switches())
+
+
 MIN_RECORDS_PER_TASK = 8
 THREADS_PAY_OFF_S = 200e-6  # per-record wait while reading above which threads overlap waits
 WAITING_SHARE = 0.75  # reads that wait spend at least this share of their time not computing
@@ -213,10 +224,9 @@ class ChunkProcessor:
     def _timed(self, start: int, keys: np.ndarray, run: PipelineRun):
         """The first chunk, done here; also how long its reads waited (wall time that this
         thread did not spend computing: I/O, sleeps) and how long the whole chunk took."""
-        started, computed, switched = time.perf_counter(), time.thread_time(), _switches()
-        records = read_records(self._source, keys)
-        busy = time.thread_time() - computed
-        waited = blocked_share(switched, _switches()) * (time.perf_counter() - started - busy)
+        started = time.perf_counter()
+        records, busy, off_cpu, share = timed_read(self._source, keys)
+        waited = share * off_cpu
         if waited < WAITING_SHARE * (waited + busy):
             waited = 0.0  # mostly computing (a busy machine also stretches the wall time)
         result = (start, keys, *self._pipeline.transform_records(start, keys, records, run,

@@ -208,7 +208,7 @@ def test_reads_that_wait_get_every_thread_and_reads_that_compute_do_not(source, 
 def a_crowded_core():
     """Pins this thread to one core and starts 5 busy processes on the same core, so that a
     computing thread spends most of its wall time preempted, as on a busy machine."""
-    if not hasattr(os, "sched_setaffinity") or reader._RUSAGE_THREAD is None:
+    if not hasattr(os, "sched_setaffinity") or reader._switches() is None:
         pytest.skip("needs Linux: per-thread affinity and context-switch counts")
     allowed = os.sched_getaffinity(0)
     core = min(allowed)
@@ -229,15 +229,7 @@ def a_crowded_core():
                                                (BusySource(64), False)])
 def test_a_crowded_core_does_not_make_computing_reads_look_like_waiting(a_crowded_core,
                                                                         source, waits):
-    def thread_run():  # the first chunk's reads, with their context switches counted
-        started, computed = time.perf_counter(), time.thread_time()
-        before = reader._switches()
-        reader.read_records(source, np.arange(64))
-        after = reader._switches()
-        busy = time.thread_time() - computed
-        return time.perf_counter() - started - busy, busy, reader.blocked_share(before, after)
-
-    off_cpu, busy, share = thread_run()
+    _, busy, off_cpu, share = reader.timed_read(source, np.arange(64))
     if not waits:  # the crowd did its job: the busy reads were mostly off the CPU
         assert off_cpu > reader.WAITING_SHARE / (1 - reader.WAITING_SHARE) * busy
         assert share < 0.5
