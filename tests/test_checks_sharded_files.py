@@ -13,6 +13,10 @@ import pytest
 
 pytest.importorskip("array_record")
 
+from array_record.python import array_record_module
+from array_record.python.array_record_data_source import (
+    ArrayRecordDataSource as ArrayRecordsOwnSource,
+)
 from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
 
 import course_lib as grain
@@ -37,7 +41,8 @@ def _write_shards(mistake: str = ""):
             order = np.concatenate([np.arange(s, count, num_shards) for s in range(num_shards)])
         for shard in range(num_shards):
             path = Path(directory) / f"train-{shard:05d}-of-{num_shards:05d}.array_record"
-            writer = ArrayRecordWriter(str(path), "group_size:1")
+            options = "group_size:64" if mistake == "group_size_64" else "group_size:1"
+            writer = ArrayRecordWriter(str(path), options)
             start, stop = shard * count // num_shards, (shard + 1) * count // num_shards
             if mistake == "one_shard":
                 start, stop = (0, count) if shard == 0 else (0, 0)
@@ -82,15 +87,21 @@ def _source_class(mistake: str = ""):
             if mistake == "new_reader_per_record":
                 return ArrayRecordReader(self.paths[shard], "readahead_buffer_size:0")
             if shard not in self.readers:
-                self.readers[shard] = ArrayRecordReader(self.paths[shard],
-                                                        "readahead_buffer_size:0")
+                if mistake == "default_readahead":
+                    self.readers[shard] = ArrayRecordReader(self.paths[shard])
+                elif mistake == "module_qualified_whole_shard":
+                    self.readers[shard] = array_record_module.ArrayRecordReader(
+                        self.paths[shard], "readahead_buffer_size:0")
+                else:
+                    self.readers[shard] = ArrayRecordReader(self.paths[shard],
+                                                            "readahead_buffer_size:0")
             return self.readers[shard]
 
         def _read(self, index):
             shard = int(np.searchsorted(self.ends, index, side="right"))
             position = index - (self.ends[shard - 1] if shard else 0)
             reader = self._reader(shard)
-            if mistake == "whole_shard":
+            if mistake in ("whole_shard", "module_qualified_whole_shard"):
                 record = reader.read_all()[position]
             else:
                 record = reader.read([position])[0]
@@ -121,10 +132,75 @@ def test_the_answer_passes_every_check(capsys):
     assert capsys.readouterr().out.count("\N{CHECK MARK}") == 3
 
 
-def test_a_reader_per_record_passes_every_check(capsys):
-    checks.check_sharded_source(_write_shards(), _source_class("new_reader_per_record"))
-    checks.check_sharded_loader(_write_shards(), _source_class("new_reader_per_record"))
-    assert capsys.readouterr().out.count("\N{CHECK MARK}") == 2
+def _library_source_class(library_source):
+    """A source that hands the reading to a library's ArrayRecordDataSource and decodes."""
+
+    class ShardedImageSource(grain.RandomAccessDataSource):
+        def __init__(self, paths):
+            self.records = library_source([str(path) for path in paths])
+
+        def __len__(self):
+            return len(self.records)
+
+        def __getitem__(self, index):
+            return _decode(self.records[index])
+
+    return ShardedImageSource
+
+
+def _library_writer(images, labels, directory, num_shards):
+    records = [_encode(image, int(label)) for image, label in zip(images, labels, strict=True)]
+    return grain.write_array_record_shards(records, directory, num_shards, prefix="train")
+
+
+def test_a_reader_per_record_is_refused():
+    with pytest.raises(AssertionError,
+                       match=r"opened 30 readers for 4 shards.*footer.*self\.readers\[shard\]"):
+        checks.check_sharded_source(_write_shards(), _source_class("new_reader_per_record"))
+
+
+def test_readers_with_the_default_read_ahead_are_refused():
+    with pytest.raises(AssertionError,
+                       match=r"readers opened with no options.*16 MB.*'readahead_buffer_size:0'"):
+        checks.check_sharded_source(_write_shards(), _source_class("default_readahead"))
+
+
+def test_files_written_with_groups_of_64_are_refused():
+    with pytest.raises(AssertionError,
+                       match=r"written with group_size:64.*decompresses a whole group.*"
+                             r"ArrayRecordWriter\(str\(path\), 'group_size:1'\)"):
+        checks.check_write_shards(_write_shards("group_size_64"))
+
+
+def test_a_whole_shard_read_through_the_module_qualified_reader_is_refused():
+    with pytest.raises(AssertionError, match=r"read [78] records to return one"):
+        checks.check_sharded_source(_write_shards(),
+                                    _source_class("module_qualified_whole_shard"))
+
+
+@pytest.mark.parametrize(("library_source", "named"), [
+    (grain.ArrayRecordDataSource, r"course_lib's ArrayRecordDataSource"),
+    (ArrayRecordsOwnSource, r"array_record's ArrayRecordDataSource"),
+])
+def test_a_source_that_wraps_a_library_source_is_refused(library_source, named):
+    source_class = _library_source_class(library_source)
+    for check in (checks.check_sharded_source, checks.check_sharded_loader):
+        with pytest.raises(AssertionError, match=rf"opened its files through {named}.*yourself"):
+            check(_write_shards(), source_class)
+
+
+def test_a_writer_that_calls_the_library_writer_is_refused():
+    with pytest.raises(AssertionError,
+                       match=r"write_shards opened its files through course_lib's "
+                             r"write_array_record_shards.*yourself"):
+        checks.check_write_shards(_library_writer)
+
+
+def test_the_watch_puts_array_record_back():
+    checks.check_sharded_source(_write_shards(), _source_class())
+    assert array_record_module.ArrayRecordReader.__module__.startswith("array_record")
+    assert ArrayRecordReader is array_record_module.ArrayRecordReader
+    assert globals()["ArrayRecordWriter"] is array_record_module.ArrayRecordWriter
 
 
 def test_a_round_robin_writer_is_refused_at_the_files():

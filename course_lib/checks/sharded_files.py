@@ -3,13 +3,22 @@
 The checks make their own small data set (grey images that are not square, labels out of
 order), run the learner's `write_shards` on it in a temporary directory, and then:
 
+- watch `array_record` while the learner's code runs: the check swaps a watching reader and
+  writer in for `ArrayRecordReader` and `ArrayRecordWriter`, both where the learner's code
+  finds them by name and in the `array_record_module` module itself (so that
+  `array_record_module.ArrayRecordReader(...)` is watched too). A file opened from inside
+  course_lib's `ArrayRecordDataSource` or `write_array_record_shards`, or array_record's own
+  data source, means the learner wrapped the library instead of writing the two sides;
 - look at the files: `num_shards` of them, returned in order, named
   `<prefix>-NNNNN-of-MMMMM.array_record`, holding contiguous blocks whose sizes differ by
-  at most one record (read with `array_record`'s own reader, whatever the records hold);
+  at most one record (read with `array_record`'s own reader, whatever the records hold),
+  written with `group_size:1` (the writer options each file records);
 - read every record back through the learner's `ShardedImageSource`: the same image
   (dtype, shape, pixels) and the same label, a Python int, at every index, in order;
 - the files hold contiguous blocks in order: each record is found by the pixels it holds;
 - count the records the source asks its readers for: one per `__getitem__`, not the shard;
+  count the readers it opens while it reads: at most one per shard, not one per record; and
+  read the options of the readers it reads through: `readahead_buffer_size:0`;
 - prove the source is lazy: it keeps no shard open after `__init__` (on Linux, where
   /proc/self/fd lists them), and after the files are replaced by new ones with other images
   it returns the new ones. Its pickle (what the loader sends each worker) must stay small,
@@ -21,8 +30,10 @@ order), run the learner's `write_shards` on it in a temporary directory, and the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,8 +68,10 @@ def _written(write_shards, seed: int = 7) -> Iterator[tuple[list[Path], np.ndarr
                                                             Path]]:
     images, labels = _known_data(seed)
     with tempfile.TemporaryDirectory(prefix="sharded-files-check-") as directory:
-        with learner_code(f"write_shards(images, labels, directory, {NUM_SHARDS})"):
+        with (learner_code(f"write_shards(images, labels, directory, {NUM_SHARDS})"),
+              _watching(write_shards) as watch):
             paths = write_shards(images, labels, Path(directory), NUM_SHARDS)
+        _expect_own_code(watch, "write_shards")
         expect(isinstance(paths, list | tuple) and len(paths) == NUM_SHARDS,
                f"write_shards(..., num_shards={NUM_SHARDS}) returned {_short(paths)}, not a "
                f"list of {NUM_SHARDS} paths",
@@ -71,12 +84,13 @@ def _short(value: Any) -> str:
     return text if len(text) < 120 else text[:117] + "..."
 
 
-def _shard_records(paths: list[Path]) -> list[list[bytes]]:
-    """Every record of every shard, as bytes, read with array_record's own reader."""
+def _shard_records(paths: list[Path]) -> tuple[list[list[bytes]], list[str]]:
+    """Every record of every shard, as bytes, read with array_record's own reader, and the
+    writer options each file records."""
     from course_lib.array_record import array_record_module
 
     module = array_record_module()
-    shards = []
+    shards, options = [], []
     for path in paths:
         expect(path.is_file(), f"write_shards returned {str(path)!r}, which does not exist",
                "return the paths of the files you wrote (directory / name), after closing "
@@ -86,8 +100,15 @@ def _shard_records(paths: list[Path]) -> list[list[bytes]]:
                "write it with ArrayRecordWriter(str(path), 'group_size:1'), call "
                "writer.write(record_bytes) per record and writer.close() at the end")
         shards.append(reader.read_all() if reader.num_records() else [])
+        options.append(reader.writer_options_string())
         reader.close()
-    return shards
+    return shards, options
+
+
+def _group_size(options: str) -> str | None:
+    """The `group_size` a file was written with, from its writer options (None: unknown)."""
+    match = re.search(r"(?:^|,)group_size:(\d+)(?:,|$)", options)
+    return match[1] if match else None
 
 
 def _written_keys(records: list[bytes], images: np.ndarray) -> list[int | None]:
@@ -118,7 +139,7 @@ def check_write_shards(write_shards) -> None:
                f"with num_shards={NUM_SHARDS} the names carry (shard, count) = {numbers}",
                f"number the shards 0 to {NUM_SHARDS - 1}, each 'of' {NUM_SHARDS:05d}, and "
                "return them in that order")
-        shards = _shard_records(paths)
+        shards, options = _shard_records(paths)
         counts = [len(records) for records in shards]
         expect(sum(counts) == NUM_RECORDS,
                f"the shards hold {counts} records, {sum(counts)} in all, for "
@@ -137,8 +158,19 @@ def check_write_shards(write_shards) -> None:
                    "a process given whole shards (lesson 5) would get a scattered sample",
                    "give shard s the records from s * n // num_shards up to (s + 1) * n // "
                    "num_shards, written in that order")
+        for name, file_options in zip(names, options, strict=True):
+            size = _group_size(file_options)
+            if size != "1":
+                fail(f"{name} was written with group_size:{size} (the writer options it "
+                     f"records: {file_options!r}): the writer compresses that many records "
+                     "together, so every random read decompresses a whole group to return one "
+                     "record (lesson 9 measured how much slower random reads are at "
+                     "group_size:64), and Grain's ArrayRecordDataSource logs an error for "
+                     "such files",
+                     "open each writer with ArrayRecordWriter(str(path), 'group_size:1'): "
+                     "one record per chunk, which is what random access needs")
     passed(f"{NUM_SHARDS} shards named {names[0]} ... {names[-1]}, holding {counts} "
-           "records: contiguous blocks that differ by at most one.")
+           "records: contiguous blocks that differ by at most one, written with group_size:1.")
 
 
 def _build(source_class, paths: list[Path]):
@@ -183,7 +215,9 @@ def _check_record(record: Any, index: int, images: np.ndarray, labels: np.ndarra
 def check_sharded_source(write_shards, source_class) -> None:
     """Every record back, in order; nothing read in `__init__`; a small pickle."""
     with _written(write_shards) as (paths, images, labels, _):
-        source = _build(source_class, paths)
+        with _watching(source_class) as watch:
+            source = _build(source_class, paths)
+        _expect_own_code(watch, "ShardedImageSource(paths)")
         open_files = _open_files(paths)
         expect(not open_files,
                f"ShardedImageSource(paths) left {len(open_files)} shard file(s) open after "
@@ -195,15 +229,17 @@ def check_sharded_source(write_shards, source_class) -> None:
             length = len(source)
         expect(length == NUM_RECORDS, f"len(source) is {length} for {NUM_RECORDS} records",
                "add up the records of every shard (ArrayRecordReader(path).num_records())")
-        with _counting_reads(source_class) as reads:
+        with _watching(source_class) as watch:
             for index in range(NUM_RECORDS):
-                before = sum(reads)
+                before = sum(watch.reads)
                 _check_record(_read(source, index), index, images, labels)
-                expect(sum(reads) - before <= 1,
-                       f"source[{index}] read {sum(reads) - before} records to return one: "
-                       "every __getitem__ reads the whole shard, so an epoch reads each "
+                _expect_own_code(watch, f"source[{index}]")
+                expect(sum(watch.reads) - before <= 1,
+                       f"source[{index}] read {sum(watch.reads) - before} records to return "
+                       "one: every __getitem__ reads the whole shard, so an epoch reads each "
                        "shard once per record in it",
                        "read only the record asked for: reader.read([position])[0]")
+        _check_readers(watch)
         size = _pickled_size(source)
         _check_pickled_copy(source, images, labels)
         expect(size <= MAX_PICKLE_BYTES,
@@ -222,8 +258,37 @@ def check_sharded_source(write_shards, source_class) -> None:
                "in __init__ only count the records (open a reader, ask num_records(), close "
                "it); open the file and read the record in __getitem__")
     passed(f"all {NUM_RECORDS} records come back as written, in order, with int labels; the "
-           "source reads one record per __getitem__, keeps no file open after __init__, and "
-           "pickles to less than half the images' size; a pickled copy reads too.")
+           f"source reads one record per __getitem__ through {watch.readers_opened} readers "
+           f"for {NUM_SHARDS} shards, opened with readahead_buffer_size:0, keeps no file open "
+           "after __init__, and pickles to less than half the images' size; a pickled copy "
+           "reads too.")
+
+
+def _readahead(options: str) -> float | None:
+    """The read-ahead buffer a reader was opened with, in bytes' units as written (None:
+    the default, 16 MB per array_record's docstring)."""
+    match = re.search(r"(?:^|,)\s*readahead_buffer_size\s*:\s*([0-9.]+)", options)
+    return float(match[1]) if match else None
+
+
+def _check_readers(watch: _Watch) -> None:
+    """One reader per shard, opened for random access, for all the reads of an epoch."""
+    expect(watch.readers_opened <= NUM_SHARDS,
+           f"reading the {NUM_RECORDS} records one by one opened {watch.readers_opened} "
+           f"readers for {NUM_SHARDS} shards: a new reader for every record. Opening one reads "
+           "the file's footer and its index, which costs more than reading one small record",
+           "keep the readers you open in a dict on self (self.readers[shard]), open a shard's "
+           "reader only when the dict has none yet, and reuse it for every later record")
+    slow = sorted({options for options in watch.read_options if _readahead(options) != 0})
+    if slow:
+        opened = f"options {slow[0]!r}" if slow[0] else "no options"
+        fail(f"the source read its records through readers opened with {opened}: such a "
+             "reader reads ahead (a 16 MB buffer by default, per array_record's docstring), "
+             "which suits reading a file in order and is wasted on one record at a random "
+             "position",
+             "open the readers that read records with ArrayRecordReader(path, "
+             "'readahead_buffer_size:0'), which array_record's docstring says optimizes "
+             "random access")
 
 
 def _rewrite(write_shards, images, labels, paths: list[Path]) -> None:
@@ -250,24 +315,53 @@ def _open_files(paths: list[Path]) -> list[str]:
     return held
 
 
-@contextlib.contextmanager
-def _counting_reads(source_class) -> Iterator[list[int]]:
-    """Count the records the source asks ArrayRecordReader for, while the block runs.
+@dataclasses.dataclass
+class _Watch:
+    """What the learner's code did with `array_record` while a check watched it."""
 
-    The learner's methods look `ArrayRecordReader` up in their module's globals (a notebook's
-    namespace) on every call; the block swaps in a counting wrapper there and puts the
-    real one back after. A source that reads some other way is not counted."""
-    method = getattr(source_class, "__getitem__", None)
-    names = getattr(method, "__globals__", {})
-    real = names.get("ArrayRecordReader")
-    reads: list[int] = []
-    if real is None:
-        yield reads
-        return
+    reads: list[int] = dataclasses.field(default_factory=list)  # records per read call
+    readers_opened: int = 0
+    # The options string of each reader that read records, as it was opened.
+    read_options: list[str] = dataclasses.field(default_factory=list)
+    # What of the library opened a file for the learner's code: "ArrayRecordDataSource", ...
+    library: list[str] = dataclasses.field(default_factory=list)
 
-    class CountingReader:
+
+def _library_caller() -> str | None:
+    """The library code that opens a file here, if the call comes from one: course_lib's
+    `ArrayRecordDataSource` or `write_array_record_shards`, or array_record's data source."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename.replace(os.sep, "/")
+        if filename.endswith("course_lib/array_record.py"):
+            own = frame.f_locals.get("self")
+            if own is not None and type(own).__name__ == "ArrayRecordDataSource":
+                return "course_lib's ArrayRecordDataSource (grain.ArrayRecordDataSource)"
+            if frame.f_code.co_name in ("_write_one_file", "write_array_record_shards"):
+                return ("course_lib's write_array_record_shards "
+                        "(grain.write_array_record_shards)")
+        if filename.endswith("array_record/python/array_record_data_source.py"):
+            return "array_record's ArrayRecordDataSource (the one real Grain uses)"
+        frame = frame.f_back
+    return None
+
+
+def _reader_options_of(args: tuple, kwargs: dict) -> str:
+    options = args[1] if len(args) > 1 else kwargs.get("options", "")
+    return options if isinstance(options, str) else repr(options)
+
+
+def _watching_classes(watch: _Watch, real_reader, real_writer):
+    class WatchedReader:
+        """array_record's reader, counting what it is asked to read."""
+
         def __init__(self, *args, **kwargs):
-            self._reader = real(*args, **kwargs)
+            self._options = _reader_options_of(args, kwargs)
+            self._reader = real_reader(*args, **kwargs)
+            watch.readers_opened += 1
+            library = _library_caller()
+            if library:
+                watch.library.append(library)
 
         def read(self, *args):
             if not args:
@@ -276,21 +370,81 @@ def _counting_reads(source_class) -> Iterator[list[int]]:
                 count = len(args[0])
             else:
                 count = len(range(*args[:2]))
-            reads.append(count)
+            watch.reads.append(count)
+            watch.read_options.append(self._options)
             return self._reader.read(*args)
 
         def read_all(self):
-            reads.append(self._reader.num_records())
+            watch.reads.append(self._reader.num_records())
+            watch.read_options.append(self._options)
             return self._reader.read_all()
 
         def __getattr__(self, name):
             return getattr(self._reader, name)
 
-    names["ArrayRecordReader"] = CountingReader
+    class WatchedWriter:
+        """array_record's writer, noting who opened it."""
+
+        def __init__(self, *args, **kwargs):
+            self._writer = real_writer(*args, **kwargs)
+            library = _library_caller()
+            if library:
+                watch.library.append(library)
+
+        def __getattr__(self, name):
+            return getattr(self._writer, name)
+
+    return WatchedReader, WatchedWriter
+
+
+def _namespaces(*learner_code_objects) -> list[dict]:
+    """The global namespaces the learner's functions and methods look names up in."""
+    namespaces, seen = [], set()
+    for thing in learner_code_objects:
+        functions = [thing] if not isinstance(thing, type) else [
+            value for cls in thing.__mro__ for value in vars(cls).values()]
+        for function in functions:
+            names = getattr(getattr(function, "__func__", function), "__globals__", None)
+            if isinstance(names, dict) and id(names) not in seen:
+                seen.add(id(names))
+                namespaces.append(names)
+    return namespaces
+
+
+@contextlib.contextmanager
+def _watching(*learner_code_objects) -> Iterator[_Watch]:
+    """Watch `array_record` while the block runs the learner's code (see the module
+    docstring); everything is put back after."""
+    from course_lib.array_record import array_record_module
+
+    module = array_record_module()
+    real_reader, real_writer = module.ArrayRecordReader, module.ArrayRecordWriter
+    watch = _Watch()
+    reader, writer = _watching_classes(watch, real_reader, real_writer)
+    swapped = [(vars(module), "ArrayRecordReader", reader),
+               (vars(module), "ArrayRecordWriter", writer)]
+    for names in _namespaces(*learner_code_objects):
+        for name, value in list(names.items()):
+            if value is real_reader:
+                swapped.append((names, name, reader))
+            elif value is real_writer:
+                swapped.append((names, name, writer))
+    originals = [(names, name, names[name]) for names, name, _ in swapped]
     try:
-        yield reads
+        for names, name, watched in swapped:
+            names[name] = watched
+        yield watch
     finally:
-        names["ArrayRecordReader"] = real
+        for names, name, original in originals:
+            names[name] = original
+
+
+def _expect_own_code(watch: _Watch, what: str) -> None:
+    expect(not watch.library,
+           f"{what} opened its files through {watch.library[0] if watch.library else ''}: "
+           "the library does the work this exercise asks you to write",
+           "write the files with ArrayRecordWriter and read them with ArrayRecordReader "
+           "yourself, as the exercise's cells describe")
 
 
 def _pickled_size(source) -> int:
@@ -336,7 +490,9 @@ def _batches(iterator) -> list[tuple[bytes, list[int]]]:
 def check_sharded_loader(write_shards, source_class) -> None:
     """The same batches at 0 and 2 workers, and a resume that continues exactly."""
     with _written(write_shards) as (paths, _, _, _):
-        source = _build(source_class, paths)
+        with _watching(source_class) as watch:
+            source = _build(source_class, paths)
+        _expect_own_code(watch, "ShardedImageSource(paths)")
         with (learner_code("a DataLoader over ShardedImageSource, worker_count=0"),
               iter(_loader(source, 0)) as iterator):
             alone = _batches(iterator)
