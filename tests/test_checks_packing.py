@@ -95,6 +95,34 @@ def flushes_when_a_row_is_full(stream, row_length, batch_size):
         yield rows, index + 1
 
 
+def empties_the_rows_handed_out(stream, row_length, batch_size):
+    """Clears the lists of the batch it yielded, to reuse them for the next batch."""
+    rows, used, index = [[] for _ in range(batch_size)], [0] * batch_size, None
+    for index, length in stream:
+        row = next((r for r in range(batch_size) if used[r] + length <= row_length), None)
+        if row is None:
+            yield rows, index
+            for each in rows:
+                each.clear()
+            used, row = [0] * batch_size, 0
+        rows[row].append(index)
+        used[row] += length
+    if index is not None:
+        yield rows, index + 1
+
+
+def drops_what_fits_nowhere(stream, row_length, batch_size):
+    """Never flushes: a sequence that fits in no row of the one batch is lost."""
+    rows, used, index = [[] for _ in range(batch_size)], [0] * batch_size, None
+    for index, length in stream:
+        row = next((r for r in range(batch_size) if used[r] + length <= row_length), None)
+        if row is not None:
+            rows[row].append(index)
+            used[row] += length
+    if index is not None:
+        yield rows, index + 1
+
+
 def best_fit_in_the_batch(stream, row_length, batch_size):
     rows, used, index = [[] for _ in range(batch_size)], [0] * batch_size, None
     for index, length in stream:
@@ -175,6 +203,9 @@ def test_unsolved_pack_passes_through_as_not_implemented():
     (old_rule_cut_into_batches, r"fits in no row of the open batch .*tokens used.*"
                                 r"yield that batch whole"),
     (never_flushes_the_last, r"left out sequences .*never handed out.*yield the open batch"),
+    (drops_what_fits_nowhere, r"left out sequences \[\d.*in no batch.*yield that batch"),
+    (empties_the_rows_handed_out, r"was \(\[\[0\]\], 1\) when it was yielded and is "
+                                  r"\(\[\[1\]\], 1\) now.*new lists"),
     (flushes_one_row, r"opens the loader's batch 0, where it is in row 0.*hands out the open "
                       r"batch itself.*yield that batch whole"),
     (flushes_when_a_row_is_full, r"but it fits in row \d of the open batch.*keep the batch "

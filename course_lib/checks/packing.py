@@ -129,18 +129,26 @@ def _call(pack_first_fit, lengths, row_length, batch_size, start=0):
     call = (f"pack_first_fit(stream of lengths {list(lengths)}"
             + (f" from index {start}" if start else "")
             + f", row_length={row_length}, batch_size={batch_size})")
-    batches, taken = [], []
+    batches, taken, as_yielded = [], [], []
     with learner_code(call):
         try:
             for item in pack_first_fit(iter(stream), row_length, batch_size):
                 batches.append(item)
                 taken.append(stream.taken)
+                as_yielded.append(repr(item))
         except TypeError as error:
             if "len()" not in str(error) and "subscriptable" not in str(error):
                 raise
             fail(f"{call} raised TypeError: {error}: the stream is an iterator, with no "
                  "length and no indexing, as a loader's stream is (it can be endless)",
                  "take the (index, length) pairs one at a time: for index, length in stream")
+    for number, (item, shown) in enumerate(zip(batches, as_yielded, strict=True)):
+        expect(repr(item) == shown,
+               f"batch {number} of {call} was {shown:.80} when it was yielded and is "
+               f"{item!r:.80} now: the packer went on changing its lists after handing them "
+               "out, so whoever keeps a batch sees it change",
+               "start each new batch with new lists (rows = [[] for _ in range(batch_size)]) "
+               "instead of emptying the ones handed out")
     return call, batches, taken
 
 
@@ -205,7 +213,9 @@ def _check_rows(batches: list[Batch], lengths, row_length, start: int, call: str
     missing = [index for index in range(start, start + len(lengths)) if index not in counts]
     if missing:
         last = {index for row in expected[-1][0] for index in row}
-        if set(missing) == last:
+        handed_out_the_others = len(batches) == len(expected) - 1 and (
+            not batches or batches[-1][1] == expected[-2][1])
+        if set(missing) == last and handed_out_the_others:
             fail(f"{call} left out sequences {missing[:8]}, the ones in the batch still open "
                  "when the stream ended: that batch was never handed out",
                  "after the loop over the stream, yield the open batch too, if any sequence "
