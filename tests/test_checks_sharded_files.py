@@ -76,6 +76,9 @@ def _source_class(mistake: str = ""):
                 for reader in self.readers.values():
                     reader.close()
                 self.readers = {}
+            if mistake == "count_by_reading":  # counts each shard by reading all of it
+                self.ends = np.cumsum([len(ArrayRecordReader(path).read_all())
+                                       for path in self.paths]).tolist()
             if mistake == "open_in_init":  # reads no record, but opens every file here
                 self.readers = {shard: ArrayRecordReader(path, "readahead_buffer_size:0")
                                 for shard, path in enumerate(self.paths)}
@@ -103,6 +106,9 @@ def _source_class(mistake: str = ""):
             reader = self._reader(shard)
             if mistake in ("whole_shard", "module_qualified_whole_shard"):
                 record = reader.read_all()[position]
+            elif mistake == "seek_and_read":
+                reader.seek(position)
+                record = reader.read()
             else:
                 record = reader.read([position])[0]
             return _decode(record, np.uint8 if mistake == "uint8_label" else None)
@@ -110,10 +116,18 @@ def _source_class(mistake: str = ""):
         def __getitem__(self, index):
             if mistake == "eager":
                 return self.records[index]
+            if mistake == "cache":  # keeps every record it has read
+                self.__dict__.setdefault("cache", {})
+                if index not in self.cache:
+                    self.cache[index] = self._read(index)
+                return self.cache[index]
             return self._read(index)
 
         def __getstate__(self):
             if mistake == "no_getstate":
+                return self.__dict__
+            if mistake == "getstate_empties_self":  # drops the readers from the source itself
+                self.__dict__.pop("readers", None)
                 return self.__dict__
             return {key: value for key, value in self.__dict__.items() if key != "readers"}
 
@@ -160,9 +174,31 @@ def test_a_reader_per_record_is_refused():
 
 
 def test_readers_with_the_default_read_ahead_are_refused():
+    """The reason given holds on every array_record: the default changed (16 MB, then 0)."""
     with pytest.raises(AssertionError,
-                       match=r"readers opened with no options.*16 MB.*'readahead_buffer_size:0'"):
+                       match=r"readers opened with no options.*depends on array_record's "
+                             r"version.*'readahead_buffer_size:0'.*as Grain's "
+                             r"ArrayRecordDataSource"):
         checks.check_sharded_source(_write_shards(), _source_class("default_readahead"))
+
+
+def test_a_source_that_reads_records_to_count_them_is_refused():
+    with pytest.raises(AssertionError,
+                       match=r"read 30 records in __init__.*num_records\(\)"):
+        checks.check_sharded_source(_write_shards(), _source_class("count_by_reading"))
+
+
+def test_a_seek_then_read_in_file_order_is_refused():
+    with pytest.raises(AssertionError,
+                       match=r"seek\(position\).*read\(\).*in file order.*"
+                             r"reader\.read\(\[position\]\)\[0\]"):
+        checks.check_sharded_source(_write_shards(), _source_class("seek_and_read"))
+
+
+def test_a_getstate_that_empties_the_source_itself_is_refused():
+    with pytest.raises(AssertionError,
+                       match=r"after pickling.*the source itself.*AttributeError.*copy"):
+        checks.check_sharded_source(_write_shards(), _source_class("getstate_empties_self"))
 
 
 def test_files_written_with_groups_of_64_are_refused():
@@ -242,8 +278,13 @@ def test_records_in_the_wrong_order_are_refused():
 
 
 def test_a_source_that_reads_everything_up_front_is_refused():
-    with pytest.raises(AssertionError, match=r"pickles to .* bytes.*holds the data.*__getitem__"):
+    with pytest.raises(AssertionError, match=r"read 30 records in __init__.*every worker"):
         checks.check_sharded_source(_write_shards(), _source_class("eager"))
+
+
+def test_a_source_that_keeps_what_it_read_is_refused():
+    with pytest.raises(AssertionError, match=r"pickles to .* bytes.*holds the data.*__getitem__"):
+        checks.check_sharded_source(_write_shards(), _source_class("cache"))
 
 
 def test_labels_as_numpy_scalars_of_another_dtype_are_refused():

@@ -16,13 +16,15 @@ order), run the learner's `write_shards` on it in a temporary directory, and the
 - read every record back through the learner's `ShardedImageSource`: the same image
   (dtype, shape, pixels) and the same label, a Python int, at every index, in order;
 - the files hold contiguous blocks in order: each record is found by the pixels it holds;
-- count the records the source asks its readers for: one per `__getitem__`, not the shard;
+- count the records the source asks its readers for: one per `__getitem__`, not the shard,
+  by position (`read([position])`), not by `seek` then `read()`, which reads on in file order;
   count the readers it opens while it reads: at most one per shard, not one per record; and
-  read the options of the readers it reads through: `readahead_buffer_size:0`;
-- prove the source is lazy: it keeps no shard open after `__init__` (on Linux, where
-  /proc/self/fd lists them), and after the files are replaced by new ones with other images
-  it returns the new ones. Its pickle (what the loader sends each worker) must stay small,
-  and a pickled copy must read;
+  read the options of the readers it reads through: `readahead_buffer_size:0`, as Grain's
+  data source asks (the reader's default changed from 16 MB to 0 in December 2025);
+- prove the source is lazy: `__init__` reads no record and keeps no shard open (on Linux,
+  where /proc/self/fd lists them), and after the files are replaced by new ones with other
+  images it returns the new ones. Its pickle (what the loader sends each worker) must stay
+  small, pickling must leave the source itself whole, and a pickled copy must read;
 - run it through a `DataLoader`: the same batches with 0 and 2 workers, and a state saved
   mid-epoch that continues exactly.
 """
@@ -155,7 +157,8 @@ def check_write_shards(write_shards) -> None:
                    f"shard 0 holds records {keys[0]}, shard 1 {keys[1]}: not contiguous "
                    "blocks in order (record k in shard k % num_shards, say). Reading the "
                    "shards one after the other would not give the data set back in order, and "
-                   "a process given whole shards (lesson 5) would get a scattered sample",
+                   "a process given a contiguous block of records (lesson 5) would read from "
+                   "every file instead of the few that hold its block",
                    "give shard s the records from s * n // num_shards up to (s + 1) * n // "
                    "num_shards, written in that order")
         for name, file_options in zip(names, options, strict=True):
@@ -220,6 +223,13 @@ def check_sharded_source(write_shards, source_class) -> None:
         with _watching(source_class) as watch:
             source = _build(source_class, paths)
         _expect_own_code(watch, "ShardedImageSource(paths)")
+        expect(not watch.reads,
+               f"ShardedImageSource(paths) read {sum(watch.reads)} records in __init__: "
+               "__init__ runs once, in the main process, before any worker exists; a source "
+               "that reads there reads the whole data set up front (and holds it, if it keeps "
+               "what it read, and every worker gets a copy)",
+               "count the records without reading them: open a reader, ask num_records(), "
+               "close it; read records in __getitem__ only")
         open_files = _open_files(paths)
         expect(not open_files,
                f"ShardedImageSource(paths) left {len(open_files)} shard file(s) open after "
@@ -243,6 +253,7 @@ def check_sharded_source(write_shards, source_class) -> None:
                        "read only the record asked for: reader.read([position])[0]")
         _check_readers(watch)
         size = _pickled_size(source)
+        _check_source_still_reads(source, images, labels)
         _check_pickled_copy(source, images, labels)
         expect(size <= MAX_PICKLE_BYTES,
                f"the source pickles to {size:,} bytes for {images.nbytes:,} bytes of images: "
@@ -261,16 +272,23 @@ def check_sharded_source(write_shards, source_class) -> None:
                "it); open the file and read the record in __getitem__")
     passed(f"all {NUM_RECORDS} records come back as written, in order, with int labels; the "
            f"source reads one record per __getitem__ through {watch.readers_opened} readers "
-           f"for {NUM_SHARDS} shards, opened with readahead_buffer_size:0, keeps no file open "
-           "after __init__, and pickles to less than half the images' size; a pickled copy "
-           "reads too.")
+           f"for {NUM_SHARDS} shards, opened with readahead_buffer_size:0, reads no record "
+           "and keeps no file open in __init__, and pickles to less than half the images' "
+           "size; a pickled copy reads too.")
+
+
+def _option(name: str, options: str) -> str | None:
+    """The value a reader's options string gives `name` (None: not given, the default)."""
+    match = re.search(rf"(?:^|,)\s*{name}\s*:\s*([^,\s]+)", options)
+    return match[1] if match else None
 
 
 def _readahead(options: str) -> float | None:
-    """The read-ahead buffer a reader was opened with, in bytes' units as written (None:
-    the default, 16 MB per array_record's docstring)."""
-    match = re.search(r"(?:^|,)\s*readahead_buffer_size\s*:\s*([0-9.]+)", options)
-    return float(match[1]) if match else None
+    """The read-ahead buffer a reader was opened with, a number as written (None: not given,
+    so the version's default: 16 MB until December 2025, 0 since)."""
+    value = _option("readahead_buffer_size", options)
+    match = re.fullmatch(r"[0-9.]+", value or "")
+    return float(value) if match else None
 
 
 def _check_readers(watch: _Watch) -> None:
@@ -281,16 +299,25 @@ def _check_readers(watch: _Watch) -> None:
            "the file's footer and its index, which costs more than reading one small record",
            "keep the readers you open in a dict on self (self.readers[shard]), open a shard's "
            "reader only when the dict has none yet, and reuse it for every later record")
+    in_order = sorted({options for options in watch.in_order_options
+                       if _option("max_parallelism", options) != "0"})
+    if in_order:
+        fail("the source reads a record with reader.seek(position) then reader.read(): that "
+             "reads on in file order, and array_record's reader then decodes the chunks after "
+             "the position too, several at once on its thread pool, for records nobody asked "
+             "for (unless the reader was opened with max_parallelism:0)",
+             "read the record asked for by its position: reader.read([position])[0] decodes "
+             "only the chunk that holds it")
     slow = sorted({options for options in watch.read_options if _readahead(options) != 0})
     if slow:
         opened = f"options {slow[0]!r}" if slow[0] else "no options"
-        fail(f"the source read its records through readers opened with {opened}: such a "
-             "reader reads ahead (a 16 MB buffer by default, per array_record's docstring), "
-             "which suits reading a file in order and is wasted on one record at a random "
-             "position",
+        fail(f"the source read its records through readers opened with {opened}: the read-"
+             "ahead such a reader gets depends on array_record's version when it is not "
+             "given (16 MB until December 2025, as the reader's docstring still says; 0 "
+             "since), and any read-ahead serves reading a file in order, not a random access",
              "open the readers that read records with ArrayRecordReader(path, "
-             "'readahead_buffer_size:0'), which array_record's docstring says optimizes "
-             "random access")
+             "'readahead_buffer_size:0'), as Grain's ArrayRecordDataSource opens every "
+             "reader; array_record's docstring says 0 optimizes random access")
 
 
 def _rewrite(write_shards, images, labels, paths: list[Path]) -> None:
@@ -323,6 +350,8 @@ class _Watch:
 
     reads: list[int] = dataclasses.field(default_factory=list)  # records per read call
     readers_opened: int = 0
+    # The options of each reader asked for its next record in file order: read(), no argument.
+    in_order_options: list[str] = dataclasses.field(default_factory=list)
     # The options string of each reader that read records, as it was opened.
     read_options: list[str] = dataclasses.field(default_factory=list)
     # What of the library opened a file for the learner's code: "ArrayRecordDataSource", ...
@@ -368,6 +397,7 @@ def _watching_classes(watch: _Watch, real_reader, real_writer):
         def read(self, *args):
             if not args:
                 count = 1
+                watch.in_order_options.append(self._options)
             elif len(args) == 1:
                 count = len(args[0])
             else:
@@ -460,6 +490,22 @@ def _pickled_size(source) -> int:
              "keep readers in a dict (self.readers = {}) and leave it out of the pickle: "
              "__getstate__ returns a copy of self.__dict__ without it, __setstate__ restores "
              "the rest and starts an empty dict")
+
+
+def _check_source_still_reads(source, images: np.ndarray, labels: np.ndarray) -> None:
+    """Pickling, which the loader does to send the source to its workers, must leave the
+    source itself as it was: the main process goes on reading through it."""
+    with learner_code("source[1] after the source was pickled"):
+        try:
+            record = source[1]
+        except AttributeError as error:
+            fail(f"after pickling the source (as the loader does for its workers), the "
+                 f"source itself fails on source[1] with AttributeError: {error}: "
+                 "__getstate__ took something out of the source's own __dict__ instead of "
+                 "out of a copy",
+                 "build the state as a new dict, {key: value for key, value in "
+                 "self.__dict__.items() if key != 'readers'}, and leave self.__dict__ alone")
+    _check_record(record, 1, images, labels)
 
 
 def _check_pickled_copy(source, images: np.ndarray, labels: np.ndarray) -> None:
