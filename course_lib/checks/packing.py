@@ -25,11 +25,13 @@ of those lengths. It names the first broken promise:
 3. **The loader's rows.** At the first sequence placed differently, the check shows the open
    batch and says what the loader does there: the first row with room, or, when none has
    room, the batch handed out and a new one opened.
-4. **The loader's resume position** (not one past the sequence that closed the batch, which
+4. **A stream.** When a batch is handed out, the packer has read no further than the
+   sequence that closed it (where the loader resumes): it yields batches as it goes and keeps
+   one batch in memory. This is judged before the positions, so that a packer that read the
+   whole stream first is told so, not only that its positions are wrong.
+5. **The loader's resume position** (not one past the sequence that closed the batch, which
    would skip it, nor the start of the batch handed out, which would repeat it), and the
    batches that follow when the packer is started again from it.
-5. **A stream.** When a batch is handed out, the packer has read no further than the
-   sequence that closed it: it yields batches as it goes and keeps one batch in memory.
 
 Part 2 is three functions of `segment_ids` (shape `(..., T)`, any leading axes), each called
 on the ids a packer produces (a hand-made row, rows that one sequence fills exactly, rows of
@@ -306,11 +308,13 @@ def _check_resume_positions(batches: list[Batch], expected: list[Batch], call: s
              "one past the last index of the stream)")
 
 
-def _check_streams(taken: list[int], batches: list[Batch], start: int, count: int,
+def _check_streams(taken: list[int], expected: list[Batch], start: int, count: int,
                    call: str) -> None:
-    for number, ((_, resume_from), pairs) in enumerate(zip(batches, taken, strict=True)):
+    """Judged against the loader's resume positions, not the learner's: a packer that read
+    the whole stream and reports its end as every batch's position is still reading ahead."""
+    for number, ((_, resume_from), pairs) in enumerate(zip(expected, taken, strict=True)):
         allowed = resume_from - start + 1
-        expect(pairs <= allowed or number == len(batches) - 1,
+        expect(pairs <= allowed or number == len(expected) - 1,
                f"{call} had taken {pairs} of the {count} (index, length) pairs when it handed "
                f"out batch {number}, which sequence {resume_from} closed: it reads ahead "
                "(the whole stream, say) before it yields, so on an endless stream it would "
@@ -338,18 +342,23 @@ def _check_resumed(pack_first_fit, batches: list[Batch], lengths, row_length: in
 def check_pack_first_fit(pack_first_fit: Callable[[Iterable[tuple[int, int]], int, int],
                                                    Iterable[Batch]]) -> None:
     """Exercise 8, part 1: the loader's first fit, batch by batch, against the loader."""
-    count = 0
+    # Rows and streaming are judged on every case before any resume position, so that a
+    # packer that holds every row or reads the whole stream first is told that, rather than
+    # only that the positions it reports are wrong.
+    packed = []
     for lengths, row_length, batch_size in itertools.chain(_small_cases(), _random_cases()):
         expected = loader_batches(lengths, row_length, batch_size)
         call, batches, taken = _call(pack_first_fit, lengths, row_length, batch_size)
         batches = _read_batches(batches, call, len(lengths), 0, batch_size)
         _check_rows(batches, lengths, row_length, 0, call, expected)
         _check_loader_rows(batches, expected, lengths, row_length, 0, call)
+        _check_streams(taken, expected, 0, len(lengths), call)
+        packed.append((lengths, row_length, batch_size, call, batches, expected))
+    for lengths, row_length, batch_size, call, batches, expected in packed:
         _check_resume_positions(batches, expected, call)
-        _check_streams(taken, batches, 0, len(lengths), call)
         if len(lengths) > SMALL_MAX_COUNT:
             _check_resumed(pack_first_fit, batches, lengths, row_length, batch_size)
-        count += 1
+    count = len(packed)
     lengths, row_length, batch_size = EXAMPLE
     _, example, _ = _call(pack_first_fit, lengths, row_length, batch_size)
     shown = ", then ".join(f"{rows} (resume from {resume_from})" for rows, resume_from in example)
