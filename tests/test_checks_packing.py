@@ -332,6 +332,23 @@ def test_unsolved_positions_pass_through_as_not_implemented():
         checks.check_segment_positions(positions_unsolved)
 
 
+def positions_along_axis_one(segment_ids):
+    """Right on one row and on a batch of rows, but it works along axis 1, not the last."""
+    ids = np.atleast_2d(segment_ids)
+    slots = np.arange(ids.shape[-1])
+    starts = np.ones(ids.shape, bool)
+    starts[:, 1:] = ids[:, 1:] != ids[:, :-1]
+    first_slot = np.maximum.accumulate(np.where(starts, slots, 0), axis=1)
+    return np.where(ids > 0, slots - first_slot, 0).reshape(segment_ids.shape)
+
+
+def test_positions_right_on_rows_but_not_on_more_leading_axes_are_told_so():
+    with pytest.raises(AssertionError,
+                       match=r"right on one row and on a batch of rows.*shape \(2, 3, 6\).*"
+                             r"last axis.*segment_ids\[\.\.\., 1:\]"):
+        checks.check_segment_positions(positions_along_axis_one)
+
+
 @pytest.mark.parametrize(("wrong", "message"), [
     (positions_not_reset, r"slots of the row .*never restart.*restart at 0"),
     (positions_from_one, r"count from 1"),

@@ -36,7 +36,9 @@ of those lengths. It names the first broken promise:
 Part 2 is three functions of `segment_ids` (shape `(..., T)`, any leading axes), each called
 on the ids a packer produces (a hand-made row, rows that one sequence fills exactly, rows of
 one-token sequences, batches whose rows hold the same ids, a last batch with empty rows, ids
-with two leading axes) and compared with the rule. Each check names the near miss it sees:
+with two leading axes) and compared with the rule. Each check names the near miss it sees,
+and an answer right on rows and batches but wrong with two leading axes is told that it
+works along a fixed axis instead of the last:
 
 - `check_segment_positions`: positions restart at 0 with each sequence and are 0 on padding.
   Near misses: the slot in the row (not reset), counting from 1, padding with a position, and
@@ -426,6 +428,18 @@ def _where(segment_ids: np.ndarray) -> str:
     return f"for ids of shape {segment_ids.shape}"
 
 
+def _expect_leading_axes_kept(segment_ids: np.ndarray, name: str) -> None:
+    """The cases come one row first, then batches of rows, then ids with two leading axes,
+    each a stack of batches already checked: an answer wrong only there works along a fixed
+    axis instead of the last one."""
+    expect(segment_ids.ndim <= 2,
+           f"{name} is right on one row and on a batch of rows, but not on ids of shape "
+           f"{segment_ids.shape}, a stack of batches it got right: it works along a fixed axis "
+           "(axis 1, say) instead of the last axis",
+           "index from the end, so that any leading axes work: segment_ids[..., 1:] and "
+           "segment_ids[..., :-1], axis=-1")
+
+
 def _flattened_positions(segment_ids: np.ndarray) -> np.ndarray:
     """Positions computed over the whole batch as one long row: they run on across rows."""
     return reference_positions(segment_ids.reshape(-1)).reshape(segment_ids.shape)
@@ -450,6 +464,7 @@ def _positions_verdict(positions: np.ndarray, segment_ids: np.ndarray) -> None:
     expected = reference_positions(segment_ids)
     if np.array_equal(positions, expected):
         return
+    _expect_leading_axes_kept(segment_ids, "segment_positions")
     where = _where(segment_ids)
     slots = np.broadcast_to(np.arange(segment_ids.shape[-1]), segment_ids.shape)
     real = segment_ids > 0
@@ -497,6 +512,7 @@ def _mask_verdict(mask: np.ndarray, segment_ids: np.ndarray) -> None:
     expected = reference_causal_mask(segment_ids)
     if np.array_equal(mask, expected):
         return
+    _expect_leading_axes_kept(segment_ids, "causal_segment_mask")
     where = _where(segment_ids)
     query_ids = np.broadcast_to(segment_ids[..., :, None], mask.shape)
     key_ids = np.broadcast_to(segment_ids[..., None, :], mask.shape)
@@ -559,6 +575,7 @@ def _loss_verdict(mask: np.ndarray, segment_ids: np.ndarray) -> None:
     expected = reference_loss_mask(segment_ids)
     if np.array_equal(mask, expected):
         return
+    _expect_leading_axes_kept(segment_ids, "next_token_loss_mask")
     where = _where(segment_ids)
     current, following = segment_ids[..., :-1], segment_ids[..., 1:]
     wrong = mask != expected
