@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from course_lib.iter_dataset import (
     IterDataset,
     MapToIterDataset,
     PositionRng,
+    apply_transformations,
     default_seed,
     element_function,
     seed_for,
@@ -55,8 +56,10 @@ from course_lib.transforms import (
     stack_records,
 )
 
+T = TypeVar("T")
 
-class MapDataset:
+
+class MapDataset(Generic[T]):
     """A lazily computed, randomly accessible data set; see the module docstring.
 
     Subclass it to write your own step: call `super().__init__(parents)` and define
@@ -159,6 +162,11 @@ class MapDataset:
     def pipe(self, func: Callable[..., Any], /, *args, **kwargs):
         """`func(self, *args, **kwargs)`, so that a step from elsewhere reads in order."""
         return func(self, *args, **kwargs)
+
+    def apply(self, transformations) -> MapDataset:
+        """The transforms of `transformations` applied in order (`map`, `random_map`,
+        `filter`, `map_with_index` or `batch`, by their kind)."""
+        return apply_transformations(self, transformations)
 
     def to_iter_dataset(self, read_options: ReadOptions | None = None, *,
                         allow_nones: bool = False) -> IterDataset:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from course_lib._checks import check_bool, check_int
 
@@ -43,7 +43,10 @@ class MultiprocessingOptions:
         check_bool("enable_profiling", self.enable_profiling)
 
 
-class DatasetIterator(Iterator, abc.ABC):
+T = TypeVar("T")
+
+
+class DatasetIterator(Iterator, Generic[T], abc.ABC):
     """Iterates an `IterDataset` and can save and restore its position.
 
     To write your own, call `super().__init__(parent_iterators)` and define `__next__`,

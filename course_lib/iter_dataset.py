@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from course_lib.transforms import (
     Batch,
     FilterTransform,
     MapTransform,
+    MapWithIndexTransform,
     RandomMapTransform,
     stack_records,
 )
@@ -55,7 +56,7 @@ def element_function(transform, kind: str) -> Callable:
     base = _METHODS.get(kind)
     if base is not None and isinstance(transform, base):
         return getattr(transform, kind)
-    if kind == "map_with_index" and hasattr(transform, "map_with_index"):
+    if kind == "map_with_index" and isinstance(transform, MapWithIndexTransform):
         return transform.map_with_index
     wrong = [name for name, other in _METHODS.items() if isinstance(transform, other)]
     if wrong:
@@ -127,8 +128,37 @@ def seed_for(step, seed: int | None, what: str) -> int:
     return _check_seed("seed", seed)
 
 
+def apply_transformations(dataset, transformations):
+    """`dataset` with each transform of `transformations` (one, or a list) applied in
+    order, as the method its kind calls for (Grain's `apply`)."""
+    if not isinstance(transformations, Sequence) or isinstance(transformations, str):
+        transformations = [transformations]
+    for transform in transformations:
+        if isinstance(transform, Batch):
+            dataset = dataset.batch(transform.batch_size, drop_remainder=transform.drop_remainder,
+                                    batch_fn=None if transform.stacks_by_default
+                                    else transform.batch_fn)
+        elif isinstance(transform, MapTransform):
+            dataset = dataset.map(transform)
+        elif isinstance(transform, RandomMapTransform):
+            dataset = dataset.random_map(transform)
+        elif isinstance(transform, FilterTransform):
+            dataset = dataset.filter(transform)
+        elif isinstance(transform, MapWithIndexTransform):
+            dataset = dataset.map_with_index(transform)
+        else:
+            raise TypeError(
+                f"apply() got {transform!r:.80}, which is not a transform: pass MapTransform, "
+                "RandomMapTransform, FilterTransform, MapWithIndexTransform or Batch "
+                "instances (or call .map(function) for a plain function).")
+    return dataset
+
+
 # -- the face ---------------------------------------------------------------------------------
-class IterDataset:
+T = TypeVar("T")
+
+
+class IterDataset(Generic[T]):
     """A data set you iterate; see the module docstring.
 
     Subclass it to write your own step: call `super().__init__(parents)` and define
@@ -205,6 +235,10 @@ class IterDataset:
 
     def pipe(self, func: Callable[..., Any], /, *args, **kwargs):
         return func(self, *args, **kwargs)
+
+    def apply(self, transformations) -> IterDataset:
+        """The transforms of `transformations` applied in order (`apply_transformations`)."""
+        return apply_transformations(self, transformations)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -520,8 +554,9 @@ class _MixIterator(DatasetIterator):
     def set_state(self, state):
         check_state(state, ["parents", "index", "stop"], "IterDataset.mix")
         states = state["parents"]
-        if self._keys is not None:
-            states = [states[key] for key in self._keys]
+        if self._keys is not None:  # a component the state does not know starts afresh
+            states = [states.get(key) for key in self._keys]
         for parent, parent_state in zip(self._parents, states, strict=True):
-            parent.set_state(parent_state)
+            if parent_state is not None:
+                parent.set_state(parent_state)
         self._index, self._stop = state["index"], state["stop"]

@@ -102,6 +102,9 @@ class _PackIterator(DatasetIterator):
                     self._hand_out(finished[0][0])
                     return
                 raise
+            length_struct = self._operation.length_struct
+            if isinstance(length_struct, dict) and isinstance(record, dict):
+                record = {key: record[key] for key in length_struct if key in record}
             finished = self._packer.extend([self._records], [record])
             self._records += 1
             if finished:  # `record` fit nowhere: it opened the next group

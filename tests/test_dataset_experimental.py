@@ -119,3 +119,12 @@ def test_thread_prefetch_resumes_and_leaves_no_thread():
     before = set(threading.enumerate())
     assert resumes_at_every_position(ds) == [repr(2 * x) for x in range(30)]
     assert set(threading.enumerate()) <= before
+
+
+def test_features_outside_length_struct_are_left_out_as_grain_does():
+    records = (grain.MapDataset.source([2, 3])
+               .map(lambda n: {"tokens": np.ones(n, np.int32), "id": n}).to_iter_dataset())
+    rows = list(grain.experimental.FirstFitPackIterDataset(
+        records, length_struct={"tokens": 6}, num_packing_bins=1, shuffle_bins=False))
+    assert sorted(rows[0]) == ["tokens", "tokens_positions", "tokens_segment_ids"]
+    assert rows[0]["tokens_segment_ids"].tolist() == [1, 1, 2, 2, 2, 0]

@@ -218,3 +218,18 @@ def test_mp_prefetch_refuses_what_course_lib_does_not_do():
         ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=1), worker_init_fn=print)
     with pytest.raises(ValueError, match="num_workers=-1 must be >= 0"):
         grain.MultiprocessingOptions(num_workers=-1)
+
+
+def test_a_named_mix_restores_by_name_and_starts_a_new_component_afresh():
+    def named(keys):
+        return grain.IterDataset.mix(
+            {key: grain.MapDataset.range(10 * i, 10 * i + 10).to_iter_dataset()
+             for i, key in enumerate(keys)})
+    first = iter(named(["a", "b"]))
+    assert [next(first) for _ in range(4)] == [0, 10, 1, 11]
+    state = first.get_state()
+    assert state["parents"] == {"a": {"next_index": 2}, "b": {"next_index": 2}}
+    wider = iter(named(["a", "b", "c"]))
+    wider.set_state(state)
+    # Position 4 of a three-way mix is b's turn, then c (from its start), then a.
+    assert [next(wider) for _ in range(3)] == [12, 20, 2]

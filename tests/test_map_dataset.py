@@ -220,3 +220,12 @@ def test_a_tutorial_source_subclasses_grain_sources_random_access_data_source():
             return 3
 
     assert list(grain.MapDataset.source(Letters()).map(str.upper)) == ["X", "Y", "Z"]
+
+
+def test_apply_dispatches_each_transform_to_its_step():
+    ds = grain.MapDataset.range(6).apply([AddTen(), IsEven()])
+    assert elements(ds) == [10, None, 12, None, 14, None]
+    batched = grain.MapDataset.range(5).apply([AddTen(), grain.Batch(2)])
+    assert elements(batched) == [[10, 11], [12, 13], [14]]
+    with pytest.raises(TypeError, match="not a transform"):
+        grain.MapDataset.range(3).apply(lambda x: x)
