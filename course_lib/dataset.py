@@ -290,8 +290,8 @@ class SliceMapDataset(_Step):
     def __init__(self, parent: MapDataset, sl: slice):
         super().__init__(parent)
         if not isinstance(sl, slice):
-            raise TypeError(f"sl={sl!r} must be a slice, e.g. slice(0, None, 2) (or write "
-                            "ds[0::2]).")
+            raise ValueError(f"sl={sl!r} must be a slice, e.g. slice(0, None, 2) (or write "
+                             "ds[0::2]).")
         self._parent_length = len(parent)
         self._range = range(self._parent_length)[sl]
 
