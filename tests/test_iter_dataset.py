@@ -4,7 +4,10 @@ numbers that restores at any worker and thread count, errors at their own elemen
 left behind)."""
 
 import gc
+import json
 import os
+import subprocess
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -233,3 +236,19 @@ def test_a_named_mix_restores_by_name_and_starts_a_new_component_afresh():
     wider.set_state(state)
     # Position 4 of a three-way mix is b's turn, then c (from its start), then a.
     assert [next(wider) for _ in range(3)] == [12, 20, 2]
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /proc and /dev/shm")
+def test_ctrl_c_reaches_the_loop_and_leaves_no_worker_or_segment():
+    before = _segments()
+    script = Path(__file__).parent / "worker_scripts" / "dataset_interrupt.py"
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Exception ignored" not in result.stderr and "leaked" not in result.stderr
+    word, pids = result.stdout.split(" ", 1)
+    assert word == "interrupted"
+    pids = json.loads(pids)
+    assert len(pids) == 2
+    assert not any(_alive(pid) for pid in pids)
+    assert _segments() <= before
