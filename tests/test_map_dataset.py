@@ -229,3 +229,23 @@ def test_apply_dispatches_each_transform_to_its_step():
     assert elements(batched) == [[10, 11], [12, 13], [14]]
     with pytest.raises(TypeError, match="not a transform"):
         grain.MapDataset.range(3).apply(lambda x: x)
+
+
+def test_the_calls_of_grains_dataset_tutorial_in_our_own_words():
+    pairs = (grain.MapDataset.source(list(range(11))).shuffle(seed=10)
+             .map(lambda x: x + 1).batch(batch_size=2))
+    assert len(pairs) == 6 and sorted(np.concatenate(list(pairs)).tolist()) == list(range(1, 12))
+    assert pairs[len(pairs) + 2].shape == (2,)  # a later epoch, no IndexError
+    odd_sums = pairs.filter(lambda pair: pair.sum() % 2 == 1)
+    assert all(e is None or e.sum() % 2 == 1 for e in (odd_sums[i] for i in range(6)))
+    shard = pairs[0::2]
+    assert len(shard) == 3 and np.array_equal(shard[1], pairs[2])
+    assert len(list(shard.to_iter_dataset(grain.ReadOptions(num_threads=16,
+                                                           prefetch_buffer_size=500)))) == 3
+    iterator = iter(pairs)
+    assert isinstance(iterator, grain.DatasetIterator)
+    first = next(iterator)
+    checkpoint = iterator.get_state()
+    second = next(iterator)
+    iterator.set_state(checkpoint)
+    assert np.array_equal(next(iterator), second) and not np.array_equal(first, second)
