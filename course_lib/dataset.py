@@ -37,15 +37,14 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from course_lib._checks import check_bool, check_int, check_optional_int
-from course_lib.iter_dataset import (
-    IterDataset,
-    MapToIterDataset,
+from course_lib.dataset_steps import (
     PositionRng,
     apply_transformations,
     default_seed,
     element_function,
     seed_for,
 )
+from course_lib.iter_dataset import IterDataset, MapToIterDataset
 from course_lib.mixing import component_at, integer_weights, mixed_length
 from course_lib.permutation import FeistelPermutation
 from course_lib.reader import ReadOptions

@@ -31,8 +31,11 @@ behaviour, and the Dataset face adds a compiler, not an engine. Steps with no `D
 counterpart (mixing `IterDataset`s, packing, window shuffles) run in the main process on
 the engine's output, in `iter_dataset.py` and `experimental.py`.
 
-Import graph: `dataset` -> `iter_dataset` -> `dataset_engine` -> `loader` (and below it
-the engine modules); nothing below imports upward.
+Import graph, top down: `dataset` (MapDataset) -> `iter_dataset` (IterDataset and the
+planning) -> `iter_steps` (steps run here), `dataset_engine` (this module) -> `loader` and the
+engine below it; `dataset_steps`, `dataset_iterator` and `mixing` sit under the faces, and
+`pack_datasets` and `stream_steps` (grain.experimental) on top of `iter_dataset`. Nothing
+below imports upward.
 """
 
 from __future__ import annotations

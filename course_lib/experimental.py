@@ -6,7 +6,7 @@ does with Grain 0.2.18. The `DataLoader`'s packer, `PackAndBatchOperation`, is i
 `pack_datasets.py` (on the same packer); the other steps in `stream_steps.py`.
 """
 
-from course_lib.iter_dataset import apply_transformations
+from course_lib.dataset_steps import apply_transformations
 from course_lib.pack_datasets import BestFitPackIterDataset, FirstFitPackIterDataset
 from course_lib.packing import PackAndBatchOperation
 from course_lib.stream_steps import (

@@ -11,7 +11,7 @@ How a chain runs. `iter(ds)` looks at the chain from its end down to the `MapDat
   `mp_prefetch` anywhere in it), it becomes one `DataLoader` (`dataset_engine.py`): read
   threads and the batch thread in this process, or worker processes after `mp_prefetch`.
 - Otherwise the steps that do not fit run here, in the main process, one element at a time
-  (`_StepIterator` and its kin below), each on the iterator of the step before it, and the
+  (`iter_steps.py`), each on the iterator of the step before it, and the
   part of the chain under them that fits runs on the engine as above. `mp_prefetch` above
   such a step gives the engine parts under it their worker processes.
 
@@ -25,134 +25,24 @@ running in the main process on how many elements its parent has produced (as Gra
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-import numpy as np
-
-from course_lib._checks import check_bool, check_int
+from course_lib._checks import check_bool
 from course_lib.dataset_engine import EngineIterator, Plan
-from course_lib.dataset_iterator import DatasetIterator, MultiprocessingOptions, check_state
-from course_lib.mixing import component_at, integer_weights
-from course_lib.randomness import RecordRng
-from course_lib.reader import ReadOptions
-from course_lib.transforms import (
-    Batch,
-    FilterTransform,
-    MapTransform,
-    MapWithIndexTransform,
-    RandomMapTransform,
-    stack_records,
+from course_lib.dataset_iterator import DatasetIterator, MultiprocessingOptions
+from course_lib.dataset_steps import (
+    PositionRng,
+    apply_transformations,
+    check_seed,
+    default_seed,
+    element_function,
+    seed_for,
 )
-
-# -- shared by both faces -------------------------------------------------------------------
-_METHODS = {"map": MapTransform, "random_map": RandomMapTransform, "filter": FilterTransform}
-
-
-def element_function(transform, kind: str) -> Callable:
-    """The function a step `kind` ("map", "random_map", "filter", "map_with_index") calls:
-    the matching method of a transform object, or the callable itself."""
-    base = _METHODS.get(kind)
-    if base is not None and isinstance(transform, base):
-        return getattr(transform, kind)
-    if kind == "map_with_index" and isinstance(transform, MapWithIndexTransform):
-        return transform.map_with_index
-    wrong = [name for name, other in _METHODS.items() if isinstance(transform, other)]
-    if wrong:
-        raise TypeError(
-            f"{type(transform).__name__} is a {_METHODS[wrong[0]].__name__}, which .{kind}() "
-            f"cannot run: use ds.{wrong[0]}({type(transform).__name__}(...)) instead.")
-    if isinstance(transform, type) or not callable(transform):
-        raise TypeError(
-            f"{kind}({transform!r:.80}) needs a function or a transform instance, e.g. "
-            f"ds.{kind}(lambda x: ...)" + (f" or ds.{kind}({base.__name__} subclass())"
-                                           if base else "") + ".")
-    return transform
-
-
-def default_seed(dataset) -> int | None:
-    """The seed a random step with no seed of its own uses: derived from the seeds set with
-    `.seed()` on the steps below it and how far below they are, so two random steps of one
-    pipeline never share a seed (Grain's rule). None when no step below was seeded."""
-    found: list[int] = []
-    to_visit = [(dataset, 0)]
-    while to_visit:
-        node, depth = to_visit.pop(0)
-        seed = getattr(node, "_seed_rng_seed", None)
-        if seed is not None:
-            found.extend((seed, depth))
-        else:
-            to_visit.extend((parent, depth + 1) for parent in getattr(node, "_parents", ()))
-    if not found:
-        return None
-    return int(np.random.SeedSequence(found).generate_state(1, dtype=np.uint32)[0])
-
-
-class PositionRng:
-    """`randomness.record_rng(seed, position)` for any position, rewound per call from one
-    generator per thread (a generator rewound by two threads at once would mix streams)."""
-
-    def __init__(self, seed: int):
-        self.seed = seed
-        self._local = threading.local()
-
-    def at(self, position: int) -> np.random.Generator:
-        rngs = getattr(self._local, "rngs", None)
-        if rngs is None:
-            rngs = self._local.rngs = RecordRng(self.seed)
-        return rngs.at(position)
-
-    def __reduce__(self):
-        return PositionRng, (self.seed,)
-
-
-def _check_seed(name: str, seed) -> int:
-    seed = check_int(name, seed, fix=f"Pass an integer {name} in [0, 2**32), e.g. {name}=0.")
-    if not 0 <= seed < 2**32:
-        raise ValueError(f"{name}={seed} must be in [0, 2**32), as in Grain. Pass e.g. "
-                         f"{name}={seed % 2**32}.")
-    return seed
-
-
-def seed_for(step, seed: int | None, what: str) -> int:
-    """The seed of a random step: its own, else `default_seed`, else an error saying how
-    to give one."""
-    if seed is None:
-        seed = default_seed(step)
-        if seed is None:
-            raise ValueError(
-                f"{what} needs a seed, to be reproducible, and got none. Pass one, e.g. "
-                f"{what}(..., seed=0), or seed the pipeline once after its source: "
-                f"MapDataset.source(...).seed(0).")
-    return _check_seed("seed", seed)
-
-
-def apply_transformations(dataset, transformations):
-    """`dataset` with each transform of `transformations` (one, or a list) applied in
-    order, as the method its kind calls for (Grain's `apply`)."""
-    if not isinstance(transformations, Sequence) or isinstance(transformations, str):
-        transformations = [transformations]
-    for transform in transformations:
-        if isinstance(transform, Batch):
-            dataset = dataset.batch(transform.batch_size, drop_remainder=transform.drop_remainder,
-                                    batch_fn=None if transform.stacks_by_default
-                                    else transform.batch_fn)
-        elif isinstance(transform, MapTransform):
-            dataset = dataset.map(transform)
-        elif isinstance(transform, RandomMapTransform):
-            dataset = dataset.random_map(transform)
-        elif isinstance(transform, FilterTransform):
-            dataset = dataset.filter(transform)
-        elif isinstance(transform, MapWithIndexTransform):
-            dataset = dataset.map_with_index(transform)
-        else:
-            raise TypeError(
-                f"apply() got {transform!r:.80}, which is not a transform: pass MapTransform, "
-                "RandomMapTransform, FilterTransform, MapWithIndexTransform or Batch "
-                "instances (or call .map(function) for a plain function).")
-    return dataset
-
+from course_lib.iter_steps import BatchIterator, IndexIterator, MixIterator, StepIterator
+from course_lib.mixing import integer_weights
+from course_lib.reader import ReadOptions
+from course_lib.transforms import Batch, FilterTransform, MapTransform
 
 # -- the face ---------------------------------------------------------------------------------
 T = TypeVar("T")
@@ -265,7 +155,7 @@ class MapToIterDataset(_Step):
 
     def _iterator(self, workers):
         if self.allow_nones:  # Nones are elements: the engine would drop them
-            return _IndexIterator(self._parent)
+            return IndexIterator(self._parent)
         return EngineIterator(_plan(self, workers))
 
 
@@ -344,7 +234,7 @@ class _EngineOrHere(_Step):
 class _WithSeedIterDataset(_EngineOrHere):
     def __init__(self, parent: IterDataset, seed: int):
         super().__init__(parent)
-        self._seed_rng_seed = _check_seed("seed", seed)
+        self._seed_rng_seed = check_seed("seed", seed)
 
     def _here(self, parent):
         return parent
@@ -359,7 +249,7 @@ class _MapIterDataset(_EngineOrHere):
         return self.function(element)
 
     def _here(self, parent):
-        return _StepIterator(parent, lambda count, element: self.function(element))
+        return StepIterator(parent, lambda count, element: self.function(element))
 
 
 class _FilterIterDataset(_EngineOrHere):
@@ -371,7 +261,7 @@ class _FilterIterDataset(_EngineOrHere):
         return element if self.function(element) else None
 
     def _here(self, parent):
-        return _StepIterator(parent, self.apply)
+        return StepIterator(parent, self.apply)
 
 
 class _RandomMapIterDataset(_EngineOrHere):
@@ -384,7 +274,7 @@ class _RandomMapIterDataset(_EngineOrHere):
         return self.function(element, self.rng.at(index))
 
     def _here(self, parent):
-        return _StepIterator(parent, self.apply)
+        return StepIterator(parent, self.apply)
 
 
 class _MapWithIndexIterDataset(_Step):
@@ -393,7 +283,7 @@ class _MapWithIndexIterDataset(_Step):
         self.function = element_function(transform, "map_with_index")
 
     def _iterator(self, workers):
-        return _StepIterator(self._parent._iterator(workers), self.function)
+        return StepIterator(self._parent._iterator(workers), self.function)
 
 
 class _BatchIterDataset(_EngineOrHere):
@@ -402,7 +292,7 @@ class _BatchIterDataset(_EngineOrHere):
         self.batch = batch
 
     def _here(self, parent):
-        return _BatchIterator(parent, self.batch)
+        return BatchIterator(parent, self.batch)
 
 
 class _PrefetchIterDataset(_EngineOrHere):
@@ -442,121 +332,5 @@ class MixedIterDataset(_Step):
         self.weights = integer_weights(weights, len(parents))
 
     def _iterator(self, workers):
-        return _MixIterator([parent._iterator(workers) for parent in self._parents],
+        return MixIterator([parent._iterator(workers) for parent in self._parents],
                             self.weights, self._keys)
-
-
-# -- iterators for the steps that run here ----------------------------------------------
-class _IndexIterator(DatasetIterator):
-    """A `MapDataset`'s elements in order, `None`s included (`allow_nones=True`)."""
-
-    def __init__(self, dataset):
-        super().__init__()
-        self._dataset, self._next = dataset, 0
-
-    def __next__(self):
-        if self._next >= len(self._dataset):
-            raise StopIteration
-        element = self._dataset[self._next]
-        self._next += 1
-        return element
-
-    def get_state(self):
-        return {"next_index": self._next}
-
-    def set_state(self, state):
-        self._next = check_state(state, ["next_index"], "this pipeline")["next_index"]
-
-
-class _StepIterator(DatasetIterator):
-    """`function(count, element)` on each element of `parent`, `count` numbering them
-    (0, 1, ...); a `None` result is dropped (a filter)."""
-
-    def __init__(self, parent: DatasetIterator, function: Callable[[int, Any], Any]):
-        super().__init__(parent)
-        self._function, self._count = function, 0
-
-    def __next__(self):
-        while True:
-            element = next(self._parent)
-            count = self._count
-            self._count += 1
-            try:
-                result = self._function(count, element)
-            except Exception as error:
-                error.add_note(f"(raised at element {count} of this step's input)")
-                raise
-            if result is not None:
-                return result
-
-    def get_state(self):
-        return {"parent": self._parent.get_state(), "count": self._count}
-
-    def set_state(self, state):
-        check_state(state, ["parent", "count"], "this step")
-        self._parent.set_state(state["parent"])
-        self._count = state["count"]
-
-
-class _BatchIterator(DatasetIterator):
-    def __init__(self, parent: DatasetIterator, batch: Batch):
-        super().__init__(parent)
-        self._batch = batch
-
-    def __next__(self):
-        elements = []
-        for _ in range(self._batch.batch_size):
-            try:
-                elements.append(next(self._parent))
-            except StopIteration:
-                break
-        if not elements or (self._batch.drop_remainder
-                            and len(elements) < self._batch.batch_size):
-            raise StopIteration
-        return (self._batch.batch_fn or stack_records)(elements)
-
-    def get_state(self):
-        return self._parent.get_state()
-
-    def set_state(self, state):
-        self._parent.set_state(state)
-
-
-class _MixIterator(DatasetIterator):
-    def __init__(self, parents: list[DatasetIterator], weights: tuple[int, ...],
-                 keys: list[str] | None):
-        super().__init__(parents)
-        self._weights, self._keys = weights, keys
-        self._index, self._stop = 0, False
-
-    def __next__(self):
-        if self._stop:
-            raise StopIteration
-        component, _ = component_at(self._index, self._weights)
-        try:
-            element = next(self._parents[component])
-        except StopIteration:
-            self._stop = True
-            raise
-        except Exception as error:
-            self._stop = True
-            error.add_note(f"(raised by datasets[{component}] of the mix)")
-            raise
-        self._index += 1
-        return element
-
-    def get_state(self):
-        states = [parent.get_state() for parent in self._parents]
-        if self._keys is not None:
-            states = dict(zip(self._keys, states, strict=True))
-        return {"parents": states, "index": self._index, "stop": self._stop}
-
-    def set_state(self, state):
-        check_state(state, ["parents", "index", "stop"], "IterDataset.mix")
-        states = state["parents"]
-        if self._keys is not None:  # a component the state does not know starts afresh
-            states = [states.get(key) for key in self._keys]
-        for parent, parent_state in zip(self._parents, states, strict=True):
-            if parent_state is not None:
-                parent.set_state(parent_state)
-        self._index, self._stop = state["index"], state["stop"]
