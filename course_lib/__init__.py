@@ -38,6 +38,9 @@ _LAZY = {
     "workers": ["WorkerError"],
     "padding": ["PadAndMask"],
     "bucketing": ["BucketByLength"],
+    "dataset": ["MapDataset"],
+    "iter_dataset": ["IterDataset"],
+    "dataset_iterator": ["DatasetIterator", "MultiprocessingOptions"],
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
 

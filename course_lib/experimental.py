@@ -1,9 +1,28 @@
-"""Grain's `grain.experimental` names: for now, packing variable-length sequences.
+"""Grain's `grain.experimental` names: packing, window shuffles, interleaving, a thread.
 
-`import course_lib as grain; grain.experimental.PackAndBatchOperation(...)` reads as it
-does with Grain 0.2.18. The operation itself is in `packing.py`.
+`import course_lib as grain; grain.experimental.FirstFitPackIterDataset(...)` reads as it
+does with Grain 0.2.18. The `DataLoader`'s packer, `PackAndBatchOperation`, is in
+`packing.py`; the packing `IterDataset`s, which Grain recommends instead, in
+`pack_datasets.py` (on the same packer); the other steps in `stream_steps.py`.
 """
 
+from course_lib.dataset_steps import apply_transformations
+from course_lib.pack_datasets import BestFitPackIterDataset, FirstFitPackIterDataset
 from course_lib.packing import PackAndBatchOperation
+from course_lib.stream_steps import (
+    InterleaveIterDataset,
+    ThreadPrefetchIterDataset,
+    WindowShuffleIterDataset,
+)
+from course_lib.transforms import MapWithIndexTransform
 
-__all__ = ["PackAndBatchOperation"]
+__all__ = [
+    "BestFitPackIterDataset",
+    "FirstFitPackIterDataset",
+    "InterleaveIterDataset",
+    "MapWithIndexTransform",
+    "PackAndBatchOperation",
+    "ThreadPrefetchIterDataset",
+    "WindowShuffleIterDataset",
+    "apply_transformations",
+]

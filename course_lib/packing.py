@@ -150,6 +150,21 @@ class _OpenBatch:
                 return row
         return -1
 
+    def best_fit(self, lengths: list[int], row_lengths: list[int],
+                 max_sequences: int | None) -> int:
+        """The fullest row that still has room for every feature of the sequence, or -1:
+        Grain's best fit, which keeps the emptier rows for longer sequences."""
+        best, best_used = -1, -1
+        for row, count in enumerate(self.sequences):
+            if max_sequences is not None and count >= max_sequences:
+                continue
+            if all(fill[row] + length <= room for fill, length, room
+                   in zip(self.fill, lengths, row_lengths, strict=True)):
+                used = sum(fill[row] for fill in self.fill)
+                if used > best_used:
+                    best, best_used = row, used
+        return best
+
     def add(self, leaves: list[np.ndarray], row: int) -> None:
         self.sequences[row] += 1
         segment = self.sequences[row]
@@ -174,6 +189,8 @@ class FirstFitPacker:
     `flush(next_index)` the last, partly filled batch at the end of the stream (a list of
     one, or empty).
     """
+
+    fit = "first_fit"  # the _OpenBatch method that picks a row (BestFitPacker: best_fit)
 
     def __init__(self, operation: PackAndBatchOperation):
         self._operation = operation
@@ -215,7 +232,7 @@ class FirstFitPacker:
             lengths = [len(leaf) for leaf in leaves]
             if self._open is None:
                 self._open = _OpenBatch(operation, leaves, position)
-            row = self._open.first_fit(lengths, row_lengths, most)
+            row = getattr(self._open, self.fit)(lengths, row_lengths, most)
             if row < 0:  # fits nowhere: hand out the batch, resume from this record
                 finished.append((self._open.finish(operation.length_struct), position))
                 self._open = _OpenBatch(operation, leaves, position)
@@ -229,3 +246,10 @@ class FirstFitPacker:
             return []
         batch, self._open = self._open.finish(self._operation.length_struct), None
         return [(batch, next_index)]
+
+
+class BestFitPacker(FirstFitPacker):
+    """The packer of `experimental.BestFitPackIterDataset`: each sequence goes into the
+    fullest row with room for it."""
+
+    fit = "best_fit"

@@ -51,6 +51,16 @@ class RandomMapTransform:
         raise _not_overridden(self, "random_map")
 
 
+class MapWithIndexTransform:
+    """Override `map_with_index(index, element) -> element` (Dataset API only: the index is
+    the element's position in its data set). Grain names it
+    `grain.experimental.MapWithIndexTransform`."""
+
+    def map_with_index(self, index: int, element):
+        """Return the transformed element."""
+        raise _not_overridden(self, "map_with_index")
+
+
 class FilterTransform:
     """Override `filter(element) -> bool`; records for which it is False are dropped."""
 

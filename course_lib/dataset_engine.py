@@ -1,0 +1,184 @@
+"""One engine, two faces: a Dataset pipeline run by the `DataLoader`'s own machinery.
+
+A `DataLoader` is a position stream (the sampler), a source, per-record operations, and one
+sequential tail (batching) after them, run in the caller, on a background thread with read
+threads, or in worker processes. The usual Dataset pipeline has exactly that shape:
+
+    MapDataset.source(s).shuffle(seed=0).map(decode)    # a position -> an element
+      .to_iter_dataset(read_options)                     # the stream 0, 1, 2, ...
+      .filter(keep).random_map(augment)                  # per element
+      .batch(32).map(to_float)                           # the tail
+      .mp_prefetch(MultiprocessingOptions(num_workers=2))
+
+so `iter_dataset.py` turns such a chain into a `Plan` and this module builds a `DataLoader`
+from it: the *base* data set (the chain up to its last step that is not per element: the
+shuffle here) is the data source, read at positions `0, 1, 2, ...` by a one-epoch sampler;
+the per-element steps (`map(decode)`, `filter`, `random_map`) become one per-record
+operation, which the engine runs on its read threads or in its workers; `batch` and the maps
+after it are the `Batch` and the batch-level operations. There is no second copy of the
+permutation, the read threads, the batch thread, the workers, the shared-memory transport,
+the error notes or the state: all of it is the `DataLoader`'s. That is why everything the
+`DataLoader` promises holds here too: the same elements in the same order at any number of
+worker processes and threads, also after a filter; a state that is one number and restores
+at any worker count; a failing transform raised with its element's index and its own
+traceback (in the calling process at that element; from a worker, at the first element of
+the unit that holds it); nothing left running after `close()`.
+
+We chose this direction (the Dataset API compiled onto the `DataLoader`'s engine) rather
+than Grain's (since 0.2.13 Grain's `DataLoader` is built on its Dataset API) because the
+engine is the part the course measures lesson by lesson: the `DataLoader` keeps its exact
+behaviour, and the Dataset face adds a compiler, not an engine. Steps with no `DataLoader`
+counterpart (mixing `IterDataset`s, packing, window shuffles) run in the main process on
+the engine's output, in `iter_dataset.py` and `experimental.py`.
+
+Import graph, top down: `dataset` (MapDataset) -> `iter_dataset` (IterDataset and the
+planning) -> `iter_steps` (steps run here), `dataset_engine` (this module) -> `loader` and the
+engine below it; `dataset_steps`, `dataset_iterator` and `mixing` sit under the faces, and
+`pack_datasets` and `stream_steps` (grain.experimental) on top of `iter_dataset`. Nothing
+below imports upward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from course_lib.dataset_iterator import DatasetIterator, check_state
+from course_lib.loader import DataLoader
+from course_lib.reader import ReadOptions
+from course_lib.sampler import IndexSampler
+from course_lib.state import encode_state
+from course_lib.transforms import Batch, FilterTransform, MapTransform
+
+
+@dataclasses.dataclass
+class Plan:
+    """A Dataset chain in the `DataLoader`'s terms (see the module docstring).
+
+    `element_steps` are `(index, element) -> element or None` functions, applied in order
+    to each element of `base`; `None` means removed. `batch` and `batch_maps` are the tail.
+    """
+
+    base: Any  # random access: __len__ and __getitem__
+    element_steps: list[Callable[[int, Any], Any]]
+    may_hold_none: bool
+    read_options: ReadOptions
+    batch: Batch | None = None
+    batch_maps: list[Callable[[Any], Any]] = dataclasses.field(default_factory=list)
+    worker_count: int = 0
+    worker_buffer_size: int = 1
+
+
+class PositionedElements:
+    """The data source the engine reads: position `i` gives `(i, base[i])`, so that the
+    per-element steps know their element's index (a random map keys its generator on it).
+    A read that raises says which position it was reading."""
+
+    def __init__(self, base):
+        self.base = base
+        self._length = len(base)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int):
+        try:
+            return index, self.base[index]
+        except Exception as error:
+            error.add_note(f"(raised while reading the element at index {index} of "
+                           f"{type(self.base).__name__})")
+            raise
+
+    def __repr__(self) -> str:
+        return f"PositionedElements({self.base!r})"
+
+
+class ElementSteps(MapTransform):
+    """The per-element steps of a chain, as one per-record operation of the engine."""
+
+    def __init__(self, steps: Sequence[Callable[[int, Any], Any]]):
+        self.steps = tuple(steps)
+
+    def map(self, element):
+        index, value = element
+        for step in self.steps:
+            if value is None:
+                return None
+            value = step(index, value)
+        return value
+
+
+class KeepPresent(FilterTransform):
+    """Drops the positions a filter emptied (`None`), as `to_iter_dataset()` does."""
+
+    def filter(self, element) -> bool:
+        return element is not None
+
+
+class BatchMap(MapTransform):
+    """A map after `batch`: a batch-level operation of the engine."""
+
+    def __init__(self, function: Callable[[Any], Any]):
+        self.function = function
+
+    def map(self, element):
+        return self.function(element)
+
+
+def loader_for(plan: Plan) -> DataLoader:
+    """The `DataLoader` that runs `plan`: one epoch of `base`, in order."""
+    operations: list[Any] = [ElementSteps(plan.element_steps)]
+    if plan.may_hold_none:
+        operations.append(KeepPresent())
+    if plan.batch is not None:
+        operations.append(plan.batch)
+        operations.extend(BatchMap(function) for function in plan.batch_maps)
+    source = PositionedElements(plan.base)
+    return DataLoader(data_source=source,
+                      sampler=IndexSampler(len(source), num_epochs=1),
+                      operations=operations, worker_count=plan.worker_count,
+                      worker_buffer_size=plan.worker_buffer_size,
+                      read_options=plan.read_options)
+
+
+class EngineIterator(DatasetIterator):
+    """A `DatasetIterator` over a `DataLoaderIterator`: its state is `{"next_index": n}`,
+    the position of the next element of the base data set to be read (the same key as
+    Grain's), which restores at any worker and thread count."""
+
+    def __init__(self, plan: Plan):
+        super().__init__()
+        self._empty = len(plan.base) == 0
+        self._loader = None if self._empty else loader_for(plan)
+        self._elements = None if self._empty else iter(self._loader)
+
+    def __next__(self):
+        if self._empty:
+            raise StopIteration
+        return next(self._elements)
+
+    def get_state(self) -> dict[str, int]:
+        if self._empty:
+            return {"next_index": 0}
+        return {"next_index": json.loads(self._elements.get_state())["next_index"]}
+
+    def set_state(self, state: dict[str, int]) -> None:
+        next_index = check_state(state, ["next_index"], "this pipeline")["next_index"]
+        if self._empty:
+            return
+        loader = self._loader
+        self._elements.set_state(encode_state(next_index, loader.sampler, loader.data_source,
+                                              loader.worker_count))
+
+    def start_prefetch(self) -> None:
+        if not self._empty:
+            self._elements.start_prefetch()
+
+    def close(self) -> None:
+        if self._elements is not None:
+            self._elements.close()
+
+    def __repr__(self) -> str:
+        return f"EngineIterator({self._loader!r})"

@@ -1,0 +1,35 @@
+"""Ctrl-C while a Dataset pipeline with worker processes is making its next batches: the
+KeyboardInterrupt reaches the loop. Prints "interrupted" and the worker pids, which
+tests/test_iter_dataset.py then checks are gone, with no shared memory left."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+
+import course_lib as grain
+
+
+def slow_pid(x):
+    time.sleep(0.02)
+    return np.full(2, os.getpid())
+
+
+def main():
+    ds = (grain.MapDataset.range(2000).map(slow_pid).to_iter_dataset().batch(4)
+          .mp_prefetch(grain.MultiprocessingOptions(num_workers=2)))
+    pids = set()
+    try:
+        for count, batch in enumerate(ds):
+            pids.add(int(batch[0, 0]))
+            if count == 40:  # signal while the next batches are still being made
+                threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+    except KeyboardInterrupt:
+        print("interrupted", json.dumps(sorted(pids)))
+
+
+if __name__ == "__main__":
+    main()
