@@ -10,6 +10,7 @@ import pytest
 
 import course_lib as grain
 from course_lib import course
+from course_lib.course import determinism
 from course_lib.permutation import FeistelPermutation
 from course_lib.randomness import record_rng
 
@@ -111,6 +112,17 @@ def test_plot_lines_labels_axes_and_dashes_the_named_curves():
     assert ax.get_legend() is not None
 
 
+def test_plot_lines_draws_every_run_beside_the_median_line():
+    figure = determinism.plot_lines({"timed": {10: 2.0, 100: 20.0}}, xlabel="n", ylabel="s",
+                                    title="t", runs={"timed": {10: [1.0, 2.0, 3.0],
+                                                               100: [19.0, 20.0, 25.0]}})
+    ax = figure.axes[0]
+    median_line, *dots = ax.get_lines()
+    assert list(median_line.get_ydata()) == [2.0, 20.0]
+    assert [list(dot.get_ydata()) for dot in dots] == [[1.0, 2.0, 3.0], [19.0, 20.0, 25.0]]
+    assert {dot.get_color() for dot in dots} == {median_line.get_color()}
+
+
 def test_plot_cycle_walks_draws_one_path_and_one_arrow_per_record():
     figure = course.plot_cycle_walks(FeistelPermutation(10, seed=0))
     walk_ax, arrow_ax = figure.axes
@@ -184,9 +196,12 @@ def test_physical_memory_is_known_on_linux():
 def test_growth_sentence_says_underestimate_only_when_the_cost_per_record_grew():
     small = [1.0e-4, 1.02e-4, 0.98e-4]  # 10 ns per record at 10,000
     grew = course.growth_sentence(small, 10**4, [0.40, 0.41, 0.39], 10**7)  # 40 ns
-    assert grew.startswith("That is an underestimate: the cost per record grew 4.0x")
+    assert grew.startswith("That is an underestimate if the trend goes on: the cost per "
+                           "record grew 4.0x")
+    assert "cache" not in grew and "not measured here" in grew
     fell = course.growth_sentence(small, 10**4, [0.05, 0.051, 0.049], 10**7)  # 5 ns
     assert fell.startswith("The cost per record fell 2.0x") and "underestimate" not in fell
+    assert "fixed cost" not in fell and "cache" not in fell
     same = course.growth_sentence(small, 10**4, [0.101, 0.1, 0.102], 10**7)
     assert same.startswith("The cost per record stayed the same within the noise")
     assert "underestimate" not in same
@@ -211,3 +226,17 @@ def test_first_key_sentence_states_memory_then_the_comparison():
     assert "starts at once" in quick
     assert "equally soon" in course.first_key_sentence(784, [0.1], 10**9, [0.101], 10**4)
     assert "unexpected" in course.first_key_sentence(784, [0.3], 10**9, [0.1], 10**4)
+
+
+@pytest.mark.parametrize(("ratio", "text"), [(1.44, "1.4x"), (86.4, "86x"), (485.2, "about 490x"),
+                                           (66_052.0, "about 66,000x"),
+                                           (1_234_567.0, "about 1,200,000x")])
+def test_format_ratio_keeps_two_significant_digits_above_100(ratio, text):
+    assert determinism.format_ratio(ratio) == text
+
+
+def test_first_key_sentence_rounds_a_large_ratio():
+    sentence = course.first_key_sentence(784, [7.34e-6] * 5, 10**9, [0.4848] * 3, 10**7)
+    assert "was about 66,000x faster than building" in sentence and "66052" not in sentence
+    noisy = course.first_key_sentence(784, [0.1, 0.2, 0.14], 10**9, [0.12, 0.13, 0.125], 10**4)
+    assert "took about as long as" in noisy and "a quieter machine can" in noisy
