@@ -171,6 +171,8 @@ def test_per_record_cost_prints_nanoseconds_and_whole_bytes():
     text = course.per_record_cost(8.0e7, 0.479, 10**7)
     assert text == ("np.random.permutation: 8 bytes and 47.9 ns per record at "
                     "n = 10,000,000")
+    assert course.per_record_cost(8.0e7, 0.479, 10**7, runs=3).endswith(
+        "(time: the median of 3 runs)")
 
 
 def test_format_duration_never_rounds_a_small_cost_to_zero():
@@ -213,6 +215,7 @@ def test_growth_sentence_says_underestimate_only_when_the_cost_per_record_grew()
 def test_computed_epoch_sentence_explains_each_outcome():
     slower = course.computed_epoch_sentence([1.4, 1.38, 1.41], [0.48, 0.47, 0.49], 10**7)
     assert "2.9x slower than building" in slower and "not speed per key" in slower
+    assert "in the loader's blocks of 4,096 positions" in slower
     same = course.computed_epoch_sentence([0.48, 0.47, 0.49], [0.48, 0.47, 0.49], 10**7)
     assert "took about as long as" in same and "cost the same" in same
     faster = course.computed_epoch_sentence([0.2, 0.21, 0.19], [0.48, 0.47, 0.49], 10**7)

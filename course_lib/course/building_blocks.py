@@ -191,11 +191,15 @@ def runs_chart(runs: Mapping[str, Sequence[float]], *, ylabel: str, title: str, 
 # -- what a source costs to send to worker processes ----------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Shipment:
-    """What course_lib sends a worker process for one object: `pickled_bytes` of pickle,
-    which every worker unpickles into its own copy, and the arrays it copied once into
-    shared memory instead (`shared_array_bytes`, one entry per array), which every worker
-    maps read-only."""
+    """What each library sends a worker process for one object.
 
+    `whole_pickle_bytes`: the object pickled whole with cloudpickle, as Grain 0.2.18 sends
+    it to every worker it starts (`process_prefetch.py`), each unpickling a copy of its own.
+    `pickled_bytes`: what course_lib pickles for the workers instead, and
+    `shared_array_bytes` (one entry per array): the arrays it copied once into shared
+    memory, which every worker maps read-only (`shared_arrays.py`)."""
+
+    whole_pickle_bytes: int
     pickled_bytes: int
     shared_array_bytes: tuple[int, ...]
 
@@ -205,8 +209,10 @@ _probes = itertools.count()
 
 def shipped_to_workers(obj: Any) -> Shipment:
     """Pickle `obj` the way `DataLoader(worker_count > 0)` pickles its source and transforms
-    for the workers (`workers.py`, `shared_arrays.py`), and say what went where. The shared
-    memory this creates is unlinked before returning."""
+    for the workers (`workers.py`, `shared_arrays.py`), and whole, as Grain does, and say
+    what went where. The shared memory this creates is unlinked before returning."""
+    import cloudpickle
+
     from course_lib.shared_arrays import SharedArrays
     from course_lib.workers import _dumps  # the workers' own pickler, not a copy of it
 
@@ -226,24 +232,27 @@ def shipped_to_workers(obj: Any) -> Shipment:
         payload = _dumps(obj, shared)
     finally:
         shared.unlink()
-    return Shipment(len(payload), tuple(shared.shared))
+    return Shipment(len(cloudpickle.dumps(obj)), len(payload), tuple(shared.shared))
 
 
-def shipment_sentence(name: str, whole_pickle_bytes: int, shipment: Shipment,
-                      threshold_bytes: int) -> str:
-    """What each worker receives of a source, in course_lib and in Grain 0.2.18, from the
-    sizes measured (`threshold_bytes`: the smallest array course_lib shares)."""
-    grain = (f"Grain 0.2.18 pickles the source whole for every worker process it starts: "
-             f"{whole_pickle_bytes / 1e3:.0f} kB, unpickled into a copy of its own in each.")
+def shipment_sentence(name: str, shipment: Shipment, threshold_bytes: int | None = None) -> str:
+    """What each worker receives of `name`, in Grain 0.2.18 and in course_lib, from the
+    sizes measured (`threshold_bytes`: the smallest array course_lib shares, by default
+    `shared_arrays.MIN_SHARED_BYTES`)."""
+    if threshold_bytes is None:
+        from course_lib.shared_arrays import MIN_SHARED_BYTES as threshold_bytes
+    grain = (f"Grain 0.2.18 pickles {name} whole for every worker process it starts: "
+             f"{shipment.whole_pickle_bytes / 1e3:.0f} kB, unpickled into a copy of its own "
+             "in each.")
     threshold = f"{threshold_bytes / 1024:.0f} KiB"
     if not shipment.shared_array_bytes:
-        return (f"{grain} course_lib does the same for {name} ({shipment.pickled_bytes / 1e3:.0f}"
-                f" kB): none of its arrays reaches {threshold}, the size from which course_lib "
+        return (f"{grain} course_lib does the same ({shipment.pickled_bytes / 1e3:.0f} kB): "
+                f"none of its arrays reaches {threshold}, the size from which course_lib "
                 "shares an array instead.")
     count = len(shipment.shared_array_bytes)
     shared_kb = sum(shipment.shared_array_bytes) / 1e3
-    arrays = "array" if count == 1 else "arrays"
-    return (f"{grain} course_lib copies {name}'s {count} {arrays} of {threshold} or more "
+    arrays = "the one array" if count == 1 else f"the {count} arrays"
+    return (f"{grain} course_lib copies {arrays} it holds of {threshold} or more "
             f"({shared_kb:.0f} kB) once into shared memory, which every worker maps "
             f"read-only, and pickles the rest for each worker: "
             f"{shipment.pickled_bytes / 1e3:.1f} kB.")
@@ -344,9 +353,9 @@ def background_thread_sentence(ahead: PipelineTiming, inline: PipelineTiming) ->
         if ahead.read_threads:
             return (f"{said} Faster: the read threads could decode on the cores this loop "
                     "left free (this pair does not separate them from the batch thread).")
-        return (f"{said} Faster, although this loop runs no training step for the batch "
-                "thread to overlap: nothing in this measurement says why, so read it as a "
-                "change in the machine's load until a rerun shows it again.")
+        return (f"{said} Faster, by a margin this loop cannot explain: it runs no training "
+                "step for the batch thread to overlap, so this measurement names no cause; "
+                "a rerun tells whether the gain holds.")
     return (f"{said} Slower: the same work, plus a hand-off of every chunk from the batch "
             "thread to this one, with no training step to hide it behind. This pair cannot "
             "tell the hand-offs from a change in the machine's load; a rerun can.")

@@ -196,16 +196,19 @@ def plot_lines(curves: Mapping[str, Mapping[float, float]], *, xlabel: str, ylab
     extrapolation). Both axes are logarithmic unless `log=False`.
 
     `runs[name][x]`, where given, are the repetitions behind the point `curves[name][x]`:
-    each is drawn as a small dot of the curve's colour, so the spread shows beside the
-    line through the medians."""
+    each is drawn as a small open circle of the curve's colour, and the point itself as a
+    dash, so the spread shows around the line through the medians."""
     figure, ax = _axes(ax, (6.0, 3.8))
     for name, curve in curves.items():
         xs = sorted(curve)
-        line, = ax.plot(xs, [curve[x] for x in xs], marker="" if name in dashed else "o",
-                        linestyle="--" if name in dashed else "-", label=name)
-        for x, repeats in sorted((runs or {}).get(name, {}).items()):
-            ax.plot([x] * len(repeats), repeats, ".", color=line.get_color(), markersize=4,
-                    alpha=0.6)
+        spread = (runs or {}).get(name, {})
+        marker = "" if name in dashed else ("_" if spread else "o")
+        dash = {"markersize": 14, "markeredgewidth": 2} if marker == "_" else {}
+        line, = ax.plot(xs, [curve[x] for x in xs], marker=marker,
+                        linestyle="--" if name in dashed else "-", label=name, **dash)
+        for x, repeats in sorted(spread.items()):
+            ax.plot([x] * len(repeats), repeats, "o", color=line.get_color(), markersize=3.5,
+                    markerfacecolor="none")
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -244,11 +247,14 @@ def seed_collision_sentence(who: str, shared: int, count: int) -> str:
     return f"{found}: the seeds share part of their streams, so they are not independent."
 
 
-def per_record_cost(table_bytes: float, table_seconds: float, size: int) -> str:
+def per_record_cost(table_bytes: float, table_seconds: float, size: int,
+                    runs: int | None = None) -> str:
     """The stored permutation's bytes and seconds per record at `size`, each printed with
-    the precision its magnitude needs (8 bytes, 47.9 ns)."""
-    return (f"np.random.permutation: {table_bytes / size:.3g} bytes and "
-            f"{format_duration(table_seconds / size)} per record at n = {size:,}")
+    the precision its magnitude needs (8 bytes, 47.9 ns); `runs`, when given, names the
+    statistic: the time is the median of that many runs."""
+    sentence = (f"np.random.permutation: {table_bytes / size:.3g} bytes and "
+                f"{format_duration(table_seconds / size)} per record at n = {size:,}")
+    return sentence if runs is None else f"{sentence} (time: the median of {runs} runs)"
 
 
 def physical_memory_bytes() -> int | None:
@@ -310,15 +316,19 @@ def growth_sentence(small_seconds: Sequence[float], smallest: int,
 
 def computed_epoch_sentence(computed_seconds: Sequence[float],
                             table_seconds: Sequence[float], records: int) -> str:
-    """Computing every key of an epoch in the loader's chunks against building the same
-    epoch's table with `np.random.permutation`, with what the outcome means."""
+    """Computing every key of an epoch in the loader's blocks (`sampler.KEY_BLOCK` positions
+    each, as `all_keys_in_chunks` does) against building the same epoch's table with
+    `np.random.permutation`, with what the outcome means."""
+    from course_lib.sampler import KEY_BLOCK
+
     return compare_runs(
-        f"Computing all {records:,} keys of an epoch in the loader's chunks", computed_seconds,
+        f"Computing all {records:,} keys of an epoch in the loader's blocks of {KEY_BLOCK:,} "
+        "positions", computed_seconds,
         "building the same epoch's table with np.random.permutation", table_seconds,
         why={"slower": "So the computed shuffle buys memory and the wait before the first "
                        "record, not speed per key: a whole epoch of keys costs more than a "
                        "table built in C. The loader spreads that cost over the epoch, a "
-                       "chunk at a time, so no batch waits for all of it.",
+                       "block at a time, so no batch waits for all of it.",
              "same": "So per key the two cost the same here; what the computed shuffle "
                      "buys is memory and the wait before the first record.",
              "faster": "So here the computed shuffle was cheaper even per key, on top of "
