@@ -21,18 +21,16 @@ import dataclasses
 import itertools
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from course_lib.course.basics import (
-    NOISE_FACTOR,
-    TOO_NOISY,
     Estimate,
-    _axes,
     compare_estimates,
     outcome,
+    too_noisy,
 )
 from course_lib.course.parallel_workers import LoaderTiming, interleaved_medians, timed_pass
 
@@ -163,31 +161,6 @@ def time_pipelines(make_loaders: Mapping[str, Callable[[], Any]], *, repeats: in
     return medians
 
 
-def runs_chart(runs: Mapping[str, Sequence[float]], *, ylabel: str, title: str, ax=None,
-               scale: float = 1.0, value_format: str = "{:.0f}"):
-    """One bar per entry of `runs`, as tall as the median of its repetitions, with every
-    repetition drawn as a black dot on it and the median written above the highest dot.
-
-    `scale` multiplies every value (1e6 to draw seconds as µs). The dots are the spread: a
-    bar whose dots overlap another's is not a clear winner."""
-    figure, ax = _axes(ax, (max(4.0, 1.5 * len(runs)), 3.4))
-    names = list(runs)
-    values = [np.asarray(runs[name], dtype=np.float64) * scale for name in names]
-    medians = [float(np.median(each)) for each in values]
-    ax.bar(names, medians, color="tab:blue", alpha=0.6, width=0.6)
-    top = max(float(each.max()) for each in values)
-    for position, (each, median) in enumerate(zip(values, medians, strict=True)):
-        spread = np.linspace(-0.15, 0.15, len(each)) if len(each) > 1 else np.zeros(1)
-        ax.plot(position + spread, each, "o", color="black", markersize=4)
-        ax.annotate(value_format.format(median), (position, float(each.max())),
-                    xytext=(0, 4), textcoords="offset points", ha="center", va="bottom")
-    ax.set_ylim(0, top * 1.2)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    figure.tight_layout()
-    return figure
-
-
 # -- what a source costs to send to worker processes ----------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Shipment:
@@ -260,18 +233,13 @@ def shipment_sentence(name: str, shipment: Shipment, threshold_bytes: int | None
 
 # -- the sentences lesson 2 prints ----------------------------------------------------------
 def verdict(measured: Estimate, baseline: Estimate) -> str:
-    """`basics.outcome` ("better", "worse", "same"), or "noisy" when the two are "same" only
-    because the repetitions spread too much for any difference to show: the noise margin
-    (twice the combined standard error) is more than `TOO_NOISY` of the baseline."""
-    result = outcome(measured, baseline)
-    noise = NOISE_FACTOR * float(np.hypot(measured.stderr, baseline.stderr))
-    if result == "same" and not np.isnan(noise) and noise > TOO_NOISY * baseline.value:
-        return "noisy"
-    return result
+    """`basics.outcome` ("better", "worse", "same"), or "noisy" when they are "same" only
+    because the repetitions spread too much for any difference to show (`basics.too_noisy`,
+    the course's margin rule): then a sentence names no cause."""
+    return "noisy" if too_noisy(measured, baseline) else outcome(measured, baseline)
 
 
-NOISY = ("The repetitions spread too much for this run to tell them apart (other programs "
-         "competing for the cores are the usual cause): run the cell again, or in full mode.")
+NOISY = "This run names no cause: run the cell again, or in full mode."
 
 
 def threads_used_sentence(label: str, timing: PipelineTiming) -> str:
