@@ -233,11 +233,15 @@ def test_compare_estimates_has_a_sentence_for_each_outcome():
     base = course.Estimate(0.010, 0.0001, 5)
     faster = course.compare_estimates("a", course.Estimate(0.005, 0.0001, 5), "b", base)
     slower = course.compare_estimates("a", course.Estimate(0.020, 0.0001, 5), "b", base)
-    tie = course.compare_estimates("a", course.Estimate(0.011, 0.002, 5), "b", base)
+    tie = course.compare_estimates("a", course.Estimate(0.0104, 0.0002, 5), "b", base)
+    noisy = course.compare_estimates("a", course.Estimate(0.011, 0.002, 5), "b", base)
     assert faster.startswith("a was 2.0x faster than b (5.00 ms ± 100.0 µs against 10.00 ms")
     assert "5 repetitions each" in faster
     assert "a was 2.0x slower than b" in slower
     assert "within the noise of the repetitions" in tie and "faster" not in tie
+    # a margin of 40% cannot say "as long as": the sentence says it cannot tell
+    assert "too noisy to tell" in noisy and "within the noise" not in noisy
+    assert "only a difference over 40% would show" in noisy
     single = course.compare_estimates("a", course.Estimate(0.005, np.nan, 1), "b",
                                       course.Estimate(0.010, np.nan, 1))
     assert "one run each, so their noise is unknown" in single and "±" not in single
@@ -251,3 +255,63 @@ def test_run_times_returns_one_time_per_repeat_after_the_warmup():
     assert len(times) == 3 and len(calls) == 5 and all(t >= 0 for t in times)
     with pytest.raises(ValueError, match="repeats="):
         course.run_times(lambda: None, repeats=0)
+
+
+def test_repetitions_print_in_the_order_of_the_timings_they_belong_to():
+    plain = course.compare_estimates("a", course.Estimate(0.0086, 0.0004, 100), "b",
+                                     course.Estimate(0.0060, 0.0005, 20))
+    assert "100 and 20 repetitions" in plain and "20 and 100" not in plain
+    steps_in_loop = course.Estimate(0.0086, 0.0004, 100, "mean")
+    step_alone = course.Estimate(0.0060, 0.0005, 20, "mean")
+    said = course.compare_estimates("the busy step", steps_in_loop, "the step alone",
+                                    step_alone)
+    assert "(8.60 ms ± 400.0 µs against 6.00 ms ± 500.0 µs, means of 100 and 20 " \
+           "repetitions)" in said
+    backwards = course.compare_estimates("the step alone", step_alone, "the busy step",
+                                         steps_in_loop)
+    assert "means of 20 and 100 repetitions" in backwards
+
+
+def test_each_estimate_names_its_statistic_in_the_sentence():
+    assert course.Estimate.median_of([1.0, 2.0, 3.0]).statistic == "median"
+    assert course.Estimate.mean_of([1.0, 2.0, 3.0]).statistic == "mean"
+    said = course.compare_estimates("a", course.Estimate.mean_of([0.010, 0.011, 0.012]), "b",
+                                    course.Estimate.median_of([0.020, 0.021, 0.022, 0.023]))
+    assert "a mean of 3 repetitions and a median of 4 repetitions" in said
+    same = course.compare_estimates("a", course.Estimate.mean_of([0.010, 0.011, 0.012]), "b",
+                                    course.Estimate.mean_of([0.020, 0.021, 0.022]))
+    assert "means of 3 repetitions each" in same
+
+
+def test_too_noisy_only_when_the_margin_swamps_the_difference():
+    base = course.Estimate(0.010, 0.0001, 5)
+    assert not course.too_noisy(course.Estimate(0.0104, 0.0002, 5), base)  # a tie
+    assert course.too_noisy(course.Estimate(0.011, 0.002, 5), base)  # margin 40%
+    assert not course.too_noisy(course.Estimate(0.030, 0.002, 5), base)  # a real difference
+    assert course.noise_margin(course.Estimate(1.0, np.nan, 1), course.Estimate(1.0, np.nan, 1)) \
+        == pytest.approx(0.05)
+
+
+def test_noise_rule_states_the_margins_the_sentences_use():
+    rule = course.noise_rule()
+    assert "±" in rule and "standard error" in rule and "spread" in rule
+    assert f"{course.basics.NOISE_FACTOR:g} times their combined standard error" in rule
+    assert "5%" in rule and "25%" in rule and "too noisy to tell" in rule
+
+
+def test_bar_chart_draws_each_run_as_a_dot_and_says_so():
+    runs = {"a": [1.0, 1.2, 0.9], "b": [2.0, 2.1, 1.9]}
+    figure = course.bar_chart({"a": 1.0, "b": 2.0}, ylabel="ms", title="t", runs=runs)
+    ax = figure.axes[0]
+    dots = np.concatenate([collection.get_offsets() for collection in ax.collections])
+    assert sorted(dots[:, 1]) == sorted(runs["a"] + runs["b"])
+    assert ax.get_title() == "t\n(bar: the median of 3 runs; dots: each run)"
+    errors = course.bar_chart({"a": 1.0, "b": 2.0}, ylabel="ms", title="t",
+                              errors={"a": 0.1, "b": 0.2}, statistic="mean")
+    assert "error bar: ± its standard error" in errors.axes[0].get_title()
+    assert any(container.errorbar is not None for container in errors.axes[0].containers
+               if hasattr(container, "errorbar"))
+    assert "log scale" in course.bar_chart({"a": 1.0}, ylabel="ms", title="t",
+                                           log=True).axes[0].get_title()
+    with pytest.raises(ValueError, match="one entry per bar"):
+        course.bar_chart({"a": 1.0, "b": 2.0}, ylabel="ms", title="t", runs={"a": [1.0]})

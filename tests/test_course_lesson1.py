@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from course_lib import course
@@ -13,6 +15,18 @@ def _profiler(wait_s: float, step_s: float, steps: int) -> StepProfiler:
     profiler = StepProfiler()
     clock = 0.0
     for _ in range(steps):
+        profiler._wait_spans.append((clock, clock + wait_s))
+        clock += wait_s
+        profiler._step_spans.append((clock, clock + step_s))
+        clock += step_s
+    return profiler
+
+
+def _noisy_profiler(waits: list[float], steps: list[float]) -> StepProfiler:
+    """A profiler whose steps wait and compute the given times, one pair per step."""
+    profiler = StepProfiler()
+    clock = 0.0
+    for wait_s, step_s in zip(waits, steps, strict=True):
         profiler._wait_spans.append((clock, clock + wait_s))
         clock += wait_s
         profiler._step_spans.append((clock, clock + step_s))
@@ -48,7 +62,8 @@ def test_profile_table_has_one_row_per_run_with_its_numbers():
     table = course.profile_table({"slow data": _profiler(0.03, 0.01, 4),
                                   "fast data": _profiler(0.0, 0.01, 4)})
     header, rule, slow, fast = table.splitlines()
-    assert header.split() == ["run", "steps/s", "wait", "(ms)", "step", "(ms)", "idle"]
+    assert header.split() == ["run", "steps/s", "mean", "wait", "(ms)", "mean", "step", "(ms)",
+                              "idle"]
     assert set(rule) == {"-"}
     # The wall time of 4 steps runs from the first wait to the last step's end.
     assert slow.split()[-4:] == ["25.0", "30.00", "10.00", "75%"]
@@ -100,8 +115,10 @@ def test_diagnosis_sentence_for_each_outcome():
     assert "the data is the bottleneck" in data_bound
     assert "compute only 25% of the time and sit idle 75%" in data_bound
     assert "the step is the bottleneck" in course.diagnosis_sentence(_steady(0.003), step)
-    tie = course.diagnosis_sentence(_steady(0.012, stderr=0.002), _steady(0.01, stderr=0.002))
+    tie = course.diagnosis_sentence(_steady(0.0104, stderr=0.0002), _steady(0.01, stderr=0.0002))
     assert "within the noise" in tie and "the data is" not in tie
+    noisy = course.diagnosis_sentence(_steady(0.012, stderr=0.002), _steady(0.01, stderr=0.002))
+    assert "too noisy to tell" in noisy and "bottleneck:" not in noisy
 
 
 def test_idle_prediction_sentence_for_each_outcome():
@@ -113,10 +130,36 @@ def test_idle_prediction_sentence_for_each_outcome():
 
 
 def test_same_schedule_sentence_for_each_outcome():
-    naive = _steady(0.036)
-    assert "As expected" in course.same_schedule_sentence(_steady(0.0355), naive)
-    assert "other code" in course.same_schedule_sentence(_steady(0.030), naive)
-    assert "bookkeeping" in course.same_schedule_sentence(_steady(0.050), naive)
+    naive = _profiler(0.026, 0.010, 50)  # 36 ms a step
+    assert "As expected" in course.same_schedule_sentence(_profiler(0.0255, 0.010, 50), naive)
+    faster_code = course.same_schedule_sentence(_profiler(0.020, 0.010, 50), naive)
+    assert "Only next() moved beyond its noise" in faster_code
+    assert "faster code than the naive loop's" in faster_code
+    assert "bookkeeping" in course.same_schedule_sentence(_profiler(0.040, 0.010, 50), naive)
+    # given only the two times per step, no cause can be named
+    periods = course.same_schedule_sentence(_steady(0.030), _steady(0.036))
+    assert "cannot say which" in periods and "faster code" not in periods
+
+
+def test_same_schedule_sentence_names_the_column_that_moved():
+    naive = _profiler(0.026, 0.010, 50)
+    # only the step moved: the same code in both loops, so the machine, not the loader
+    machine = course.same_schedule_sentence(_profiler(0.026, 0.004, 50), naive)
+    assert "Only the step moved beyond its noise" in machine
+    assert "not the loader's code but the conditions the step ran in" in machine
+    assert "faster code" not in machine
+    # both moved: each column's share of the change, and only next()'s is the loader's
+    both = course.same_schedule_sentence(_profiler(0.022, 0.006, 50), naive)
+    assert "of the 8.00 ms a step gained, next() made 50%, the step 50%" in both
+    assert "only next()'s part is the loader's code" in both
+
+
+def test_same_schedule_sentence_names_no_cause_from_noisy_runs():
+    naive = _noisy_profiler([0.026] * 10, [0.010] * 10)
+    noisy = course.same_schedule_sentence(
+        _noisy_profiler([0.005, 0.045] * 5, [0.010] * 10), naive)
+    assert "too noisy to tell" in noisy and "No cause can be named" in noisy
+    assert "faster code" not in noisy and "conditions" not in noisy
 
 
 def test_overlap_sentence_says_when_overlap_made_training_faster():
@@ -132,7 +175,7 @@ def test_overlap_sentence_explains_a_slower_loop_whose_idle_share_fell():
     sentence = course.overlap_sentence(_profiler(0.015, 0.03, 100), _profiler(0.03, 0.01, 100),
                                        worker_count=2, cores=2)
     assert "slower than the naive loop" in sentence and "Overlap made training slower" in sentence
-    assert "The step itself got slower (30.00 ms against 10.00 ms)" in sentence
+    assert "The step itself got slower (30.00 ms against 10.00 ms, means)" in sentence
     assert "The idle share fell all the same" in sentence
     assert "too few" not in sentence and "Other programs" not in sentence
 
@@ -140,9 +183,12 @@ def test_overlap_sentence_explains_a_slower_loop_whose_idle_share_fell():
 def test_overlap_sentence_names_other_programs_when_the_load_was_high():
     slower = (_profiler(0.015, 0.03, 100), _profiler(0.03, 0.01, 100))
     busy = course.overlap_sentence(*slower, worker_count=2, cores=2, load=18.8)
-    assert "18.8 processes wanted the 2 cores" in busy
+    assert "the load average was 18.8, 15.8 above this lesson's own 3 processes" in busy
     quiet = course.overlap_sentence(*slower, worker_count=2, cores=2, load=2.9)
     assert "Other programs" not in quiet
+    # a load of 3.4 is the lesson's own loop and 2 workers, not other programs
+    assert "Other programs" not in course.overlap_sentence(*slower, worker_count=2, cores=2,
+                                                           load=3.4)
     faster = course.overlap_sentence(_profiler(0.002, 0.012, 100), _profiler(0.03, 0.01, 100),
                                      worker_count=2, cores=2, load=18.8)
     assert "Other programs" not in faster  # a win needs no excuse
@@ -195,15 +241,21 @@ def test_stand_in_sentence_for_each_outcome():
 
 
 def test_machine_load_sentence_tells_other_programs_from_the_lesson_itself():
-    assert "other programs took CPU time" in course.machine_load_sentence(5.2, 2, 3)
-    assert "this lesson's own" in course.machine_load_sentence(2.8, 2, 3)
-    assert "not oversubscribed" in course.machine_load_sentence(1.1, 2, 3)
+    busy = course.machine_load_sentence(5.2, 2, 3)
+    assert "other programs took CPU time" in busy and "Even without them" in busy
+    assert "the lesson oversubscribes the cores by itself" in course.machine_load_sentence(
+        2.8, 2, 3)
+    # a low load average does not make 3 busy processes fit 2 cores
+    low = course.machine_load_sentence(0.9, 2, 3)
+    assert "not oversubscribed" not in low and "oversubscribes the cores by itself" in low
+    assert "the cores were not oversubscribed" in course.machine_load_sentence(0.9, 2, 2)
 
 
 def test_in_process_overlap_sentence_for_each_outcome():
     inline = _profiler(0.02, 0.008, 100)  # 28 ms a step, idle 71%
     faster = course.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2)
-    assert "read-ahead was 2.3x faster than with num_threads=0" in faster
+    assert "with its batch thread was 2.3x faster than with num_threads=0" in faster
+    assert "Only next() moved beyond its noise" in faster
     assert "Overlap in one process" in faster and "idled 71%" in faster
     assert "The step itself got slower" not in faster
     asleep = course.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2,
@@ -211,14 +263,102 @@ def test_in_process_overlap_sentence_for_each_outcome():
     assert "while the stand-in step slept" in asleep and "jitted" not in asleep
     slow_sleep = course.in_process_overlap_sentence(_profiler(0.004, 0.010, 100), inline,
                                                     cores=2, stand_in=True)
-    assert "The stand-in step itself took longer (10.00 ms against 8.00 ms)" in slow_sleep
+    assert "The stand-in step itself took longer (10.00 ms against 8.00 ms, means)" in slow_sleep
     assert "interpreter lock back" in slow_sleep and "decoded on the cores" not in slow_sleep
     tie = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 100), inline, cores=2)
     assert "within the noise" in tie and "gained nothing measurable" in tie
     slower = course.in_process_overlap_sentence(_profiler(0.01, 0.03, 100), inline, cores=2)
     assert "slower than with num_threads=0" in slower
-    assert "Read-ahead made training slower" in slower
-    assert "The step itself got slower (30.00 ms against 8.00 ms)" in slower
+    assert "The batch thread made training slower" in slower
+    assert "The step itself got slower (30.00 ms against 8.00 ms, means)" in slower
     assert "The idle share fell all the same" in slower
     short = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 20), inline, cores=2)
     assert "only 20 steps" in short
+
+
+def test_overlap_sentence_says_overlap_works_only_when_the_wait_fell():
+    baseline = _profiler(0.03, 0.01, 100)
+    # faster, but only because the step got faster: next() waited as long as before
+    step_only = course.overlap_sentence(_profiler(0.03, 0.004, 100), baseline, worker_count=2,
+                                        cores=2, baseline_name="the loader at num_threads=0")
+    assert "faster than the loader at num_threads=0" in step_only
+    assert "Overlap works" not in step_only and "cannot say that overlap" in step_only
+    waited_less = course.overlap_sentence(_profiler(0.004, 0.012, 100), baseline,
+                                          worker_count=2, cores=2)
+    assert "Overlap works" in waited_less and "Only next() moved" not in waited_less
+
+
+def test_which_moved_gives_each_columns_share_and_no_cause_inside_the_noise():
+    baseline = _profiler(0.020, 0.010, 20)
+    assert "Only next() moved beyond its noise, taking less time" in course.which_moved(
+        _profiler(0.010, 0.010, 20), baseline)
+    both = course.which_moved(_profiler(0.012, 0.008, 20), baseline)
+    assert "of the 10.00 ms a step gained, next() made 80%, the step 20%" in both
+    # the wait fell and the step grew: each column's own change, no shares above 100%
+    opposite = course.which_moved(_profiler(0.010, 0.013, 20), baseline)
+    assert "in opposite directions" in opposite
+    assert "next() waited 10.00 ms less a step, the step took 3.00 ms more" in opposite
+    assert "%" not in opposite
+    assert "cannot say which half" in course.which_moved(_profiler(0.0201, 0.0101, 20),
+                                                         baseline)
+
+
+def test_overlap_bound_sentence_uses_the_halves_of_the_baseline_it_is_given():
+    # the loader at num_threads=0: 18.05 ms waiting, 6.06 ms stepping, as lesson 1 measured
+    loader = _profiler(0.01805, 0.00606, 100)
+    overlapped = _profiler(0.00314, 0.00944, 100)  # 12.58 ms a step
+    sentence = course.overlap_bound_sentence(overlapped, loader, worker_count=2, cores=2,
+                                             baseline_name="the loader at num_threads=0")
+    assert "a best case of 12.05 ms" in sentence
+    assert "the loader at num_threads=0's two halves" in sentence
+    assert "faster than that best case" not in sentence and "colder" not in sentence
+
+
+def test_batch_thread_sentence_for_each_case():
+    ran = course.batch_thread_sentence(0.018, 64, ["MainThread", "course_lib-ahead",
+                                                   "course_lib-read_0", "course_lib-read_1"])
+    assert "18.00 ms" in ran and "above the 2.00 ms" in ran
+    assert "1 batch thread and 2 read threads, as the rule says" in ran
+    inline = course.batch_thread_sentence(0.0003, 64, ["MainThread"])
+    assert "below the 2.00 ms" in inline and "everything ran in the loop's thread" in inline
+    assert "yet none ran" in course.batch_thread_sentence(0.018, 64, ["MainThread"])
+    assert "started it all the same" in course.batch_thread_sentence(
+        0.0019, 64, ["course_lib-ahead"])
+    with pytest.raises(ValueError, match="chunk_s=0"):
+        course.batch_thread_sentence(0, 64, [])
+
+
+def test_batch_thread_sentence_names_the_threads_a_real_loader_starts():
+    """The names the sentence counts are the ones course_lib gives its threads."""
+    import threading
+
+    import numpy as np
+
+    import course_lib as grain
+
+    class Slow(grain.MapTransform):  # 0.1 ms a record: 6.4 ms a chunk, over the 2 ms rule
+        def map(self, element):
+            end = time.perf_counter() + 1e-4
+            while time.perf_counter() < end:
+                pass
+            return element
+
+    loader = grain.DataLoader(data_source=grain.ArrayDataSource(np.arange(1024)),
+                              sampler=grain.IndexSampler(1024, num_epochs=1),
+                              operations=[Slow(), grain.Batch(64)], worker_count=0)
+    with iter(loader) as iterator:
+        for _ in range(4):
+            next(iterator)
+        names = [thread.name for thread in threading.enumerate()]
+    assert "1 batch thread" in course.batch_thread_sentence(0.0064, 64, names)
+
+
+def test_dispatch_sentence_names_its_statistic():
+    assert "means of the repetitions" in course.dispatch_sentence(0.001, 0.008, "mean")
+    assert "medians of the repetitions" in course.dispatch_sentence(0.001, 0.008)
+
+
+def test_stand_in_sentence_names_its_baseline():
+    said = course.stand_in_sentence(_steady(1.66, 0.02), _steady(2.14),
+                                    baseline_name="the loader at num_threads=0")
+    assert said.startswith("Speed-up over the loader at num_threads=0: 1.66x")

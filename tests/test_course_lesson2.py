@@ -9,10 +9,11 @@ import pytest
 
 import course_lib as grain
 from course_lib import course
+from course_lib.course import building_blocks as lesson
 
 
 class SlowSource:
-    """Each read waits 2 ms, far above the per-record cost at which read-ahead threads pay."""
+    """Each read waits 2 ms, far above the per-record wait at which read threads pay."""
 
     def __len__(self) -> int:
         return 256
@@ -34,43 +35,43 @@ def _loader(source, operations, num_records: int):
 
 def test_time_pipeline_counts_the_records_that_reach_the_batches():
     loader = _loader(grain.RangeDataSource(0, 100, 1), [KeepEven(), grain.Batch(8)], 100)
-    timing = course.time_pipeline(loader)
+    timing = lesson.time_pipeline(loader)
     assert (timing.records, timing.first_records) == (50, 8)
     assert timing.first_batch_s <= timing.total_s
 
 
-def test_time_pipeline_sees_read_ahead_threads_only_for_a_slow_source():
-    slow = course.time_pipeline(_loader(SlowSource(), [grain.Batch(8)], 256))
-    fast = course.time_pipeline(_loader(grain.ArrayDataSource(np.arange(64)),
+def test_time_pipeline_sees_read_threads_only_for_a_slow_source():
+    slow = lesson.time_pipeline(_loader(SlowSource(), [grain.Batch(8)], 256))
+    fast = lesson.time_pipeline(_loader(grain.ArrayDataSource(np.arange(64)),
                                         [grain.Batch(8)], 64))
-    assert slow.read_ahead_threads > 0
-    assert fast.read_ahead_threads == 0
+    assert slow.read_threads > 0
+    assert fast.read_threads == 0
 
 
-def test_time_pipeline_sees_the_background_thread_unless_num_threads_is_0():
+def test_time_pipeline_sees_the_batch_thread_unless_num_threads_is_0():
     def loader(read_options):
         return grain.DataLoader(data_source=SlowSource(), operations=[grain.Batch(8)],
                                 sampler=grain.IndexSampler(256, num_epochs=1),
                                 read_options=read_options)
-    ahead = course.time_pipeline(loader(None))
-    inline = course.time_pipeline(loader(grain.ReadOptions(num_threads=0)))
-    assert ahead.background_threads == 1 and ahead.read_ahead_threads > 0
-    assert (inline.background_threads, inline.read_ahead_threads) == (0, 0)
+    ahead = lesson.time_pipeline(loader(None))
+    inline = lesson.time_pipeline(loader(grain.ReadOptions(num_threads=0)))
+    assert ahead.batch_threads == 1 and ahead.read_threads > 0
+    assert (inline.batch_threads, inline.read_threads) == (0, 0)
 
 
-def test_read_ahead_threads_are_gone_once_the_iterator_is_closed():
-    assert course.time_pipeline(_loader(SlowSource(), [grain.Batch(8)], 256)).read_ahead_threads
+def test_read_threads_are_gone_once_the_iterator_is_closed():
+    assert lesson.time_pipeline(_loader(SlowSource(), [grain.Batch(8)], 256)).read_threads
     deadline = time.monotonic() + 10
-    while course.read_ahead_threads() and time.monotonic() < deadline:
+    while lesson.read_ahead_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert course.read_ahead_threads() == []
+    assert lesson.read_ahead_threads() == []
 
 
 def test_time_pipelines_keeps_one_timing_per_label_in_order():
     def make(stop: int):
         return lambda: _loader(grain.RangeDataSource(0, stop, 1), [grain.Batch(4)], stop)
 
-    timings = course.time_pipelines({"twelve": make(12), "eight": make(8)}, repeats=3)
+    timings = lesson.time_pipelines({"twelve": make(12), "eight": make(8)}, repeats=3)
     assert list(timings) == ["twelve", "eight"]
     assert [timing.records for timing in timings.values()] == [12, 8]
 
@@ -78,12 +79,12 @@ def test_time_pipelines_keeps_one_timing_per_label_in_order():
 @pytest.mark.parametrize("repeats", [0, 1.5])
 def test_time_pipelines_refuses_a_repeat_count_below_one(repeats):
     with pytest.raises(ValueError, match="repeats="):
-        course.time_pipelines({"a": lambda: None}, repeats=repeats)
+        lesson.time_pipelines({"a": lambda: None}, repeats=repeats)
 
 
 def test_time_pipelines_refuses_no_pipelines():
     with pytest.raises(ValueError, match="make_loaders is empty"):
-        course.time_pipelines({})
+        lesson.time_pipelines({})
 
 
 class BurnCpu(grain.MapTransform):
@@ -98,12 +99,12 @@ class BurnCpu(grain.MapTransform):
 
 def test_time_pipeline_counts_the_cpu_time_its_transforms_used():
     loader = _loader(grain.RangeDataSource(0, 16, 1), [BurnCpu(), grain.Batch(4)], 16)
-    timing = course.time_pipeline(loader)
+    timing = lesson.time_pipeline(loader)
     assert timing.cpu_s >= 16 * 0.005
 
 
 def test_time_pipelines_keeps_every_repetition_on_the_median_run():
-    timings = course.time_pipelines(
+    timings = lesson.time_pipelines(
         {"eight": lambda: _loader(grain.RangeDataSource(0, 8, 1), [grain.Batch(4)], 8)},
         repeats=3)
     timing = timings["eight"]
@@ -115,7 +116,7 @@ def test_time_pipelines_keeps_every_repetition_on_the_median_run():
 # -- the sentences the lesson prints, one test per outcome, on made-up timings -------------
 def _timing(seconds_per_record: list[float], threads: int = 0,
             cpu_per_record: float | None = None, records: int = 100,
-            background: int = 0) -> course.PipelineTiming:
+            background: int = 0) -> lesson.PipelineTiming:
     """Made-up repetitions of one pipeline: the first batch of 10 records at the same pace."""
     runs = []
     for per_record in seconds_per_record:
@@ -123,7 +124,7 @@ def _timing(seconds_per_record: list[float], threads: int = 0,
                                             total_s=records * per_record, records=records,
                                             first_records=10)
         cpu = (cpu_per_record if cpu_per_record is not None else per_record) * records
-        runs.append(course.PipelineTiming(loader_timing, threads, cpu, background))
+        runs.append(lesson.PipelineTiming(loader_timing, threads, cpu, background))
     median = runs[len(runs) // 2]
     median.runs = tuple(runs)
     return median
@@ -137,70 +138,145 @@ def test_pipeline_timing_per_record_estimates_come_from_every_run():
     assert timing.seconds_per_record().stderr > 0
 
 
+def test_pipeline_timing_keeps_every_runs_value_in_the_order_run():
+    timing = _timing([3e-3, 1e-3, 2e-3], cpu_per_record=5e-4)
+    assert timing.wall_runs() == pytest.approx([3e-3, 1e-3, 2e-3])
+    assert timing.steady_runs() == pytest.approx([3e-3, 1e-3, 2e-3])
+    assert timing.cpu_runs() == pytest.approx([5e-4] * 3)
+
+
+def test_verdict_says_noisy_only_when_the_runs_spread_more_than_the_margin():
+    steady = course.Estimate.median_of([100e-6, 101e-6, 102e-6, 101e-6, 100e-6])
+    assert lesson.verdict(steady, steady) == "same"
+    spread = course.Estimate.median_of([60e-6, 100e-6, 140e-6, 80e-6, 120e-6])
+    assert lesson.verdict(spread, steady) == "noisy"
+    assert lesson.verdict(course.Estimate.median_of([50e-6] * 3), steady) == "better"
+    assert lesson.verdict(course.Estimate.median_of([200e-6] * 3), steady) == "worse"
+
+
 def test_read_threads_sentence_for_each_outcome():
     inline = _timing([300e-6, 301e-6, 302e-6])
-    faster = course.read_threads_sentence(_timing([200e-6, 201e-6, 202e-6], threads=16), inline)
-    tie = course.read_threads_sentence(_timing([295e-6, 310e-6, 305e-6], threads=16), inline)
-    slower = course.read_threads_sentence(_timing([600e-6, 610e-6, 620e-6], threads=16), inline)
-    assert "with 16 read threads and a background thread was 1.5x faster" in faster
-    assert "gives the interpreter" in faster
+    faster = lesson.read_threads_sentence(_timing([200e-6, 201e-6, 202e-6], threads=16), inline)
+    tie = lesson.read_threads_sentence(_timing([295e-6, 310e-6, 305e-6], threads=16), inline)
+    slower = lesson.read_threads_sentence(_timing([600e-6, 610e-6, 620e-6], threads=16), inline)
+    noisy = lesson.read_threads_sentence(_timing([150e-6, 300e-6, 450e-6], threads=16), inline)
+    assert "with 16 read threads and the batch thread was 1.5x faster" in faster
+    assert "cannot say how much each gave" in faster
     assert "within the noise" in tie and "No gain the repetitions can tell" in tie
     assert "GIL" in tie
     assert "2.0x slower" in slower and "lesson 9" in slower and "lesson 4" in slower
-    unthreaded = course.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
+    assert "cannot say which cost it" in slower
+    assert "too noisy to tell" in noisy and "GIL" not in noisy and "names no cause" in noisy
+    unthreaded = lesson.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
                                               cores=8, work_threads=7)
-    assert "started no pool" in unthreaded and "run the cell again" in unthreaded
-    capped = course.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
+    assert "started no read threads" in unthreaded and "run the cell again" in unthreaded
+    capped = lesson.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
                                           cores=2, work_threads=1)
     assert "the rule at work" in capped and "With 2 cores" in capped
-    assert "1 thread: the background thread itself" in capped
+    assert "1 thread: the batch thread itself" in capped
 
 
 def test_threads_used_sentence_names_each_arrangement():
-    assert "everything ran in this thread" in course.threads_used_sentence("a", _timing([1e-4]))
-    alone = course.threads_used_sentence("a", _timing([1e-4], background=1))
-    assert "a background thread read, transformed and batched ahead, alone" in alone
-    pool = course.threads_used_sentence("a", _timing([1e-4], threads=16, background=1))
+    assert "everything ran in this thread" in lesson.threads_used_sentence("a", _timing([1e-4]))
+    alone = lesson.threads_used_sentence("a", _timing([1e-4], background=1))
+    assert "the batch thread read, transformed and batched ahead, alone" in alone
+    pool = lesson.threads_used_sentence("a", _timing([1e-4], threads=16, background=1))
     assert "16 read threads read and transformed the records for it" in pool
-    one = course.threads_used_sentence("a", _timing([1e-4], threads=1, background=1))
+    one = lesson.threads_used_sentence("a", _timing([1e-4], threads=1, background=1))
     assert "1 read thread read" in one
-    workers = course.threads_used_sentence("a", _timing([1e-4], threads=2))
+    workers = lesson.threads_used_sentence("a", _timing([1e-4], threads=2))
     assert "2 read threads read the records; this thread batched them" in workers
+    for sentence in (alone, pool, one, workers):
+        assert "background" not in sentence and "read-ahead" not in sentence
 
 
 def test_background_thread_sentence_for_each_outcome():
     inline = _timing([300e-6, 301e-6, 302e-6])
-    same = course.background_thread_sentence(_timing([301e-6] * 3, background=1), inline)
-    assert "a background thread alone took as long as" in same and "lesson 1" in same
-    faster = course.background_thread_sentence(_timing([200e-6] * 3, background=1), inline)
-    assert "1.5x faster" in faster and "prepared the next batch" in faster
-    pooled = course.background_thread_sentence(_timing([150e-6] * 3, threads=3, background=1),
+    same = lesson.background_thread_sentence(_timing([301e-6] * 3, background=1), inline)
+    assert "the batch thread alone took as long as" in same and "lesson 1" in same
+    faster = lesson.background_thread_sentence(_timing([200e-6] * 3, background=1), inline)
+    assert "1.5x faster" in faster and "names no cause" in faster
+    assert "prepared the next batch" not in faster
+    pooled = lesson.background_thread_sentence(_timing([150e-6] * 3, threads=3, background=1),
                                                inline)
-    assert "a background thread and 3 read threads" in pooled and "cores this loop" in pooled
-    slower = course.background_thread_sentence(_timing([400e-6] * 3, background=1), inline)
-    assert "1.3x slower" in slower and "handing every chunk" in slower
+    assert "the batch thread and 3 read threads" in pooled and "cores this loop" in pooled
+    slower = lesson.background_thread_sentence(_timing([400e-6] * 3, background=1), inline)
+    assert "1.3x slower" in slower and "cannot tell the hand-offs" in slower
+    noisy = lesson.background_thread_sentence(
+        _timing([150e-6, 300e-6, 450e-6], background=1), inline)
+    assert "too noisy to tell" in noisy and "As expected" not in noisy
 
 
 def test_placement_sentence_for_each_outcome():
     transform = _timing([300e-6, 302e-6, 304e-6])
-    assert "As expected" in course.placement_sentence(_timing([301e-6] * 3), transform)
-    faster = course.placement_sentence(_timing([200e-6] * 3), transform)
-    assert "1.5x faster" in faster and "one more transform" in faster
-    slower = course.placement_sentence(_timing([400e-6] * 3), transform)
-    assert "1.3x slower" in slower and "cache" in slower and "As expected" not in slower
+    assert "As expected" in lesson.placement_sentence(_timing([301e-6] * 3), transform)
+    faster = lesson.placement_sentence(_timing([200e-6] * 3), transform)
+    assert "1.5x faster" in faster and "not isolated" in faster
+    slower = lesson.placement_sentence(_timing([400e-6] * 3), transform)
+    assert "1.3x slower" in slower and "cache" not in slower and "As expected" not in slower
+    assert "not isolated" in slower
+    noisy = lesson.placement_sentence(_timing([150e-6, 300e-6, 450e-6]), transform)
+    assert "too noisy to tell" in noisy and "As expected" not in noisy
 
 
 def test_filter_first_sentence_for_each_outcome():
     decode_first = _timing([800e-6, 801e-6, 802e-6], threads=16, cpu_per_record=900e-6)
-    faster = course.filter_first_sentence(decode_first, _timing([300e-6] * 3,
+    faster = lesson.filter_first_sentence(decode_first, _timing([300e-6] * 3,
                                                                 cpu_per_record=300e-6))
     assert "2.7x faster" in faster and "never decoded" in faster and "3.0x the work" in faster
-    tie = course.filter_first_sentence(_timing([300e-6, 800e-6, 1300e-6], threads=16),
-                                       _timing([500e-6, 600e-6, 700e-6], cpu_per_record=300e-6))
-    assert "cannot tell" in tie and "read-ahead threads may" in tie
-    slower = course.filter_first_sentence(decode_first, _timing([1600e-6] * 3,
+    tie = lesson.filter_first_sentence(_timing([600e-6, 650e-6, 700e-6], threads=16),
+                                       _timing([600e-6, 640e-6, 690e-6], cpu_per_record=300e-6))
+    assert "cannot tell" in tie and "read-ahead" not in tie
+    noisy = lesson.filter_first_sentence(_timing([300e-6, 800e-6, 1300e-6], threads=16),
+                                         _timing([500e-6, 600e-6, 700e-6], cpu_per_record=3e-4))
+    assert "too noisy to tell" in noisy
+    slower = lesson.filter_first_sentence(decode_first, _timing([1600e-6] * 3,
                                                                 cpu_per_record=900e-6))
     assert "Slower in wall time" in slower and "the same within the noise" in slower
-    more_work = course.filter_first_sentence(decode_first, _timing([300e-6] * 3,
+    assert "does not isolate why" in slower
+    more_work = lesson.filter_first_sentence(decode_first, _timing([300e-6] * 3,
                                                                    cpu_per_record=2e-3))
-    assert "only noise can explain" in more_work
+    assert "the opposite of what skipping work does" in more_work
+    assert "names no cause" in more_work and "never decoded" not in more_work
+
+
+# -- what a source costs to send to workers ------------------------------------------------
+class HoldsArrays:
+    def __init__(self, large: np.ndarray, small: np.ndarray):
+        self.large, self.small = large, small
+
+
+def test_shipped_to_workers_shares_arrays_of_64_kib_or_more_and_pickles_the_rest():
+    from course_lib.shared_arrays import MIN_SHARED_BYTES
+
+    large = np.zeros(MIN_SHARED_BYTES, dtype=np.uint8)
+    small = np.zeros(MIN_SHARED_BYTES - 1, dtype=np.uint8)
+    shipment = lesson.shipped_to_workers(HoldsArrays(large, small))
+    assert shipment.shared_array_bytes == (MIN_SHARED_BYTES,)
+    assert MIN_SHARED_BYTES - 1 < shipment.pickled_bytes < MIN_SHARED_BYTES + 4096
+    assert shipment.whole_pickle_bytes > 2 * MIN_SHARED_BYTES - 1
+    both_small = lesson.shipped_to_workers(HoldsArrays(small, small[:10]))
+    assert both_small.shared_array_bytes == ()
+
+
+def test_shipped_to_workers_leaves_no_shared_memory_behind():
+    import os
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm to inspect here")
+    before = set(os.listdir("/dev/shm"))
+    lesson.shipped_to_workers(np.zeros(1 << 17, dtype=np.uint8))
+    assert not {name for name in set(os.listdir("/dev/shm")) - before if "ftbprobe" in name}
+
+
+def test_shipment_sentence_says_what_each_library_sends():
+    shared = lesson.shipment_sentence(
+        "MNISTSource", lesson.Shipment(122_000, 7_600, (115_008,)))
+    assert "Grain 0.2.18 pickles MNISTSource whole" in shared and "122 kB" in shared
+    assert "copies the one array it holds of 64 KiB or more (115 kB) once" in shared
+    assert "read-only" in shared and "7.6 kB" in shared
+    none = lesson.shipment_sentence("tiny", lesson.Shipment(5_000, 5_000, ()),
+                                             threshold_bytes=1 << 20)
+    assert "none of its arrays reaches 1024 KiB" in none
+    two = lesson.shipment_sentence("x", lesson.Shipment(9, 1, (70_000, 80_000)))
+    assert "copies the 2 arrays it holds of 64 KiB or more (150 kB)" in two

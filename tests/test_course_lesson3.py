@@ -10,6 +10,7 @@ import pytest
 
 import course_lib as grain
 from course_lib import course
+from course_lib.course import determinism as lesson
 from course_lib.permutation import FeistelPermutation
 from course_lib.randomness import record_rng
 
@@ -34,29 +35,29 @@ class SeedPlusIndexSampler:
 def test_first_draws_are_the_first_draw_of_each_records_generator():
     sampler = grain.IndexSampler(20, seed=5, num_epochs=1)
     expected = [record_rng(5, position).integers(0, 2**63 - 1) for position in range(6)]
-    assert course.first_draws(sampler, 6).tolist() == expected
+    assert lesson.first_draws(sampler, 6).tolist() == expected
 
 
 def test_shared_stream_count_finds_the_shift_of_a_seed_plus_index_scheme():
-    assert course.shared_stream_count(SeedPlusIndexSampler(7), SeedPlusIndexSampler(8), 10) == 9
-    assert course.shared_stream_count(SeedPlusIndexSampler(7), SeedPlusIndexSampler(7), 10) == 10
+    assert lesson.shared_stream_count(SeedPlusIndexSampler(7), SeedPlusIndexSampler(8), 10) == 9
+    assert lesson.shared_stream_count(SeedPlusIndexSampler(7), SeedPlusIndexSampler(7), 10) == 10
 
 
 def test_shared_stream_count_is_zero_for_course_lib_seeds_seven_and_eight():
     seven = grain.IndexSampler(200, seed=7, num_epochs=1)
     eight = grain.IndexSampler(200, seed=8, num_epochs=1)
-    assert course.shared_stream_count(seven, eight, 200) == 0
+    assert lesson.shared_stream_count(seven, eight, 200) == 0
 
 
 def test_first_draw_grid_holds_one_draw_per_seed_and_position():
-    grid = course.first_draw_grid(record_rng, [3, 4, 5], 4)
+    grid = lesson.first_draw_grid(record_rng, [3, 4, 5], 4)
     assert grid.shape == (3, 4)
     assert grid[2, 1] == record_rng(5, 1).random()
     assert len(np.unique(grid)) == grid.size
 
 
 def test_first_draw_grid_shows_equal_draws_along_seed_plus_index_diagonals():
-    grid = course.first_draw_grid(
+    grid = lesson.first_draw_grid(
         lambda seed, position: np.random.Generator(np.random.Philox(key=seed + position)),
         range(4), 4)
     assert grid[0, 1] == grid[1, 0]
@@ -66,41 +67,41 @@ def test_first_draw_grid_shows_equal_draws_along_seed_plus_index_diagonals():
 @pytest.mark.parametrize("num_records", [1, 2, 10, 17, 100])
 def test_cycle_walks_end_at_the_permutation_and_walk_only_outside_the_records(num_records):
     permutation = FeistelPermutation(num_records, seed=2)
-    walks = course.cycle_walks(permutation)
+    walks = lesson.cycle_walks(permutation)
     assert sorted(walks) == list(range(num_records))
     for index, path in walks.items():
         assert path[0] == index
         assert path[-1] == permutation(index)
         assert all(value >= num_records for value in path[1:-1])
-        assert all(value < course.feistel_domain(permutation) for value in path)
+        assert all(value < lesson.feistel_domain(permutation) for value in path)
 
 
 @pytest.mark.parametrize(("num_records", "domain"), [(1, 4), (4, 4), (10, 16), (16, 16),
                                                      (17, 64), (10**9, 4**15)])
 def test_feistel_domain_is_the_smallest_power_of_four_holding_the_records(num_records, domain):
-    assert course.feistel_domain(FeistelPermutation(num_records, seed=0)) == domain
+    assert lesson.feistel_domain(FeistelPermutation(num_records, seed=0)) == domain
 
 
 def test_traced_peak_bytes_sees_a_numpy_array_and_stops_tracing():
-    result, peak = course.traced_peak_bytes(lambda: np.ones(1_000_000).sum())
+    result, peak = lesson.traced_peak_bytes(lambda: np.ones(1_000_000).sum())
     assert result == 1_000_000
     assert peak >= 8_000_000
     assert not tracemalloc.is_tracing()
 
 
 def test_traced_peak_bytes_of_a_small_computation_is_small():
-    _, peak = course.traced_peak_bytes(lambda: FeistelPermutation(10**9, seed=0)(5))
+    _, peak = lesson.traced_peak_bytes(lambda: FeistelPermutation(10**9, seed=0)(5))
     assert peak < 100_000
 
 
 @pytest.mark.parametrize(("count", "text"), [(0, "0 B"), (784, "784 B"), (1500, "1.5 kB"),
                                              (8e6, "8.0 MB"), (8e9, "8.0 GB")])
 def test_format_bytes_picks_the_readable_unit(count, text):
-    assert course.format_bytes(count) == text
+    assert lesson.format_bytes(count) == text
 
 
 def test_plot_lines_labels_axes_and_dashes_the_named_curves():
-    figure = course.plot_lines({"measured": {10: 1.0, 100: 10.0}, "guess": {100: 10, 1000: 100}},
+    figure = lesson.plot_lines({"measured": {10: 1.0, 100: 10.0}, "guess": {100: 10, 1000: 100}},
                                xlabel="records", ylabel="bytes", title="memory",
                                dashed=["guess"])
     ax = figure.axes[0]
@@ -111,8 +112,19 @@ def test_plot_lines_labels_axes_and_dashes_the_named_curves():
     assert ax.get_legend() is not None
 
 
+def test_plot_lines_draws_every_run_beside_the_median_line():
+    figure = lesson.plot_lines({"timed": {10: 2.0, 100: 20.0}}, xlabel="n", ylabel="s",
+                                    title="t", runs={"timed": {10: [1.0, 2.0, 3.0],
+                                                               100: [19.0, 20.0, 25.0]}})
+    ax = figure.axes[0]
+    median_line, *dots = ax.get_lines()
+    assert list(median_line.get_ydata()) == [2.0, 20.0]
+    assert [list(dot.get_ydata()) for dot in dots] == [[1.0, 2.0, 3.0], [19.0, 20.0, 25.0]]
+    assert {dot.get_color() for dot in dots} == {median_line.get_color()}
+
+
 def test_plot_cycle_walks_draws_one_path_and_one_arrow_per_record():
-    figure = course.plot_cycle_walks(FeistelPermutation(10, seed=0))
+    figure = lesson.plot_cycle_walks(FeistelPermutation(10, seed=0))
     walk_ax, arrow_ax = figure.axes
     assert len(walk_ax.get_lines()) == 10
     assert len(arrow_ax.texts) == 10
@@ -121,8 +133,8 @@ def test_plot_cycle_walks_draws_one_path_and_one_arrow_per_record():
 
 
 def test_plot_draw_grids_draws_one_labelled_heat_map_per_scheme():
-    grid = course.first_draw_grid(record_rng, range(3), 5)
-    figure = course.plot_draw_grids({"a": grid, "b": grid}, list(range(3)), title="draws")
+    grid = lesson.first_draw_grid(record_rng, range(3), 5)
+    figure = lesson.plot_draw_grids({"a": grid, "b": grid}, list(range(3)), title="draws")
     maps = [ax for ax in figure.axes if ax.get_images()]
     assert [ax.get_title() for ax in maps] == ["a", "b"]
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in maps)
@@ -131,7 +143,7 @@ def test_plot_draw_grids_draws_one_labelled_heat_map_per_scheme():
 
 def test_show_image_rows_puts_each_row_side_by_side_one_pixel_apart():
     rows = {"zeros": [np.zeros((2, 3))] * 4, "ones": [np.ones((2, 3))] * 2}
-    figure = course.show_image_rows(rows, title="rows")
+    figure = lesson.show_image_rows(rows, title="rows")
     strips = [ax.get_images()[0].get_array() for ax in figure.axes]
     assert strips[0].shape == (2, 4 * 3 + 3)
     assert strips[1].shape == (2, 2 * 3 + 1)
@@ -142,23 +154,25 @@ def test_show_image_rows_puts_each_row_side_by_side_one_pixel_apart():
 @pytest.mark.parametrize(("num_records", "chunk_size"), [(1, None), (10, 3), (5000, None)])
 def test_all_keys_in_chunks_sums_every_key_once(num_records, chunk_size):
     permutation = FeistelPermutation(num_records, seed=1)
-    total = course.all_keys_in_chunks(permutation, chunk_size)
+    total = lesson.all_keys_in_chunks(permutation, chunk_size)
     assert total == num_records * (num_records - 1) // 2
 
 
 # -- the sentences that read the lesson's measurements (made-up numbers, every outcome) ----
 def test_seed_collision_sentence_has_a_wording_for_each_outcome():
-    assert "independent" in course.seed_collision_sentence("course_lib", 0, 1000)
-    shifted = course.seed_collision_sentence("Grain", 999, 1000)
+    assert "independent" in lesson.seed_collision_sentence("course_lib", 0, 1000)
+    shifted = lesson.seed_collision_sentence("Grain", 999, 1000)
     assert "999 of seed 8's first 1,000" in shifted and "shifted by 1 record," in shifted
-    assert "shifted by 3 records" in course.seed_collision_sentence("x", 997, 1000)
-    assert "share part of their streams" in course.seed_collision_sentence("x", 12, 1000)
+    assert "shifted by 3 records" in lesson.seed_collision_sentence("x", 997, 1000)
+    assert "share part of their streams" in lesson.seed_collision_sentence("x", 12, 1000)
 
 
 def test_per_record_cost_prints_nanoseconds_and_whole_bytes():
-    text = course.per_record_cost(8.0e7, 0.479, 10**7)
+    text = lesson.per_record_cost(8.0e7, 0.479, 10**7)
     assert text == ("np.random.permutation: 8 bytes and 47.9 ns per record at "
                     "n = 10,000,000")
+    assert lesson.per_record_cost(8.0e7, 0.479, 10**7, runs=3).endswith(
+        "(time: the median of 3 runs)")
 
 
 def test_format_duration_never_rounds_a_small_cost_to_zero():
@@ -169,45 +183,63 @@ def test_format_duration_never_rounds_a_small_cost_to_zero():
 
 
 def test_stored_table_sentence_compares_the_table_with_the_machines_memory():
-    fits = course.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=24 * 10**9)
+    fits = lesson.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=24 * 10**9)
     assert "about 8.0 GB" in fits and "48 s" in fits and "33% of this machine's 24.0 GB" in fits
-    too_big = course.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=4 * 10**9)
+    too_big = lesson.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=4 * 10**9)
     assert "more than this machine's 4.0 GB" in too_big and "could not be built" in too_big
-    unknown = course.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=None)
+    unknown = lesson.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=None)
     assert unknown.endswith("at n = 10,000,000.")
 
 
 def test_physical_memory_is_known_on_linux():
-    assert course.physical_memory_bytes() > 10**8
+    assert lesson.physical_memory_bytes() > 10**8
 
 
 def test_growth_sentence_says_underestimate_only_when_the_cost_per_record_grew():
     small = [1.0e-4, 1.02e-4, 0.98e-4]  # 10 ns per record at 10,000
-    grew = course.growth_sentence(small, 10**4, [0.40, 0.41, 0.39], 10**7)  # 40 ns
-    assert grew.startswith("That is an underestimate: the cost per record grew 4.0x")
-    fell = course.growth_sentence(small, 10**4, [0.05, 0.051, 0.049], 10**7)  # 5 ns
+    grew = lesson.growth_sentence(small, 10**4, [0.40, 0.41, 0.39], 10**7)  # 40 ns
+    assert grew.startswith("That is an underestimate if the trend goes on: the cost per "
+                           "record grew 4.0x")
+    assert "cache" not in grew and "not measured here" in grew
+    fell = lesson.growth_sentence(small, 10**4, [0.05, 0.051, 0.049], 10**7)  # 5 ns
     assert fell.startswith("The cost per record fell 2.0x") and "underestimate" not in fell
-    same = course.growth_sentence(small, 10**4, [0.101, 0.1, 0.102], 10**7)
+    assert "fixed cost" not in fell and "cache" not in fell
+    same = lesson.growth_sentence(small, 10**4, [0.101, 0.1, 0.102], 10**7)
     assert same.startswith("The cost per record stayed the same within the noise")
     assert "underestimate" not in same
-    noisy = course.growth_sentence(small, 10**4, [0.06, 0.12, 0.2], 10**7)
+    noisy = lesson.growth_sentence(small, 10**4, [0.06, 0.12, 0.2], 10**7)
     assert noisy.startswith("Whether the cost per record grew cannot be told from this run")
     assert "spread by up to 117%" in noisy and "a quieter machine can" in noisy
 
 
 def test_computed_epoch_sentence_explains_each_outcome():
-    slower = course.computed_epoch_sentence([1.4, 1.38, 1.41], [0.48, 0.47, 0.49], 10**7)
+    slower = lesson.computed_epoch_sentence([1.4, 1.38, 1.41], [0.48, 0.47, 0.49], 10**7)
     assert "2.9x slower than building" in slower and "not speed per key" in slower
-    same = course.computed_epoch_sentence([0.48, 0.47, 0.49], [0.48, 0.47, 0.49], 10**7)
+    assert "in the loader's blocks of 4,096 positions" in slower
+    same = lesson.computed_epoch_sentence([0.48, 0.47, 0.49], [0.48, 0.47, 0.49], 10**7)
     assert "took about as long as" in same and "cost the same" in same
-    faster = course.computed_epoch_sentence([0.2, 0.21, 0.19], [0.48, 0.47, 0.49], 10**7)
+    faster = lesson.computed_epoch_sentence([0.2, 0.21, 0.19], [0.48, 0.47, 0.49], 10**7)
     assert "faster than building" in faster and "cheaper even per key" in faster
 
 
 def test_first_key_sentence_states_memory_then_the_comparison():
-    quick = course.first_key_sentence(784, [1e-5, 1.1e-5], 10**9, [0.48, 0.47], 10**7)
+    quick = lesson.first_key_sentence(784, [1e-5, 1.1e-5], 10**9, [0.48, 0.47], 10**7)
     assert quick.startswith("The computed shuffle of 1,000,000,000 records used 784 B.")
     assert "faster than building the stored table of only 10,000,000" in quick
     assert "starts at once" in quick
-    assert "equally soon" in course.first_key_sentence(784, [0.1], 10**9, [0.101], 10**4)
-    assert "unexpected" in course.first_key_sentence(784, [0.3], 10**9, [0.1], 10**4)
+    assert "equally soon" in lesson.first_key_sentence(784, [0.1], 10**9, [0.101], 10**4)
+    assert "unexpected" in lesson.first_key_sentence(784, [0.3], 10**9, [0.1], 10**4)
+
+
+@pytest.mark.parametrize(("ratio", "text"), [(1.44, "1.4x"), (86.4, "86x"), (485.2, "about 490x"),
+                                           (66_052.0, "about 66,000x"),
+                                           (1_234_567.0, "about 1,200,000x")])
+def test_format_ratio_keeps_two_significant_digits_above_100(ratio, text):
+    assert lesson.format_ratio(ratio) == text
+
+
+def test_first_key_sentence_rounds_a_large_ratio():
+    sentence = lesson.first_key_sentence(784, [7.34e-6] * 5, 10**9, [0.4848] * 3, 10**7)
+    assert "was about 66,000x faster than building" in sentence and "66052" not in sentence
+    noisy = lesson.first_key_sentence(784, [0.1, 0.2, 0.14], 10**9, [0.12, 0.13, 0.125], 10**4)
+    assert "took about as long as" in noisy and "a quieter machine can" in noisy

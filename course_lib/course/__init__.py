@@ -52,6 +52,8 @@ from course_lib.course.basics import (
     median_time,
     mnist_or_digits,
     must_raise,
+    noise_margin,
+    noise_rule,
     outcome,
     plot_scaling,
     plot_timelines,
@@ -60,6 +62,7 @@ from course_lib.course.basics import (
     run_times,
     show_images,
     show_traceback,
+    too_noisy,
     upscale,
 )
 from course_lib.course.bigger_than_memory import (
@@ -99,6 +102,7 @@ from course_lib.course.bigger_than_memory import (
     writer_options,
 )
 from course_lib.course.bottleneck import (
+    batch_thread_sentence,
     bottleneck_sentence,
     busy_step_sentence,
     diagnosis_sentence,
@@ -113,6 +117,8 @@ from course_lib.course.bottleneck import (
     same_schedule_sentence,
     stand_in_sentence,
     step_period,
+    wait_and_step,
+    which_moved,
 )
 from course_lib.course.building_blocks import (
     READ_AHEAD_THREAD_PREFIX,
@@ -173,6 +179,7 @@ from course_lib.course.moving_to_grain import (
     window_sentence,
 )
 from course_lib.course.parallel_workers import (
+    CpuUse,
     LoaderTiming,
     TransformTrace,
     benchmark_workers,
@@ -184,6 +191,7 @@ from course_lib.course.parallel_workers import (
     interleaved_runs,
     load_average,
     machine_load,
+    measure_cpu_use,
     pickle_or_share,
     prepare_sentences,
     speedups,
@@ -303,6 +311,7 @@ __all__ = [
     "ROW_LENGTH",
     "Comparison",
     "CompilationTiming",
+    "CpuUse",
     "DecodeDigit",
     "DigitRecords",
     "Estimate",
@@ -324,6 +333,7 @@ __all__ = [
     "background_thread_sentence",
     "background_threads",
     "bar_chart",
+    "batch_thread_sentence",
     "benchmark_workers",
     "bottleneck_sentence",
     "bucket_lengths",
@@ -409,6 +419,7 @@ __all__ = [
     "machine_load",
     "machine_load_sentence",
     "mask_cost_sentence",
+    "measure_cpu_use",
     "measure_feeds",
     "median_time",
     "memory_growth_mb",
@@ -416,6 +427,8 @@ __all__ = [
     "mnist_or_digits",
     "must_raise",
     "naive_batches",
+    "noise_margin",
+    "noise_rule",
     "normalisation_sentence",
     "outcome",
     "overlap_bound_sentence",
@@ -508,6 +521,7 @@ __all__ = [
     "time_pipelines",
     "time_slow_loader",
     "tokens_per_second",
+    "too_noisy",
     "trace_counter",
     "trace_transform_threads",
     "traced_peak_bytes",
@@ -517,8 +531,10 @@ __all__ = [
     "truncate_sentence",
     "upscale",
     "vectorise_sentence",
+    "wait_and_step",
     "warmup_records",
     "what_to_remember",
+    "which_moved",
     "window_sentence",
     "window_shuffle",
     "worker_memory_mb",

@@ -167,6 +167,7 @@ def run_times(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) ->
 # -- how much repetitions vary ------------------------------------------------------------
 NOISE_FLOOR = 0.05  # differences under 5% are never called a win: clocks and caches jitter
 NOISE_FACTOR = 2.0  # nor differences under twice the combined standard error of the runs
+TOO_NOISY = 0.25  # runs that disagree by more than this cannot say two timings are equal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +183,7 @@ class Estimate:
     value: float
     stderr: float
     count: int
+    statistic: str = ""  # "median" or "mean", named in every sentence that cites it
 
     @classmethod
     def median_of(cls, samples: Sequence[float]) -> Estimate:
@@ -194,14 +196,14 @@ class Estimate:
         quartiles = np.percentile(array, [25, 75])
         spread = float(quartiles[1] - quartiles[0]) / 1.349  # a standard deviation
         stderr = 1.2533 * spread / float(np.sqrt(len(array))) if len(array) > 1 else np.nan
-        return cls(float(np.median(array)), stderr, len(array))
+        return cls(float(np.median(array)), stderr, len(array), "median")
 
     @classmethod
     def mean_of(cls, samples: Sequence[float]) -> Estimate:
         """The mean, with the standard error of the mean."""
         array = _samples(samples)
         stderr = float(array.std(ddof=1) / np.sqrt(len(array))) if len(array) > 1 else np.nan
-        return cls(float(array.mean()), stderr, len(array))
+        return cls(float(array.mean()), stderr, len(array), "mean")
 
     def ratio(self, other: Estimate) -> Estimate:
         """`self / other`, with the two relative errors combined."""
@@ -218,18 +220,48 @@ def _samples(samples: Sequence[float]) -> np.ndarray:
     return array
 
 
+def noise_margin(measured: Estimate, baseline: Estimate) -> float:
+    """The course's margin rule: the largest difference between two repeated timings that
+    the repetitions alone could explain, the larger of twice their combined standard error
+    (unknown for a single run) and 5% of the baseline."""
+    noise = NOISE_FACTOR * np.hypot(measured.stderr, baseline.stderr)
+    return max(0.0 if np.isnan(noise) else float(noise), NOISE_FLOOR * abs(baseline.value))
+
+
 def outcome(measured: Estimate, baseline: Estimate, *, lower_is_better: bool = True) -> str:
     """"better", "worse" or "same": how `measured` compares with `baseline`.
 
-    "same" means within the noise: the difference is smaller than twice the combined
-    standard error of the two (unknown for a single run), or than 5% of the baseline.
+    "same" means within the noise: the difference is no larger than `noise_margin`.
     """
-    noise = NOISE_FACTOR * np.hypot(measured.stderr, baseline.stderr)
-    noise = max(0.0 if np.isnan(noise) else float(noise), NOISE_FLOOR * abs(baseline.value))
     difference = measured.value - baseline.value
-    if abs(difference) <= noise:
+    if abs(difference) <= noise_margin(measured, baseline):
         return "same"
     return "better" if (difference < 0) == lower_is_better else "worse"
+
+
+def too_noisy(measured: Estimate, baseline: Estimate) -> bool:
+    """True when the two are "the same" only because the margin is so wide (more than
+    `TOO_NOISY` of the baseline) that no difference of interest could show: then the
+    measurement says nothing, and a sentence must name no cause."""
+    return (outcome(measured, baseline) == "same"
+            and noise_margin(measured, baseline) > TOO_NOISY * abs(baseline.value))
+
+
+def noise_rule() -> str:
+    """The course's margin rule in words, from the constants the sentences use: what "±",
+    "spread", "within the noise" and "too noisy to tell" mean wherever they are printed."""
+    return ("How to read the numbers: a time printed as \"value ± error\" is the statistic "
+            "named beside it (a mean or a median of the repetitions), and the error is its "
+            "standard error, how far that value would move if the whole measurement were "
+            "taken again. "
+            "The spread of the repetitions is how much they disagree among themselves "
+            "(largest minus smallest, over the median). Two times are \"within the noise\" "
+            f"when they differ by less than {NOISE_FACTOR:g} times their combined standard "
+            f"error, or by less than {NOISE_FLOOR:.0%} (clocks and caches jitter that much); "
+            f"when that margin is itself wider than {TOO_NOISY:.0%}, the run is \"too noisy "
+            "to tell\" and the sentences name no cause. Where only a few runs are timed "
+            "(later lessons), the margin is the larger of the same floor and the runs' "
+            "spread, and each sentence prints the margin it used.")
 
 
 def compare_estimates(name: str, seconds: Estimate, baseline_name: str,
@@ -242,6 +274,11 @@ def compare_estimates(name: str, seconds: Estimate, baseline_name: str,
     numbers = (f"{format_estimate(seconds)} against {format_estimate(baseline_seconds)}, "
                f"{_runs(seconds, baseline_seconds)}")
     verdict = outcome(seconds, baseline_seconds)
+    if too_noisy(seconds, baseline_seconds):
+        return (f"{name} against {baseline_name}: too noisy to tell ({numbers}); the "
+                "repetitions disagreed so much that only a difference over "
+                f"{noise_margin(seconds, baseline_seconds) / baseline_seconds.value:.0%} "
+                "would show.")
     if verdict == "same":
         return (f"{name} took as long as {baseline_name}, within the noise of the "
                 f"repetitions ({numbers}).")
@@ -258,20 +295,24 @@ def format_estimate(seconds: Estimate) -> str:
 
 
 def _runs(*estimates: Estimate) -> str:
-    counts = sorted({estimate.count for estimate in estimates})
-    if counts == [1]:
+    """How many repetitions each estimate holds, and of which statistic, in the order the
+    estimates were cited: "means of 100 and 20 repetitions"."""
+    counts = [estimate.count for estimate in estimates]
+    if set(counts) == {1}:
         return "one run each, so their noise is unknown"
-    if len(counts) == 1:
-        return f"{counts[0]} repetitions each"
-    return f"{' and '.join(map(str, counts))} repetitions"
+    kinds = [estimate.statistic for estimate in estimates]
+    if len(set(kinds)) == 1:
+        of = f"{kinds[0]}s of " if kinds[0] else ""
+        if len(set(counts)) == 1:
+            return f"{of}{counts[0]} repetitions each"
+        return f"{of}{' and '.join(map(str, counts))} repetitions"
+    return " and ".join(f"{'a ' + statistic + ' of ' if statistic else ''}{count} repetitions"
+                        for statistic, count in zip(kinds, counts, strict=True))
 
 
 def format_times(ratio: float) -> str:
     """A ratio as "1.4x" (one decimal below 10, none above: "86x")."""
     return f"{ratio:.1f}x" if ratio < 10 else f"{ratio:.0f}x"
-
-
-TOO_NOISY = 0.25  # runs that disagree by more than this cannot say two timings are equal
 
 
 def relative_spread(samples: Sequence[float]) -> float:
@@ -341,12 +382,13 @@ class Comparison:
 
     def noise(self) -> str:
         """What the noise margin was based on: the runs' spread, or the floor alone."""
-        runs = sorted({len(self.seconds), len(self.baseline_seconds)})
-        if runs == [1]:
+        runs = (len(self.seconds), len(self.baseline_seconds))  # in the order cited
+        if runs == (1, 1):
             return f"one run each, so a difference under {self.floor:.0%} is not read as real"
         spread = max(relative_spread(self.seconds), relative_spread(self.baseline_seconds))
-        counts = " and ".join(map(str, runs))
-        return (f"medians of {counts} runs, which spread by up to {spread:.0%}: a difference "
+        counts = (f"{runs[0]} runs each" if runs[0] == runs[1] else
+                  f"{runs[0]} and {runs[1]} runs")
+        return (f"medians of {counts}, which spread by up to {spread:.0%}: a difference "
                 f"under {self.margin:.0%} is noise")
 
     def numbers(self) -> str:
@@ -407,24 +449,58 @@ def _axes(ax, figsize):
 
 def bar_chart(values: Mapping[str, float], *, ylabel: str, title: str, ax=None,
               value_format: str | Callable[[float], str] = "{:.3g}",
-              highlight: str | None = None, log: bool = False):
+              highlight: str | None = None, log: bool = False,
+              runs: Mapping[str, Sequence[float]] | None = None,
+              errors: Mapping[str, float] | None = None, statistic: str = "median"):
     """One labelled bar per entry of `values`, with the value written on each bar.
 
     `value_format` is a format string or a function (e.g. `format_seconds`); `log=True`
-    uses a logarithmic axis, for values of very different sizes."""
-    figure, ax = _axes(ax, (max(4.0, 1.3 * len(values)), 3.2))
+    uses a logarithmic axis, for values of very different sizes. A timing shows its
+    spread: `runs` draws every repetition as a dot on its bar (in the unit of `values`),
+    `errors` draws error bars of that half-width (a standard error, say), and the title
+    gains a line that says which, and that each bar is the `statistic` of its runs."""
+    figure, ax = _axes(ax, (max(4.0, 1.3 * len(values)), 3.4 if runs or errors else 3.2))
     names = list(values)
     colors = ["tab:orange" if name == highlight else "tab:blue" for name in names]
-    bars = ax.bar(names, [values[name] for name in names], color=colors)
+    heights = [values[name] for name in names]
+    yerr = None
+    if errors is not None:
+        _check_keys("errors", errors, names)
+        yerr = [errors[name] for name in names]
+    bars = ax.bar(names, heights, color=colors, yerr=yerr, capsize=4 if yerr else 0,
+                  ecolor="black")
     label = value_format if callable(value_format) else value_format.format
-    ax.bar_label(bars, labels=[label(values[name]) for name in names])
+    ax.bar_label(bars, labels=[label(values[name]) for name in names],
+                 label_type="center" if runs or errors else "edge", color="black")
+    notes = []
+    if runs is not None:
+        _check_keys("runs", runs, names)
+        spread = np.random.default_rng(0)  # a fixed jitter: the same picture every run
+        for position, name in enumerate(names):
+            ys = np.asarray(runs[name], dtype=np.float64)
+            xs = position + spread.uniform(-0.2, 0.2, size=len(ys))
+            ax.scatter(xs, ys, s=12, color="black", zorder=3,
+                       label="each run" if position == 0 else None)
+        counts = sorted({len(runs[name]) for name in names})
+        notes.append(f"bar: the {statistic} of {' or '.join(map(str, counts))} runs; "
+                     "dots: each run")
+    if errors is not None:
+        notes.append(f"bar: the {statistic}; error bar: ± its standard error")
     if log:
         ax.set_yscale("log")
+        notes.append("log scale")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(f"{title}\n({'; '.join(notes)})" if notes else title,
+                 fontsize="medium" if notes else None)
     ax.margins(y=0.15)
     figure.tight_layout()
     return figure
+
+
+def _check_keys(name: str, given: Mapping[str, Any], names: Sequence[str]) -> None:
+    if set(given) != set(names):
+        raise ValueError(f"{name} has the keys {sorted(given)}, but values has {sorted(names)}: "
+                         f"give {name} one entry per bar.")
 
 
 def plot_scaling(curves: Mapping[str, Mapping[int, float]], *, ylabel: str, title: str,

@@ -17,7 +17,10 @@ from course_lib.course.basics import (
     format_estimate,
     format_seconds,
     outcome,
+    too_noisy,
 )
+
+READ_THREADS_PREFIX = "course_lib-read"  # the names of course_lib.reader's pool of read threads
 
 
 def bottleneck_sentence(next_seconds: float, step_seconds: float) -> str:
@@ -41,12 +44,15 @@ def bottleneck_sentence(next_seconds: float, step_seconds: float) -> str:
 
 
 def profile_table(profilers: Mapping[str, Any]) -> str:
-    """A small text table, one row per `StepProfiler`: steps/s, mean wait, mean step, idle."""
+    """A small text table, one row per `StepProfiler`: steps/s, mean wait, mean step, idle.
+
+    Every time is a mean per step, the statistic the lesson's sentences cite for the same
+    columns, so that one quantity prints one figure."""
     if not profilers:
         raise ValueError("profilers is empty: pass {label: StepProfiler} with steps recorded.")
     width = max(len("run"), *(len(label) for label in profilers))
-    lines = [f"{'run':<{width}}  steps/s  wait (ms)  step (ms)  idle",
-             "-" * (width + 37)]
+    lines = [f"{'run':<{width}}  steps/s  mean wait (ms)  mean step (ms)  idle",
+             "-" * (width + 47)]
     for label, profiler in profilers.items():
         if profiler.num_steps == 0:
             raise ValueError(f"the profiler for {label!r} recorded no steps after its "
@@ -54,7 +60,7 @@ def profile_table(profilers: Mapping[str, Any]) -> str:
         wait_ms = 1e3 * float(profiler.wait_times.mean())
         step_ms = 1e3 * float(profiler.step_times.mean())
         lines.append(f"{label:<{width}}  {profiler.num_steps / profiler.wall_time:7.1f}  "
-                     f"{wait_ms:9.2f}  {step_ms:9.2f}  {profiler.idle_fraction:4.0%}")
+                     f"{wait_ms:14.2f}  {step_ms:14.2f}  {profiler.idle_fraction:4.0%}")
     return "\n".join(lines)
 
 
@@ -79,21 +85,70 @@ def step_period(profiler: Any) -> Estimate:
         raise ValueError(f"the profiler recorded no steps after its warmup_steps="
                          f"{profiler.warmup_steps}; measure a loop first.")
     periods = Estimate.mean_of(profiler.wait_times + profiler.step_times)
-    return Estimate(profiler.wall_time / profiler.num_steps, periods.stderr, periods.count)
+    return Estimate(profiler.wall_time / profiler.num_steps, periods.stderr, periods.count,
+                    "mean")
 
 
-def dispatch_sentence(dispatch_s: float, synced_s: float) -> str:
-    """What the unsynchronised timer measured, against the synchronised one (medians).
+def wait_and_step(profiler: Any) -> tuple[Estimate, Estimate]:
+    """A profiled loop's two columns, the mean wait for `next()` and the mean step, each
+    with its standard error: the figures `profile_table` prints."""
+    if profiler.num_steps == 0:
+        raise ValueError(f"the profiler recorded no steps after its warmup_steps="
+                         f"{profiler.warmup_steps}; measure a loop first.")
+    return Estimate.mean_of(profiler.wait_times), Estimate.mean_of(profiler.step_times)
+
+
+def which_moved(changed: Any, baseline: Any) -> str:
+    """Which column of two profiled loops made their difference, in a sentence that names
+    a half only where its own column moved beyond the noise.
+
+    A loop's time per step is its wait plus its step. Each column is compared on its own
+    (`outcome`); the share is that column's part of the change of the two together. A
+    column inside its noise is not named as a cause; two columns inside theirs leave the
+    cause unknown, and the sentence says so.
+    """
+    (wait, step), (wait0, step0) = wait_and_step(changed), wait_and_step(baseline)
+    numbers = (f"next() waited {format_estimate(wait)} against {format_estimate(wait0)}, the "
+               f"step took {format_estimate(step)} against {format_estimate(step0)}, means "
+               "per step")
+    moved = {"next()": outcome(wait, wait0), "the step": outcome(step, step0)}
+    changes = {"next()": wait0.value - wait.value, "the step": step0.value - step.value}
+    named = [column for column, verdict in moved.items() if verdict != "same"]
+    if not named:
+        noisy = too_noisy(wait, wait0) or too_noisy(step, step0)
+        return (f"Neither column moved beyond its noise ({numbers})"
+                + (", too noisy to tell" if noisy else "")
+                + ", so this run cannot say which half made the difference.")
+    if len(named) == 1:
+        column = named[0]
+        how = "less" if changes[column] > 0 else "more"
+        return f"Only {column} moved beyond its noise, taking {how} time ({numbers})."
+    moves = {column: f"{format_seconds(abs(change))} {'less' if change > 0 else 'more'}"
+             for column, change in changes.items()}
+    if (changes["next()"] > 0) != (changes["the step"] > 0):
+        return (f"Both columns moved beyond their noise, in opposite directions ({numbers}): "
+                f"next() waited {moves['next()']} a step, the step took "
+                f"{moves['the step']}.")
+    total = sum(changes.values())
+    return (f"Both columns moved beyond their noise ({numbers}); of the "
+            f"{format_seconds(abs(total))} a step {'gained' if total > 0 else 'lost'}, "
+            f"next() made {changes['next()'] / total:.0%}, the step "
+            f"{changes['the step'] / total:.0%}.")
+
+
+def dispatch_sentence(dispatch_s: float, synced_s: float, statistic: str = "median") -> str:
+    """What the unsynchronised timer measured, against the synchronised one.
 
     A dispatch returns in microseconds while a queue has room, and blocks for a whole step
     once it is full, so its timings are not spread like noise: the sentence compares the
-    two medians by their ratio (under one half, or over one and a half) instead.
+    two by their ratio (under one half, or over one and a half) instead. `statistic` names
+    what the two are, the median or the mean of their repetitions.
     """
     for name, value in (("dispatch_s", dispatch_s), ("synced_s", synced_s)):
         if not value > 0:
             raise ValueError(f"{name}={value!r} must be a positive time in seconds.")
     numbers = (f"{format_seconds(dispatch_s)} without block_until_ready, "
-               f"{format_seconds(synced_s)} with it")
+               f"{format_seconds(synced_s)} with it, {statistic}s of the repetitions")
     if dispatch_s < synced_s / 2:
         return (f"The unsynchronised timer read less ({numbers}): it stopped at the "
                 "dispatch, while the work was still running. Always synchronise before "
@@ -114,6 +169,9 @@ def diagnosis_sentence(next_time: Estimate, step_time: Estimate) -> str:
     one_after_other = (f"Run one after the other, the accelerator would compute only "
                        f"{busy:.0%} of the time and sit idle {1 - busy:.0%} of it.")
     verdict = outcome(next_time, step_time)
+    if too_noisy(next_time, step_time):
+        return (f"next() against the step: too noisy to tell which is the bottleneck. "
+                f"{one_after_other}")
     if verdict == "worse":
         return f"next() takes longer than the step: the data is the bottleneck. {one_after_other}"
     if verdict == "better":
@@ -148,110 +206,159 @@ def _check_share(name: str, share: float) -> None:
         raise ValueError(f"{name}={share!r} must be a share between 0 and 1, e.g. 0.75.")
 
 
-def same_schedule_sentence(loader_period: Estimate, naive_period: Estimate) -> str:
+def _column_outcomes(changed: Any, baseline: Any) -> tuple[str, str]:
+    """How the mean wait and the mean step of `changed` compare with `baseline`'s:
+    "better", "worse", "same" or "too noisy" each."""
+    (wait, step), (wait0, step0) = wait_and_step(changed), wait_and_step(baseline)
+    return tuple("too noisy" if too_noisy(new, old) else outcome(new, old)
+                 for new, old in ((wait, wait0), (step, step0)))
+
+
+def same_schedule_sentence(loader: Any, naive: Any) -> str:
     """The loader with `worker_count=0, ReadOptions(num_threads=0)` against the naive loop:
-    same work, same schedule."""
+    the same schedule, so a difference is in the work or in the machine.
+
+    Pass the two `StepProfiler`s: the columns say which. `next()` holds the loading, the
+    one thing the two loops do with different code; the step is the same code in both, so
+    a step that moved means the machine differed between the two loops (they ran in turn).
+    Given only the two times per step (`Estimate`s), the sentence cannot say which."""
+    profiled = hasattr(loader, "wait_times") and hasattr(naive, "wait_times")
+    loader_period = step_period(loader) if profiled else loader
+    naive_period = step_period(naive) if profiled else naive
     said = compare_estimates("Training fed by the loader with 0 workers and num_threads=0",
-                             loader_period,
-                             "the naive loop", naive_period)
+                             loader_period, "the naive loop", naive_period)
     verdict = outcome(loader_period, naive_period)
+    if too_noisy(loader_period, naive_period):
+        return f"{said} No cause can be named from it."
     if verdict == "same":
         return f"{said} As expected: the same work on the same schedule."
-    busier = (" Or the machine was busier during one of the two loops, which ran in turn, "
-              "not interleaved.")
-    if verdict == "better":
-        return (f"{said} The schedule is the same, so the difference is in the work: the "
-                f"loader's transforms do it in other code than the naive loop's.{busier}")
-    return (f"{said} The schedule is the same, so the difference is in the work: the "
-            "loader's own bookkeeping (sampler, reader, batching) cost more than it saved."
-            f"{busier}")
+    if not profiled:
+        return (f"{said} The schedule is the same, so the difference is in the work or in "
+                "the machine; the two times alone cannot say which.")
+    wait_moved, step_moved = _column_outcomes(loader, naive)
+    columns = which_moved(loader, naive)
+    if wait_moved == verdict and step_moved in ("same", "too noisy"):
+        why = ("the loader's transforms do the same work in faster code than the naive "
+               "loop's lines" if verdict == "better" else
+               "the loader's own bookkeeping (sampler, reader, batching) cost more than its "
+               "transforms saved")
+        return f"{said} {columns} The difference is in the loading code: {why}."
+    if step_moved in ("better", "worse") and wait_moved in ("same", "too noisy"):
+        return (f"{said} {columns} The step runs the same computation in both loops, so "
+                "the difference is not the loader's code but the conditions the step ran in "
+                "(the two loops ran in turn, not interleaved).")
+    if step_moved in ("better", "worse"):
+        return (f"{said} {columns} The step runs the same computation in both loops, so "
+                "its part is not the loader's code but the conditions the step ran in (the "
+                "two loops ran in turn); only next()'s part is the loader's code.")
+    return f"{said} {columns}"
 
 
 def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: int,
-                     load: float | None = None) -> str:
+                     load: float | None = None, baseline_name: str = "the naive loop",
+                     own_processes: int | None = None) -> str:
     """The headline of lesson 1: did overlap make training faster, and why (not)?
 
-    `overlapped` and `naive` are the two loops' `StepProfiler`s. Speed is the time per
-    step; the idle share is another measure, and the sentence says so when the two
-    disagree. `load` is the machine's load average, if known: other programs' share of
-    the cores is one reason overlap can lose.
+    `overlapped` and `naive` are the two loops' `StepProfiler`s; `baseline_name` names the
+    second. Like with like, the baseline is the same loader with `ReadOptions(num_threads=0)`,
+    so that only the schedule differs. Speed is the time per step; the idle share is
+    another measure, and the sentence says so when the two disagree. A cause is named only
+    where its column moved beyond the noise: less waiting is overlap, a slower step is the
+    cores it shares. `load` is the machine's load average, if known; `own_processes` (by
+    default the workers and the loop) are the lesson's own and are not other programs.
     """
     fed, plain = step_period(overlapped), step_period(naive)
     said = compare_estimates(f"Training fed by the loader, {worker_count} workers + prefetch",
-                             fed, "the naive loop", plain)
+                             fed, baseline_name, plain)
+    if too_noisy(fed, plain):
+        return f"{said} No cause can be named from it."
     verdict = outcome(fed, plain)
-    idle = (f"The accelerator idled {naive.idle_fraction:.0%} of the time with the naive "
-            f"loop and {overlapped.idle_fraction:.0%} with overlap.")
-    if verdict == "better":
-        return (f"{said} {idle} Overlap works: the workers made the next batch while the "
-                "step ran, so the loop waited less.")
-    step_with, step_without = (Estimate.median_of(profiler.step_times)
-                               for profiler in (overlapped, naive))
+    idle = (f"The accelerator idled {naive.idle_fraction:.0%} of the time with "
+            f"{baseline_name} and {overlapped.idle_fraction:.0%} with overlap.")
+    wait_moved, step_moved = _column_outcomes(overlapped, naive)
+    columns = which_moved(overlapped, naive)
+    (_, step_with), (_, step_without) = wait_and_step(overlapped), wait_and_step(naive)
     step_note = ""
-    if outcome(step_with, step_without) == "worse":
+    if step_moved == "worse":
         step_note = (f" The step itself got slower ({format_seconds(step_with.value)} "
-                     f"against {format_seconds(step_without.value)}): on this CPU-only "
+                     f"against {format_seconds(step_without.value)}, means): on this CPU-only "
                      f"machine the {worker_count} workers decode on the same {cores} cores "
                      "the step computes on.")
+    if verdict == "better":
+        head = ("Overlap works: the workers made the next batch while the step ran, so the "
+                "loop waited less." if wait_moved == "better" else
+                "Yet next() did not wait measurably less, so this run cannot say that "
+                "overlap made the difference.")
+        return f"{said} {idle} {columns} {head}{step_note}"
     idle_note = ""
     if overlapped.idle_fraction < naive.idle_fraction - IDLE_TOLERANCE:
         idle_note = (" The idle share fell all the same, because it is a share of the time "
                      "not spent in the step: a slower step makes it smaller without making "
                      "training any faster. For speed, read the time per step.")
+    own = worker_count + 1 if own_processes is None else own_processes
     others = ""
-    if load is not None and load > max(cores, worker_count + 1) + 0.5:
-        others = (f" Other programs were running too: {load:.1f} processes wanted the "
-                  f"{cores} cores (the load average), so the workers got less CPU than "
-                  "they needed.")
+    if load is not None and load > own + 0.5:
+        others = (f" Other programs were running too: the load average was {load:.1f}, "
+                  f"{load - own:.1f} above this lesson's own {own} processes, so the workers "
+                  "got less CPU than they needed.")
     short = ""
     if overlapped.num_steps < 50:
         short = (f" This run measured only {overlapped.num_steps} steps per loop, too few to "
                  "show the gain reliably: run the lesson in full mode to measure more.")
     head = ("Overlap gained nothing measurable here." if verdict == "same" else
             "Overlap made training slower here.")
-    return f"{said} {idle} {head}{step_note}{others}{idle_note}{short}"
+    return f"{said} {idle} {columns} {head}{step_note}{others}{idle_note}{short}"
 
 
 def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores: int,
                                 stand_in: bool = False) -> str:
     """Lesson 1's overlap in one process: the loader at `worker_count=0` with its default
-    `ReadOptions` (a background thread batches ahead) against `ReadOptions(num_threads=0)`
-    (everything in the loop's thread, the naive schedule). Both are `StepProfiler`s;
-    `stand_in=True` says their step was the stand-in that sleeps, leaving the CPU free."""
+    `ReadOptions`, where the batch thread runs the per-record stage and batching ahead
+    (course_lib's own: Grain runs them in the caller's thread), against
+    `ReadOptions(num_threads=0)` (everything in the loop's thread, the naive schedule). Both
+    are `StepProfiler`s; `stand_in=True` says their step was the stand-in that sleeps,
+    leaving the CPU free. A cause is named only where its column moved beyond the noise."""
     ahead, inline = step_period(read_ahead), step_period(single_threaded)
-    said = compare_estimates("Training fed by the loader at 0 workers with read-ahead", ahead,
-                             "with num_threads=0", inline)
+    said = compare_estimates("Training fed by the loader at 0 workers with its batch thread",
+                             ahead, "with num_threads=0", inline)
+    if too_noisy(ahead, inline):
+        return f"{said} No cause can be named from it."
     verdict = outcome(ahead, inline)
     idle = (f"The accelerator idled {single_threaded.idle_fraction:.0%} of the time with "
-            f"num_threads=0 and {read_ahead.idle_fraction:.0%} with read-ahead.")
-    if verdict == "better" and stand_in:
-        head = ("Overlap in one process: the background thread made batch N+1 while the "
+            f"num_threads=0 and {read_ahead.idle_fraction:.0%} with the batch thread.")
+    wait_moved, step_moved = _column_outcomes(read_ahead, single_threaded)
+    columns = which_moved(read_ahead, single_threaded)
+    if verdict == "better" and wait_moved != "better":
+        head = ("Yet next() did not wait measurably less, so this run cannot say that the "
+                "thread's overlap made the difference.")
+    elif verdict == "better" and stand_in:
+        head = ("Overlap in one process: the batch thread made batch N+1 while the "
                 "stand-in step slept on batch N, leaving the CPU to the thread, as a step on "
                 "a GPU would.")
     elif verdict == "better":
-        head = ("Overlap in one process: the background thread made batch N+1 while the step "
+        head = ("Overlap in one process: the batch thread made batch N+1 while the step "
                 "ran on batch N. It can, because the jitted step, Pillow's decoder and NumPy "
                 f"give the interpreter lock back while they compute, so the {cores} cores "
                 "ran both at once.")
     elif verdict == "same":
-        head = ("Read-ahead gained nothing measurable here: the thread's Python code (each "
+        head = ("The batch thread gained nothing measurable here: its Python code (each "
                 "transform's own lines, the batching) holds the interpreter lock and takes "
                 f"turns with the loop, and the step and the decoding share the {cores} cores.")
     else:
-        head = ("Read-ahead made training slower here: the background thread's work took "
-                f"CPU the step needed on these {cores} cores, and handing each batch over "
-                "costs a little.")
-    step_ahead, step_inline = (Estimate.median_of(profiler.step_times)
-                               for profiler in (read_ahead, single_threaded))
+        head = ("The batch thread made training slower here: its work took CPU the step "
+                f"needed on these {cores} cores, and handing each batch over costs a little.")
+    (_, step_ahead), (_, step_inline) = (wait_and_step(read_ahead),
+                                         wait_and_step(single_threaded))
     step_note = ""
-    if outcome(step_ahead, step_inline) == "worse" and stand_in:
+    if step_moved == "worse" and stand_in:
         step_note = (f" The stand-in step itself took longer ({format_seconds(step_ahead.value)} "
-                     f"against {format_seconds(step_inline.value)}): after its sleep it waits "
-                     "to take the interpreter lock back from the thread, or for a free core.")
-    elif outcome(step_ahead, step_inline) == "worse":
+                     f"against {format_seconds(step_inline.value)}, means): after its sleep "
+                     "it waits to take the interpreter lock back from the thread, or for a "
+                     "free core.")
+    elif step_moved == "worse":
         step_note = (f" The step itself got slower ({format_seconds(step_ahead.value)} "
-                     f"against {format_seconds(step_inline.value)}): the thread decoded on "
-                     "the cores the step computes on.")
+                     f"against {format_seconds(step_inline.value)}, means): the thread "
+                     "decoded on the cores the step computes on.")
     idle_note = ""
     if verdict != "better" and \
             read_ahead.idle_fraction < single_threaded.idle_fraction - IDLE_TOLERANCE:
@@ -262,7 +369,7 @@ def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores:
     if verdict != "better" and read_ahead.num_steps < 50:
         short = (f" This run measured only {read_ahead.num_steps} steps per loop, too few to "
                  "show the gain reliably: run the lesson in full mode to measure more.")
-    return f"{said} {idle} {head}{step_note}{idle_note}{short}"
+    return f"{said} {idle} {columns} {head}{step_note}{idle_note}{short}"
 
 
 def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores: int) -> str:
@@ -270,6 +377,8 @@ def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores:
     said = compare_estimates("The step with the workers busy", step_with_workers,
                              "the step alone", step_alone)
     verdict = outcome(step_with_workers, step_alone)
+    if too_noisy(step_with_workers, step_alone):
+        return f"{said} No cause can be named from it."
     if verdict == "worse":
         return (f"{said} The workers took CPU time from it: on this machine they and the "
                 f"step share {cores} cores.")
@@ -280,15 +389,17 @@ def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores:
 
 
 def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
-                           cores: int) -> str:
+                           cores: int, baseline_name: str = "the naive loop") -> str:
     """How the overlapped loop's time per step compares with the best overlap could give.
 
-    Both are `StepProfiler`s. The halves are the naive loop's own mean wait and step,
-    measured in a loop like the overlapped one (timings taken alone, at another moment,
-    can disagree with both on a busy machine). With one loading process the best case
-    would be the slower half. With `worker_count` workers the loading half is itself split
-    across processes, so the best case is `max(step, wait / workers)`; on a CPU-only
-    machine every half also shares `cores`, which makes it at least `(wait + step) / cores`.
+    Both are `StepProfiler`s; `baseline_name` names the second. Its halves must be those
+    of the code the workers run: the same loader with `ReadOptions(num_threads=0)`, whose
+    mean wait and step were measured in a loop like the overlapped one (timings taken
+    alone, at another moment, can disagree with both on a busy machine). With one loading
+    process the best case would be the slower half. With `worker_count` workers the loading
+    half is itself split across processes, so the best case is `max(step, wait / workers)`;
+    on a CPU-only machine every half also shares `cores`, which makes it at least
+    `(wait + step) / cores`.
     """
     if worker_count < 1 or cores < 1:
         raise ValueError(f"worker_count={worker_count!r} and cores={cores!r} must both be at "
@@ -296,11 +407,11 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
     loop, serial = step_period(overlapped), step_period(naive)
     wait_s, step_s = float(naive.wait_times.mean()), float(naive.step_times.mean())
     best = max(step_s, wait_s / worker_count, serial.value / cores)
-    numbers = (f"{format_estimate(loop)} per step, against {format_estimate(serial)} for "
-               f"the naive loop's two halves one after the other and a best case of "
-               f"{format_seconds(best)}")
+    numbers = (f"{format_estimate(loop)} per step (means), against "
+               f"{format_estimate(serial)} for {baseline_name}'s two halves one after the "
+               f"other and a best case of {format_seconds(best)}")
     explain = (f"(the {worker_count} workers split the loading, {format_seconds(wait_s)} "
-               f"a batch in the naive loop, between them, and all of it shares {cores} cores "
+               f"a batch in {baseline_name}, between them, and all of it shares {cores} cores "
                "with the step)")
     loop_vs_best = outcome(loop, Estimate(best, 0.0, loop.count))
     loop_vs_serial = outcome(loop, serial)
@@ -314,8 +425,9 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
                 "each batch, or other programs.")
     if loop_vs_best == "better":
         return (f"The loop took {numbers} {explain}: faster than that best case, which only "
-                "happens when the naive loop's halves took longer than they do here (the "
-                "machine was busier then, or its caches colder).")
+                f"happens when {baseline_name}'s halves took longer than they would have "
+                "during the overlapped loop (the machine was busier then, or its caches "
+                "colder).")
     if loop_vs_best == "same":
         return (f"The loop took {numbers} {explain}: overlap reached the best case, within "
                 f"the noise of the {loop.count} steps.")
@@ -325,21 +437,25 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
             "handing each batch over to this process.")
 
 
-def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate) -> str:
+def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
+                      baseline_name: str = "the naive loop") -> str:
     """The loader's speed-up with the real step against the one with a stand-in step that
-    sleeps as long, leaving the CPU to the workers."""
+    sleeps as long, leaving the CPU to the workers; both over `baseline_name`."""
     numbers = (f"{real_gain.value:.2f}x with the real step, {stand_in_gain.value:.2f}x with "
                "the stand-in")
     verdict = outcome(stand_in_gain, real_gain, lower_is_better=False)
+    if too_noisy(stand_in_gain, real_gain):
+        return (f"Speed-up over {baseline_name}: {numbers}: too noisy to tell whether the "
+                "stand-in gained more, so no cause can be named from it.")
     if verdict == "better":
-        return (f"Speed-up over the naive loop: {numbers}. The difference is the CPU that "
+        return (f"Speed-up over {baseline_name}: {numbers}. The difference is the CPU that "
                 "the real step takes from the workers: on a GPU machine the step would not "
                 "compete with them.")
     if verdict == "same":
-        return (f"Speed-up over the naive loop: {numbers}, the same within the noise. The "
+        return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise. The "
                 "real step's CPU time was not what held the workers back: the hand-over of "
                 "batches or other programs on the machine did.")
-    return (f"Speed-up over the naive loop: {numbers}. The stand-in gained less, which "
+    return (f"Speed-up over {baseline_name}: {numbers}. The stand-in gained less, which "
             "leaving the CPU free cannot cause: the machine was busier during the stand-in "
             "runs. Run the two cells again to see.")
 
@@ -347,13 +463,60 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate) -> str:
 def machine_load_sentence(load: float, cores: int, own_processes: int) -> str:
     """The load average against the cores: how many processes wanted them, and whose.
 
-    `own_processes` is how many this lesson keeps busy itself (its workers and the loop).
-    """
+    `own_processes` is how many this lesson keeps busy itself (its workers and the loop with
+    its step): they are not other programs, and when they outnumber the cores the lesson
+    oversubscribes the cores itself, whatever the load average says. The load average is
+    the mean of the last minute, so it counts the lesson's processes only for the part of
+    that minute they ran: what it shows beyond them is other programs, at the least."""
     said = f"Load average over the last minute: {load:.1f} processes for {cores} cores"
-    if load > max(cores, own_processes) + 0.5:
+    own = (f"this lesson alone keeps {own_processes} processes busy (the loop with its step, "
+           "the workers)")
+    if load > own_processes + 0.5:
+        crowded = (f" Even without them, {own} on {cores} cores." if own_processes > cores
+                   else "")
         return (f"{said}, more than this lesson's own {own_processes}: other programs took "
-                "CPU time too, leaving overlap less room.")
-    if load > cores:
-        return (f"{said}: more processes than cores, most of them this lesson's own (the "
-                "workers and this process).")
-    return f"{said}: the cores were not oversubscribed."
+                f"CPU time too, leaving overlap less room.{crowded}")
+    if own_processes > cores:
+        return (f"{said}, no more than this lesson's own, so other programs were not busy; "
+                f"but {own} on {cores} cores: the lesson oversubscribes the cores by itself.")
+    return (f"{said}, no more than this lesson's own {own_processes}, which fit the cores: "
+            "the cores were not oversubscribed.")
+
+
+def batch_thread_sentence(chunk_s: float, chunk_records: int,
+                          thread_names: Iterable[str]) -> str:
+    """Whether the batch thread ran, against course_lib's rule for starting it.
+
+    At `worker_count=0` with `ReadOptions(num_threads > 0)`, course_lib makes the first two
+    chunks in the calling thread, times the second, and starts the batch thread only when a
+    chunk took at least `read_ahead.BACKGROUND_PAYS_OFF_S`. `chunk_s` is what one chunk of
+    `chunk_records` records cost in the loop's own thread (next() at `num_threads=0`);
+    `thread_names` are the threads seen while the iterator ran. Read threads
+    (`ReadOptions.num_threads`) read records and run their transforms for it."""
+    from course_lib.read_ahead import BACKGROUND_PAYS_OFF_S, THREAD_NAME
+
+    if not chunk_s > 0 or chunk_records < 1:
+        raise ValueError(f"chunk_s={chunk_s!r} and chunk_records={chunk_records!r} must be "
+                         "positive: pass the mean time of next() at num_threads=0 and the "
+                         "records it made.")
+    names = list(thread_names)
+    batch = sum(name == THREAD_NAME for name in names)
+    reads = sum(name.startswith(READ_THREADS_PREFIX) for name in names)
+    pays = chunk_s >= BACKGROUND_PAYS_OFF_S
+    rule = (f"A chunk of {chunk_records} records took {format_seconds(chunk_s)} in the loop's "
+            f"own thread (the mean next() at num_threads=0), "
+            f"{'above' if pays else 'below'} the {format_seconds(BACKGROUND_PAYS_OFF_S)} from "
+            "which course_lib starts its batch thread.")
+    seen = (f"While the loader ran at worker_count=0 with the default ReadOptions, this process "
+            f"had {batch} batch thread{'s' * (batch != 1)} and {reads} read "
+            f"thread{'s' * (reads != 1)}")
+    if pays and batch:
+        return f"{rule} {seen}, as the rule says."
+    if not pays and not batch:
+        return (f"{rule} {seen}: as the rule says, everything ran in the loop's thread, where "
+                "a hand-over would cost more than it hides.")
+    if pays:
+        return (f"{rule} {seen}: the rule said start it, yet none ran. The loader times its "
+                "own second chunk, which came out cheaper than this mean.")
+    return (f"{rule} {seen}: the loader started it all the same, because its own timing of "
+            "its second chunk came out above the threshold.")

@@ -1,25 +1,45 @@
-"""Lesson 2, building blocks: timing whole pipelines, the threads that read them, and the
-sentences the lesson prints about where decoding belongs.
+"""Lesson 2, building blocks: timing whole pipelines, the threads that ran them, what a
+source costs to send to worker processes, and the sentences the lesson prints about where
+decoding belongs.
 
-Each sentence is a function of the repeated timings it cites, with a branch for every
-outcome (better, worse, or within the noise of the repetitions, see `basics.outcome`).
+Two kinds of thread run a loader's work at `worker_count=0`, and the lesson names them
+apart: the *read threads*, the pool of `ReadOptions(num_threads=...)` that read records and
+run their per-record transforms (`reader.py`), and *the batch thread*, course_lib's one
+background thread that runs that per-record stage and the batching ahead of the loop
+(`read_ahead.py`). Grain 0.2.18 has the read threads but no batch thread: at
+`worker_count=0` it runs the transforms in the thread that calls `next()`.
+
+Each sentence is a function of the repeated timings it cites (medians, "±" their standard
+error, `basics.Estimate`), with a branch for every outcome: better, worse, within the noise
+of the repetitions (`basics.outcome`), and too noisy to tell, when the repetitions spread so
+much that no difference could have shown.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from course_lib.course.basics import Estimate, compare_estimates, outcome
+import numpy as np
+
+from course_lib.course.basics import (
+    Estimate,
+    compare_estimates,
+    outcome,
+    too_noisy,
+)
 from course_lib.course.parallel_workers import LoaderTiming, interleaved_medians, timed_pass
 
-READ_AHEAD_THREAD_PREFIX = "course_lib-read"  # course_lib.reader's pool of per-record threads
-BACKGROUND_THREAD_NAME = "course_lib-ahead"  # course_lib.read_ahead's batching thread
+READ_AHEAD_THREAD_PREFIX = "course_lib-read"  # course_lib.reader's pool: the read threads
+BACKGROUND_THREAD_NAME = "course_lib-ahead"  # course_lib.read_ahead's thread: the batch thread
 
 
 def read_ahead_threads() -> list:
-    """The loaders' per-record threads (the reader's pool) alive in this process right now (a
+    """The loaders' read threads (the reader's pool) alive in this process right now (a
     closed loader's threads finish their last record and exit shortly after `close()`)."""
     import threading
 
@@ -28,8 +48,9 @@ def read_ahead_threads() -> list:
 
 
 def background_threads() -> list:
-    """The loaders' background threads alive in this process right now: each batches ahead
-    of one iterator at `worker_count=0` unless `ReadOptions(num_threads=0)`."""
+    """The loaders' batch threads alive in this process right now: one per iterator at
+    `worker_count=0` whose second chunk cost enough (`read_ahead.BACKGROUND_PAYS_OFF_S`),
+    none with `ReadOptions(num_threads=0)`."""
     import threading
 
     return [thread for thread in threading.enumerate() if thread.name == BACKGROUND_THREAD_NAME]
@@ -38,36 +59,47 @@ def background_threads() -> list:
 class PipelineTiming(LoaderTiming):
     """A `LoaderTiming` that also knows which threads did the work, and at what CPU cost.
 
-    `read_ahead_threads` counts the reader's pool of per-record threads this loader started
-    in this process, and `background_threads` its background batching thread (1, or 0 with
-    `ReadOptions(num_threads=0)` or with workers), both seen at any batch of the pass: 0
-    pool threads when the records were read and transformed by one thread only.
-    (The first chunk of records is always done without the pool and timed; the pool, if
-    any, starts after it.)
+    `read_threads` counts the read threads (the reader's pool) this loader started in this
+    process, and `batch_threads` its batch thread (1, or 0 with `ReadOptions(num_threads=0)`,
+    with workers, or when its chunks were too cheap to pay for it), both seen at any batch
+    of the pass. (The first chunk of records is always read in the calling thread and timed;
+    the pool, if any, starts after it.)
     `cpu_s` is the CPU time this process spent on the pass, all its threads together (worker
     processes not included): wall time says how long the wait was, CPU time how much work.
     """
 
-    def __init__(self, timing: LoaderTiming, read_ahead_threads: int, cpu_s: float,
-                 background_threads: int = 0):
+    def __init__(self, timing: LoaderTiming, read_threads: int, cpu_s: float,
+                 batch_threads: int = 0):
         super().__init__(timing.first_batch_s, timing.total_s, timing.records,
                          timing.first_records)
-        self.read_ahead_threads = read_ahead_threads
-        self.background_threads = background_threads
+        self.read_threads = read_threads
+        self.batch_threads = batch_threads
         self.cpu_s = cpu_s
         self.runs: tuple[PipelineTiming, ...] = (self,)  # every repetition, this one among them
 
+    def steady_runs(self) -> list[float]:
+        """Each repetition's seconds per record after the first batch, in the order run."""
+        return [1 / run.steady_records_per_s for run in self.runs]
+
+    def wall_runs(self) -> list[float]:
+        """Each repetition's seconds per delivered record over the whole pass."""
+        return [run.total_s / run.records for run in self.runs]
+
+    def cpu_runs(self) -> list[float]:
+        """Each repetition's CPU seconds of this process per delivered record."""
+        return [run.cpu_s / run.records for run in self.runs]
+
     def steady_seconds_per_record(self) -> Estimate:
         """Time per record after the first batch, over the repetitions (median)."""
-        return Estimate.median_of([1 / run.steady_records_per_s for run in self.runs])
+        return Estimate.median_of(self.steady_runs())
 
     def seconds_per_record(self) -> Estimate:
         """Time per delivered record over the whole pass, over the repetitions (median)."""
-        return Estimate.median_of([run.total_s / run.records for run in self.runs])
+        return Estimate.median_of(self.wall_runs())
 
     def cpu_seconds_per_record(self) -> Estimate:
         """CPU time of this process per delivered record, over the repetitions (median)."""
-        return Estimate.median_of([run.cpu_s / run.records for run in self.runs])
+        return Estimate.median_of(self.cpu_runs())
 
 
 class _NotingThreads:
@@ -129,140 +161,225 @@ def time_pipelines(make_loaders: Mapping[str, Callable[[], Any]], *, repeats: in
     return medians
 
 
+# -- what a source costs to send to worker processes ----------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Shipment:
+    """What each library sends a worker process for one object.
+
+    `whole_pickle_bytes`: the object pickled whole with cloudpickle, as Grain 0.2.18 sends
+    it to every worker it starts (`process_prefetch.py`), each unpickling a copy of its own.
+    `pickled_bytes`: what course_lib pickles for the workers instead, and
+    `shared_array_bytes` (one entry per array): the arrays it copied once into shared
+    memory, which every worker maps read-only (`shared_arrays.py`)."""
+
+    whole_pickle_bytes: int
+    pickled_bytes: int
+    shared_array_bytes: tuple[int, ...]
+
+
+_probes = itertools.count()
+
+
+def shipped_to_workers(obj: Any) -> Shipment:
+    """Pickle `obj` the way `DataLoader(worker_count > 0)` pickles its source and transforms
+    for the workers (`workers.py`, `shared_arrays.py`), and whole, as Grain does, and say
+    what went where. The shared memory this creates is unlinked before returning."""
+    import cloudpickle
+
+    from course_lib.shared_arrays import SharedArrays
+    from course_lib.workers import _dumps  # the workers' own pickler, not a copy of it
+
+    class CountingShared(SharedArrays):
+        def __init__(self, prefix: str):
+            super().__init__(prefix)
+            self.shared: list[int] = []
+
+        def reduce(self, array: np.ndarray) -> tuple | None:
+            reduced = super().reduce(array)
+            if reduced is not None:
+                self.shared.append(int(array.nbytes))
+            return reduced
+
+    shared = CountingShared(f"ftbprobe{os.getpid()}x{next(_probes)}")
+    try:
+        payload = _dumps(obj, shared)
+    finally:
+        shared.unlink()
+    return Shipment(len(cloudpickle.dumps(obj)), len(payload), tuple(shared.shared))
+
+
+def shipment_sentence(name: str, shipment: Shipment, threshold_bytes: int | None = None) -> str:
+    """What each worker receives of `name`, in Grain 0.2.18 and in course_lib, from the
+    sizes measured (`threshold_bytes`: the smallest array course_lib shares, by default
+    `shared_arrays.MIN_SHARED_BYTES`)."""
+    if threshold_bytes is None:
+        from course_lib.shared_arrays import MIN_SHARED_BYTES as threshold_bytes
+    grain = (f"Grain 0.2.18 pickles {name} whole for every worker process it starts: "
+             f"{shipment.whole_pickle_bytes / 1e3:.0f} kB, unpickled into a copy of its own "
+             "in each.")
+    threshold = f"{threshold_bytes / 1024:.0f} KiB"
+    if not shipment.shared_array_bytes:
+        return (f"{grain} course_lib does the same ({shipment.pickled_bytes / 1e3:.0f} kB): "
+                f"none of its arrays reaches {threshold}, the size from which course_lib "
+                "shares an array instead.")
+    count = len(shipment.shared_array_bytes)
+    shared_kb = sum(shipment.shared_array_bytes) / 1e3
+    arrays = "the one array" if count == 1 else f"the {count} arrays"
+    return (f"{grain} course_lib copies {arrays} it holds of {threshold} or more "
+            f"({shared_kb:.0f} kB) once into shared memory, which every worker maps "
+            f"read-only, and pickles the rest for each worker: "
+            f"{shipment.pickled_bytes / 1e3:.1f} kB.")
+
+
 # -- the sentences lesson 2 prints ----------------------------------------------------------
+def verdict(measured: Estimate, baseline: Estimate) -> str:
+    """`basics.outcome` ("better", "worse", "same"), or "noisy" when they are "same" only
+    because the repetitions spread too much for any difference to show (`basics.too_noisy`,
+    the course's margin rule): then a sentence names no cause."""
+    return "noisy" if too_noisy(measured, baseline) else outcome(measured, baseline)
+
+
+NOISY = "This run names no cause: run the cell again, or in full mode."
+
+
 def threads_used_sentence(label: str, timing: PipelineTiming) -> str:
     """Which threads read and transformed the records of one pipeline, from the count."""
-    pool = timing.read_ahead_threads
+    pool = timing.read_threads
     pool_text = f"{pool} read thread{'s' * (pool != 1)}"
-    if timing.background_threads == 0:
+    if timing.batch_threads == 0:
         if pool:
             return f"{label}: {pool_text} read the records; this thread batched them."
         return f"{label}: everything ran in this thread, one record after the other."
     if pool:
-        return (f"{label}: a background thread batched ahead, and {pool_text} read and "
+        return (f"{label}: the batch thread batched ahead, and {pool_text} read and "
                 "transformed the records for it.")
-    return (f"{label}: a background thread read, transformed and batched ahead, alone (no "
-            "pool of threads).")
+    return (f"{label}: the batch thread read, transformed and batched ahead, alone (no read "
+            "threads started).")
 
 
 def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTiming,
                           cores: int | None = None, work_threads: int | None = None) -> str:
-    """A decoding `__getitem__` read with the loader's threads (the default `ReadOptions`),
-    against the same source read in this thread (`ReadOptions(num_threads=0)`). `cores` and
-    `work_threads` (this machine's, by default) say why no pool may have started."""
+    """A decoding `__getitem__` read with the default `ReadOptions` (the batch thread, and
+    read threads if the reader starts them), against `ReadOptions(num_threads=0)`. `cores`
+    and `work_threads` (this machine's, by default) say why no read threads may have
+    started."""
     from course_lib.reader import ReadOptions, threads_for_work, usable_cores
 
     cores = usable_cores() if cores is None else cores
     if work_threads is None:
         work_threads = threads_for_work(ReadOptions().num_threads, 0)
-    if threads_allowed.read_ahead_threads == 0:
+    if threads_allowed.read_threads == 0:
         if work_threads <= 1:
-            return ("No pool of read threads started, and that is the rule at work: the "
-                    "reader saw that decoding in __getitem__ keeps its thread computing, not "
-                    "waiting, so it counts as CPU work, which gets at most this process's "
-                    f"share of the cores. With {cores} core{'s' * (cores != 1)}, one of them "
-                    "left to the training step, that share is 1 thread: the background "
-                    "thread itself. On a machine with more cores the same loader starts a "
-                    "pool.")
-        return ("This time the reader timed the first reads as cheap and started no pool of "
-                "read threads, so there is no pool to judge. (The decision rests on one "
-                "timing; run the cell again.)")
+            return ("No read threads started, and that is the rule at work: the reader saw "
+                    "that decoding in __getitem__ keeps its thread computing, not waiting, "
+                    "so it counts as CPU work, which gets at most this process's share of "
+                    f"the cores. With {cores} core{'s' * (cores != 1)}, one of them left to "
+                    "the training step, that share is 1 thread: the batch thread itself. On "
+                    "a machine with more cores the same loader starts read threads.")
+        return ("This time the reader timed the first reads as cheap and started no read "
+                "threads, so there are none to judge. (The decision rests on one timing; "
+                "run the cell again.)")
+    measured, baseline = (threads_allowed.steady_seconds_per_record(),
+                          inline.steady_seconds_per_record())
     said = compare_estimates(
-        f"Decoding in __getitem__ with {threads_allowed.read_ahead_threads} read threads "
-        "and a background thread", threads_allowed.steady_seconds_per_record(),
-        "with num_threads=0", inline.steady_seconds_per_record())
-    lock = ("Python runs the Python code of one thread at a time (the interpreter lock, or "
-            "GIL), and Pillow gives that lock back for only part of decoding a PNG.")
-    verdict = outcome(threads_allowed.steady_seconds_per_record(),
-                      inline.steady_seconds_per_record())
-    if verdict == "better":
-        return (f"{said} The threads gained because Pillow gives the interpreter lock (the "
-                "GIL) back while it inflates a PNG's compressed pixels, so one thread can "
-                "decode while another runs Python code, on another core.")
-    if verdict == "same":
-        return (f"{said} No gain the repetitions can tell from noise: {lock} What the "
-                "threads could run beside each other, the hand-offs between them cost again.")
-    return (f"{said} The threads cost time: {lock} For the rest of the work the read threads "
-            "and the background thread, which runs Normalize and Batch, take turns, and "
-            "every turn costs a switch. Threads pay off when a read waits without "
-            "computing, on a slow disk or a network (lesson 9 shows it); work that computes "
-            "needs processes, which lesson 4 brings.")
+        f"Decoding in __getitem__ with {threads_allowed.read_threads} read threads and the "
+        "batch thread", measured, "with num_threads=0", baseline)
+    result = verdict(measured, baseline)
+    if result == "noisy":
+        return f"{said} {NOISY}"
+    if result == "same":
+        return (f"{said} No gain the repetitions can tell from noise: decoding a PNG computes "
+                "rather than waits, and Python runs the Python code of one thread at a time "
+                "(the interpreter lock, or GIL).")
+    if result == "better":
+        return (f"{said} The read threads decoded beside each other on the cores this loop "
+                "left free. (This pair changes the read threads and the batch thread at "
+                "once, so it cannot say how much each gave.)")
+    return (f"{said} The threads cost time. This pair changes the read threads and the batch "
+            "thread at once, so it cannot say which cost it; threads pay off when a read "
+            "waits without computing (lesson 9), and work that computes needs processes "
+            "(lesson 4).")
 
 
 def background_thread_sentence(ahead: PipelineTiming, inline: PipelineTiming) -> str:
-    """Decoding in a transform with the default `ReadOptions` (a background thread, and a
-    pool only where this process has cores to spare) against `ReadOptions(num_threads=0)`.
-    Nothing else runs in these passes, so the thread has no training step to overlap."""
-    who = ("a background thread alone" if ahead.read_ahead_threads == 0 else
-           f"a background thread and {ahead.read_ahead_threads} read threads")
-    said = compare_estimates(f"Decoding in a transform with {who}",
-                             ahead.steady_seconds_per_record(), "with num_threads=0",
-                             inline.steady_seconds_per_record())
-    verdict = outcome(ahead.steady_seconds_per_record(), inline.steady_seconds_per_record())
-    if verdict == "same":
-        return (f"{said} As expected of the same work on another thread: with no training "
-                "step in this loop there is nothing to overlap, and lesson 1 measures what "
-                "the thread gains beside one.")
-    if verdict == "better":
-        why = ("the read threads decoded on the cores this loop left free"
-               if ahead.read_ahead_threads else
-               "the background thread prepared the next batch while this thread took the "
-               "last one (or the machine's load changed between the runs)")
-        return f"{said} Faster: {why}."
-    return (f"{said} Slower: the same work, plus handing every chunk of records from the "
-            "background thread to this one, which costs more than the thread hides when "
-            "there is no training step to overlap (or the machine's load changed between "
-            "the runs).")
+    """Decoding in a transform with the default `ReadOptions` (the batch thread, and read
+    threads only where this process has cores to spare) against `ReadOptions(num_threads=0)`.
+    Nothing else runs in these passes, so the batch thread has no training step to overlap."""
+    who = ("the batch thread alone" if ahead.read_threads == 0 else
+           f"the batch thread and {ahead.read_threads} read threads")
+    measured, baseline = ahead.steady_seconds_per_record(), inline.steady_seconds_per_record()
+    said = compare_estimates(f"Decoding in a transform with {who}", measured,
+                             "with num_threads=0", baseline)
+    result = verdict(measured, baseline)
+    if result == "noisy":
+        return f"{said} {NOISY}"
+    if result == "same":
+        return (f"{said} As expected of the same work moved to another thread: this loop "
+                "runs no training step, so there is nothing for the batch thread to overlap "
+                "(lesson 1 measures it beside one).")
+    if result == "better":
+        if ahead.read_threads:
+            return (f"{said} Faster: the read threads could decode on the cores this loop "
+                    "left free (this pair does not separate them from the batch thread).")
+        return (f"{said} Faster, by a margin this loop cannot explain: it runs no training "
+                "step for the batch thread to overlap, so this measurement names no cause; "
+                "a rerun tells whether the gain holds.")
+    return (f"{said} Slower: the same work, plus a hand-off of every chunk from the batch "
+            "thread to this one, with no training step to hide it behind. This pair cannot "
+            "tell the hand-offs from a change in the machine's load; a rerun can.")
 
 
 def placement_sentence(in_getitem: PipelineTiming, in_transform: PipelineTiming) -> str:
-    """Decoding in `__getitem__` (read inline) against decoding in a transform."""
-    said = compare_estimates("Decoding in __getitem__ (both with num_threads=0)",
-                             in_getitem.steady_seconds_per_record(),
-                             "decoding in a transform", in_transform.steady_seconds_per_record())
-    verdict = outcome(in_getitem.steady_seconds_per_record(),
-                      in_transform.steady_seconds_per_record())
-    if verdict == "same":
+    """Decoding in `__getitem__` against decoding in a transform, both with
+    `ReadOptions(num_threads=0)`."""
+    measured, baseline = (in_getitem.steady_seconds_per_record(),
+                          in_transform.steady_seconds_per_record())
+    said = compare_estimates("Decoding in __getitem__ (both with num_threads=0)", measured,
+                             "decoding in a transform", baseline)
+    result = verdict(measured, baseline)
+    if result == "noisy":
+        return f"{said} {NOISY}"
+    if result == "same":
         return (f"{said} As expected: both decode every file, in this thread, once; where "
                 "the call is written does not change the work.")
-    if verdict == "worse":
-        return (f"{said} Both decode every file once, in this thread, but in another order: "
-                "the reader decodes a whole chunk of records before the first transform "
-                "runs, so Normalize likely finds their pixels gone from the CPU's cache, "
-                "while a transform decodes a record and normalizes it at once. (Or the "
-                "machine's load changed between the runs.)")
-    return (f"{said} Both decode every file once, in this thread, so the work is the same: "
-            "the difference is the cost of calling one more transform per record, or the "
-            "load of the machine changing between the runs.")
+    return (f"{said} Both decode every file once, in this thread, so the work is the same; "
+            "what else differs (the order of the work: the reader reads a whole chunk "
+            "before the first transform runs) is not isolated by this pair, and the "
+            "machine's load can change between runs. Run the cell again: a difference that "
+            "comes back every time is real.")
 
 
 def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTiming) -> str:
-    """Decoding every file before a filter, against filtering first, in wall and CPU time."""
-    said = compare_estimates("Filtering before DecodeImage", filter_first.seconds_per_record(),
-                             "decoding in __getitem__", decode_first.seconds_per_record())
-    wall = outcome(filter_first.seconds_per_record(), decode_first.seconds_per_record())
-    cpu = outcome(filter_first.cpu_seconds_per_record(), decode_first.cpu_seconds_per_record())
+    """Decoding every file before a filter, against filtering first, in wall and CPU time.
+    The CPU time is the measurement that says whether fewer files were decoded."""
+    wall_said = compare_estimates("Filtering before DecodeImage",
+                                  filter_first.seconds_per_record(),
+                                  "decoding in __getitem__", decode_first.seconds_per_record())
+    wall = verdict(filter_first.seconds_per_record(), decode_first.seconds_per_record())
+    cpu = verdict(filter_first.cpu_seconds_per_record(), decode_first.cpu_seconds_per_record())
     cpu_ratio = decode_first.cpu_seconds_per_record().value / \
         filter_first.cpu_seconds_per_record().value
-    work = (f" In CPU time, decoding first used {cpu_ratio:.1f}x the work of filtering "
-            f"first for the same {filter_first.records} kept records")
+    work = (f"In CPU time (medians), decoding first used {cpu_ratio:.1f}x the work of "
+            f"filtering first for the same {filter_first.records} kept records")
+    if cpu == "better" and wall == "better":
+        return (f"{wall_said} {work}, and that says why: the filter saw the label first, so "
+                "the files it dropped were never decoded.")
     if cpu == "better":
         work += ": it decoded the files the filter then dropped."
     elif cpu == "same":
-        work += (", the same within the noise of the repetitions: a filter that drops "
-                 "few records saves little.")
+        work += ", the same within the noise of the repetitions: this run shows no work saved."
+    elif cpu == "noisy":
+        work += f". {NOISY}"
     else:
-        work += ": more for filtering first, which only noise can explain."
+        work += ": more for filtering first, the opposite of what skipping work does; rerun."
     if wall == "better":
-        return (f"{said} The filter saw the label first, so the files it dropped were never "
-                f"decoded.{work}")
+        return (f"{wall_said} {work} So the CPU time does not show where the wall time went, "
+                "and this run names no cause.")
+    if wall == "noisy":
+        return f"{wall_said} {NOISY} {work}"
     if wall == "same":
-        threads = (" (the read-ahead threads may also have decoded beside the rest)"
-                   if decode_first.read_ahead_threads else "")
-        return (f"{said} In wall time the difference stayed within how much the runs varied"
-                f"{threads}, so this run cannot tell; run it again, or in full mode.{work}")
-    return (f"{said} Slower in wall time, which skipping work cannot cause by itself: the "
-            f"machine's load changed between the runs, or decoding first got help from its "
-            f"read-ahead threads.{work}")
-
-
+        return (f"{wall_said} In wall time the difference stayed within how much the runs "
+                f"varied, so this run cannot tell. {work}")
+    return (f"{wall_said} Slower in wall time, which skipping work cannot cause by itself; "
+            "this measurement does not isolate why (the machine's load can change between "
+            f"runs). {work}")

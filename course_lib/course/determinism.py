@@ -190,14 +190,25 @@ def format_bytes(count: float) -> str:
 
 
 def plot_lines(curves: Mapping[str, Mapping[float, float]], *, xlabel: str, ylabel: str,
-               title: str, dashed: Sequence[str] = (), log: bool = True, ax=None):
+               title: str, dashed: Sequence[str] = (), log: bool = True, ax=None,
+               runs: Mapping[str, Mapping[float, Sequence[float]]] | None = None):
     """One line per entry of `curves` ({x: y}); names in `dashed` are drawn dashed (for an
-    extrapolation). Both axes are logarithmic unless `log=False`."""
+    extrapolation). Both axes are logarithmic unless `log=False`.
+
+    `runs[name][x]`, where given, are the repetitions behind the point `curves[name][x]`:
+    each is drawn as a small open circle of the curve's colour, and the point itself as a
+    dash, so the spread shows around the line through the medians."""
     figure, ax = _axes(ax, (6.0, 3.8))
     for name, curve in curves.items():
         xs = sorted(curve)
-        ax.plot(xs, [curve[x] for x in xs], marker="" if name in dashed else "o",
-                linestyle="--" if name in dashed else "-", label=name)
+        spread = (runs or {}).get(name, {})
+        marker = "" if name in dashed else ("_" if spread else "o")
+        dash = {"markersize": 14, "markeredgewidth": 2} if marker == "_" else {}
+        line, = ax.plot(xs, [curve[x] for x in xs], marker=marker,
+                        linestyle="--" if name in dashed else "-", label=name, **dash)
+        for x, repeats in sorted(spread.items()):
+            ax.plot([x] * len(repeats), repeats, "o", color=line.get_color(), markersize=3.5,
+                    markerfacecolor="none")
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -236,11 +247,14 @@ def seed_collision_sentence(who: str, shared: int, count: int) -> str:
     return f"{found}: the seeds share part of their streams, so they are not independent."
 
 
-def per_record_cost(table_bytes: float, table_seconds: float, size: int) -> str:
+def per_record_cost(table_bytes: float, table_seconds: float, size: int,
+                    runs: int | None = None) -> str:
     """The stored permutation's bytes and seconds per record at `size`, each printed with
-    the precision its magnitude needs (8 bytes, 47.9 ns)."""
-    return (f"np.random.permutation: {table_bytes / size:.3g} bytes and "
-            f"{format_duration(table_seconds / size)} per record at n = {size:,}")
+    the precision its magnitude needs (8 bytes, 47.9 ns); `runs`, when given, names the
+    statistic: the time is the median of that many runs."""
+    sentence = (f"np.random.permutation: {table_bytes / size:.3g} bytes and "
+                f"{format_duration(table_seconds / size)} per record at n = {size:,}")
+    return sentence if runs is None else f"{sentence} (time: the median of {runs} runs)"
 
 
 def physical_memory_bytes() -> int | None:
@@ -283,16 +297,15 @@ def growth_sentence(small_seconds: Sequence[float], smallest: int,
              f"{format_duration(per_record.median)} at n = {largest:,}")
     noise = per_record.noise()
     if per_record.outcome == "slower":
-        return (f"That is an underestimate: the cost per record grew "
-                f"{format_times(1 / per_record.ratio)}, from {costs} ({noise}). A larger "
-                "table misses the CPU caches more often, and a billion-record table would "
-                "miss them on almost every swap.")
+        return (f"That is an underestimate if the trend goes on: the cost per record grew "
+                f"{format_times(1 / per_record.ratio)}, from {costs} ({noise}), and a "
+                "billion-record table is a hundred times larger still. (What makes a larger "
+                "table cost more per record is not measured here.)")
     if per_record.outcome == "faster":
         return (f"The cost per record fell {format_times(per_record.ratio)}, from {costs} "
-                f"({noise}): at small n the fixed cost of each call is shared by fewer "
-                "records. The extrapolation uses the largest size's rate, where that fixed "
-                "cost matters least; these sizes still fit the CPU caches better than a "
-                "billion-record table would, so read it as a rough estimate, not a bound.")
+                f"({noise}). The extrapolation uses the largest size's rate; with the rate "
+                "changing across the sizes measured, read it as a rough estimate, not a "
+                "bound.")
     if per_record.too_noisy:
         return (f"Whether the cost per record grew cannot be told from this run: {costs} "
                 f"({noise}). {NOISY_EXPLANATION}")
@@ -303,19 +316,33 @@ def growth_sentence(small_seconds: Sequence[float], smallest: int,
 
 def computed_epoch_sentence(computed_seconds: Sequence[float],
                             table_seconds: Sequence[float], records: int) -> str:
-    """Computing every key of an epoch in the loader's chunks against building the same
-    epoch's table with `np.random.permutation`, with what the outcome means."""
+    """Computing every key of an epoch in the loader's blocks (`sampler.KEY_BLOCK` positions
+    each, as `all_keys_in_chunks` does) against building the same epoch's table with
+    `np.random.permutation`, with what the outcome means."""
+    from course_lib.sampler import KEY_BLOCK
+
     return compare_runs(
-        f"Computing all {records:,} keys of an epoch in the loader's chunks", computed_seconds,
+        f"Computing all {records:,} keys of an epoch in the loader's blocks of {KEY_BLOCK:,} "
+        "positions", computed_seconds,
         "building the same epoch's table with np.random.permutation", table_seconds,
         why={"slower": "So the computed shuffle buys memory and the wait before the first "
                        "record, not speed per key: a whole epoch of keys costs more than a "
                        "table built in C. The loader spreads that cost over the epoch, a "
-                       "chunk at a time, so no batch waits for all of it.",
+                       "block at a time, so no batch waits for all of it.",
              "same": "So per key the two cost the same here; what the computed shuffle "
                      "buys is memory and the wait before the first record.",
              "faster": "So here the computed shuffle was cheaper even per key, on top of "
                        "its memory and its wait before the first record."})
+
+
+def format_ratio(ratio: float) -> str:
+    """A ratio of two timings with no more digits than the timings support: "1.4x" below
+    10, "86x" below 100, two significant digits above ("about 66,000x", not "66052x")."""
+    if ratio < 10:
+        return f"{ratio:.1f}x"
+    if ratio < 100:
+        return f"{ratio:.0f}x"
+    return f"about {round(ratio, 1 - int(np.floor(np.log10(ratio)))):,.0f}x"
 
 
 def first_key_sentence(computed_bytes: int, computed_seconds: Sequence[float], records: int,
@@ -324,12 +351,20 @@ def first_key_sentence(computed_bytes: int, computed_seconds: Sequence[float], r
     time a stored table of `table_records` takes before its first key can be read."""
     memory = (f"The computed shuffle of {records:,} records used "
               f"{format_bytes(computed_bytes)}. ")
-    return memory + compare_runs(
-        "Reaching its first key", computed_seconds,
-        f"building the stored table of only {table_records:,} records", table_seconds,
-        why={"faster": "An epoch starts at once, whatever its size.",
-             "same": "At this size the two start an epoch equally soon; the table's wait "
-                     "grows with n, the computed one's does not.",
-             "slower": "Here the computed shuffle was slower to start than the table, "
-                       "which is unexpected: rerun the cell, since a busy machine can "
-                       "delay one short measurement."})
+    comparison = Comparison(tuple(computed_seconds), tuple(table_seconds))
+    table = f"building the stored table of only {table_records:,} records"
+    if comparison.outcome == "same":
+        how = f"Reaching its first key took about as long as {table}"
+    else:
+        ratio = comparison.ratio if comparison.ratio > 1 else 1 / comparison.ratio
+        how = f"Reaching its first key was {format_ratio(ratio)} {comparison.outcome} than {table}"
+    sentence = f"{memory}{how} here {comparison.numbers()}."
+    if comparison.too_noisy:
+        return f"{sentence} {NOISY_EXPLANATION}"
+    why = {"faster": "An epoch starts at once, whatever its size.",
+           "same": "At this size the two start an epoch equally soon; the table's wait "
+                   "grows with n, the computed one's does not.",
+           "slower": "Here the computed shuffle was slower to start than the table, which is "
+                     "unexpected: rerun the cell, since a busy machine can delay one short "
+                     "measurement."}
+    return f"{sentence} {why[comparison.outcome]}"

@@ -10,10 +10,12 @@ matters."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -211,19 +213,122 @@ def load_average() -> float | None:
         return None
 
 
-def machine_load() -> str:
-    """One sentence on how busy this machine is (the load average of the last minute against
-    the core count), to read the timings measured next in context."""
+def machine_load(own_processes: int = 0, *, usage: CpuUse | None = None) -> str:
+    """One sentence on how busy this machine is, to read the timings measured next in context.
+
+    `own_processes` is how many processes (or busy threads) the lesson itself keeps running
+    (the loop with its step, each worker): they are not "other programs". With `usage`
+    (from `measure_cpu_use`, taken around the timings) the sentence says how many cores
+    this process and its workers used, and how many other programs used, measured; without
+    it, it reads the load average of the last minute, which counts everyone's processes.
+    """
+    if not isinstance(own_processes, int) or own_processes < 0:
+        raise ValueError(f"own_processes={own_processes!r} must be a count of 0 or more: the "
+                         "lesson's own busy processes, e.g. 3 for the loop and 2 workers.")
     cores = os.cpu_count() or 1
+    if usage is not None:
+        return usage.sentence(cores, own_processes)
     load = load_average()
     if load is None:
         return "The load average is not available here, so other programs' work is unknown."
-    if load > cores:
-        return (f"Load average over the last minute: {load:.1f} on {cores} cores. Other "
-                "programs are busy too, so these timings compete with them, and extra "
-                "workers find no idle core.")
-    return (f"Load average over the last minute: {load:.1f} on {cores} cores: the machine "
-            "is not overloaded.")
+    said = f"Load average over the last minute: {load:.1f} on {cores} cores"
+    if not own_processes:
+        if load > cores:
+            return (f"{said}. Other programs are busy too, so these timings compete with "
+                    "them, and extra workers find no idle core.")
+        return f"{said}: the machine is not overloaded."
+    own = _own(own_processes, cores)
+    others = load - own_processes
+    if others > 0.5:
+        return (f"{said}. {own}; the load is {others:.1f} above them, so other programs "
+                "took CPU time too (the average covers the last minute, so this counts "
+                "them at the least).")
+    return (f"{said}, no more than this lesson's own {own_processes} busy processes: other "
+            f"programs were not busy. {own}.")
+
+
+def _own(own_processes: int, cores: int) -> str:
+    """The lesson's own processes against the cores, in a clause."""
+    if own_processes > cores:
+        return (f"This lesson alone keeps {own_processes} processes busy on {cores} cores: "
+                "they are oversubscribed by the lesson itself")
+    return f"This lesson keeps {own_processes} processes busy on {cores} cores"
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    """CPU time over one stretch of wall time: this process with its children (the
+    workers), and the whole machine, from Linux's /proc. Cores used = CPU seconds / wall."""
+
+    wall_s: float
+    own_cpu_s: float
+    machine_cpu_s: float
+
+    @property
+    def own_cores(self) -> float:
+        return self.own_cpu_s / self.wall_s
+
+    @property
+    def other_cores(self) -> float:
+        """Cores other programs used on average: the machine's busy time minus ours."""
+        return max(0.0, self.machine_cpu_s - self.own_cpu_s) / self.wall_s
+
+    def sentence(self, cores: int, own_processes: int = 0) -> str:
+        said = (f"While it ran, this process and its workers used {self.own_cores:.1f} of "
+                f"the {cores} cores and other programs {self.other_cores:.1f}, measured "
+                f"from the CPU time of the last {self.wall_s:.1f} s")
+        own = f" {_own(own_processes, cores)}." if own_processes else ""
+        if self.other_cores >= 0.25:
+            return f"{said}: the timings competed with other programs.{own}"
+        return f"{said}: other programs took next to nothing.{own}"
+
+
+@contextlib.contextmanager
+def measure_cpu_use():
+    """Measure the CPU time of this process tree and of the machine over the block; yields
+    a list that holds one `CpuUse` after the block (empty where /proc is not available)."""
+    found: list[CpuUse] = []
+    start = _cpu_seconds()
+    wall = time.perf_counter()
+    try:
+        yield found
+    finally:
+        end = _cpu_seconds()
+        if start is not None and end is not None:
+            found.append(CpuUse(time.perf_counter() - wall, end[0] - start[0],
+                                end[1] - start[1]))
+
+
+def _cpu_seconds() -> tuple[float, float] | None:
+    """(CPU seconds of this process and all its descendants, busy CPU seconds of the whole
+    machine) since boot, or None off Linux. A child that ended and was waited for is in its
+    parent's cutime/cstime, so workers that come and go are still counted."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+        machine = (user + nice + system + irq + softirq + steal) / tick
+        parents: dict[int, int] = {}
+        times: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # the process ended meanwhile
+            after_name = stat[stat.rindex(")") + 2:].split()
+            parents[int(entry.name)] = int(after_name[1])
+            times[int(entry.name)] = sum(map(int, after_name[11:15]))  # u, s, cu, cs time
+    except (OSError, ValueError, AttributeError):
+        return None
+    ours, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        ours.update(children)
+        frontier.extend(children)
+    return sum(times.get(pid, 0) for pid in ours) / tick, machine
 
 
 def _busy(load: float | None, cores: int) -> bool:
@@ -284,7 +389,10 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
              f"worker_count=0 and after {times} (medians of the repetitions)."]
     with_workers = Comparison(timings[counts[0]].repeat_first_batch_s,
                               zero.repeat_first_batch_s)
-    if with_workers.outcome == "slower":
+    if with_workers.too_noisy:
+        lines.append(f"With {_workers(counts[0])} against worker_count=0: too noisy to tell "
+                     f"{with_workers.numbers()}, so this run says nothing about the start-up.")
+    elif with_workers.outcome == "slower":
         extra = timings[counts[0]].median_first_batch_s - zero.median_first_batch_s
         lines.append(f"The difference with {_workers(counts[0])}, about "
                      f"{format_duration(extra)}, is the start-up: forking the workers and "
@@ -297,7 +405,11 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
         fewest, most = counts[0], counts[-1]
         spread = Comparison(timings[most].repeat_first_batch_s,
                             timings[fewest].repeat_first_batch_s)
-        if spread.outcome == "same":
+        if spread.too_noisy:
+            lines.append(f"{fewest} against {most} workers: too noisy to tell "
+                         f"{spread.numbers()}, so this run cannot say whether the count "
+                         "matters to the start-up.")
+        elif spread.outcome == "same":
             lines.append(f"{fewest} and {most} workers gave the same first-batch time within "
                          f"the noise {spread.numbers()}: the workers start in parallel, "
                          "and the first batch is start-up plus one batch, whatever the count.")
@@ -560,7 +672,12 @@ def fork_server_sentence(seconds: Sequence[float]) -> str:
         raise ValueError(f"got {len(seconds)} timings; pass at least 2 (loaders=2 or more)")
     first, later = seconds[0], statistics.median(seconds[1:])
     times = f"{format_seconds(first)} against {format_seconds(later)} (median of the later ones)"
-    if Comparison((first,), tuple(seconds[1:])).outcome == "slower":
+    comparison = Comparison((first,), tuple(seconds[1:]))
+    if comparison.too_noisy:
+        return (f"The first iter() in the new process against the later ones: too noisy to "
+                f"tell ({times}; the later ones spread by {comparison.margin:.0%}), so this "
+                "run cannot show the fork server's start.")
+    if comparison.outcome == "slower":
         return (f"The first iter() in the new process waited {first / later:.1f}x as long for "
                 f"its first batch as the later ones: {times}. It also started the fork "
                 "server; every later loader in the process forks its workers from it.")
