@@ -104,8 +104,7 @@ def script_outline(script: str | Path = SCRIPT) -> str:
     """The training loop of the script, as written there (from the loop to the checkpoint)."""
     lines = Path(script).read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if "for tokens, segment_ids, positions" in line)
-    stop = next(i for i, line in enumerate(lines)
-                if "save_spans.append" in line or "save_training(manager, step" in line)
+    stop = next(i for i, line in enumerate(lines) if "save_spans.append" in line)
     return "\n".join(line[4:] for line in lines[start:stop + 1])
 
 
