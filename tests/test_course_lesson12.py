@@ -138,7 +138,8 @@ def test_the_global_batch_check_matches_each_process_block_to_its_local_batch():
 
 
 @pytest.mark.parametrize(("final", "verdict"), [
-    (1.5, "below both"), (4.0, "better than uniform but not yet below"),
+    (1.5, "below both"), (2.97, "about the byte frequencies"),
+    (3.03, "about the byte frequencies"), (4.0, "better than uniform but not yet below"),
     (5.6, "no better than a uniform guess")])
 def test_the_loss_is_measured_against_both_baselines(final, verdict):
     steps = _steps([6.0] * 3 + [final] * 5, list(range(8)))
@@ -155,10 +156,23 @@ def test_the_unigram_entropy_is_the_entropy_of_the_byte_frequencies():
 
 @pytest.mark.parametrize(("on_disk", "verdict"), [
     (2000, "2.0x larger"), (500, "0.5x smaller"), (1010, "the text's size, within 5%")])
-def test_the_size_sentence_compares_with_the_text_and_groups_of_64(on_disk, verdict):
-    sizes = {"bytes_on_disk": on_disk, "tokens": 1000, "bytes_group_64": 600}
+@pytest.mark.parametrize("whole_blocks", [True, False])
+def test_the_size_sentence_compares_with_the_text_and_groups_of_64(on_disk, verdict,
+                                                                   whole_blocks):
+    sizes = {"bytes_on_disk": on_disk, "tokens": 1000, "bytes_group_64": 600, "files": 4,
+             "whole_blocks": whole_blocks}
     sentence = capstone.size_sentence(sizes)
     assert verdict in sentence and "group_size:64 take 600 bytes (0.6x the text)" in sentence
+    assert ("each of the 4 files carries up to that much padding" in sentence) == whole_blocks
+
+
+def test_the_corpus_reports_its_sizes_as_the_files_have_them(tmp_path):
+    sizes = capstone.write_corpus(tmp_path, row_length=32, num_shards=2, limit=20)
+    files = sorted(tmp_path.glob("*.array_record"))
+    assert sizes["bytes_on_disk"] == sum(path.stat().st_size for path in files)
+    assert sizes["whole_blocks"] == all(path.stat().st_size % capstone.BLOCK_BYTES == 0
+                                        for path in files)
+    assert sizes["bytes_group_64"] > 0 and sizes["files"] == 2
 
 
 def test_tokens_per_second_leaves_out_the_compiling_step():

@@ -32,6 +32,9 @@ def text_pieces(row_length: int, limit: int | None = None) -> list[bytes]:
     return pieces
 
 
+BLOCK_BYTES = 65536  # the unit the array_record writer's file sizes come in, measured here
+
+
 def unigram_entropy(pieces: Sequence[bytes]) -> float:
     """Entropy of the bytes' frequencies, in nats: the loss of a model that knows how common
     each byte is but not which bytes come before it."""
@@ -55,9 +58,11 @@ def write_corpus(directory: str | Path, row_length: int, num_shards: int,
         grouped = write_array_record_shards(pieces, scratch, num_shards, prefix="grouped",
                                             options="group_size:64")
         bytes_grouped = sum(path.stat().st_size for path in grouped)
+    sizes = [path.stat().st_size for path in paths]
     return {"documents": len(_stdlib_docstrings()[:limit]), "records": len(pieces),
             "tokens": sum(len(piece) for piece in pieces), "files": len(paths),
-            "bytes_on_disk": sum(path.stat().st_size for path in paths),
+            "bytes_on_disk": sum(sizes),
+            "whole_blocks": all(size % BLOCK_BYTES == 0 for size in sizes),
             "bytes_group_64": bytes_grouped, "unigram_nats": unigram_entropy(pieces)}
 
 
@@ -68,16 +73,21 @@ def size_sentence(sizes: Mapping[str, float]) -> str:
     head = (f"{sizes['bytes_on_disk']:,} bytes on disk for {sizes['tokens']:,} bytes of "
             f"text: {ratio:.1f}x ")
     if ratio > 1.05:
-        head += ("larger. With group_size:1 every record is compressed alone, in a chunk of "
-                 "its own with its own header and index entry, and a short record cannot "
-                 "repay that")
+        head += ("larger. With group_size:1 every record is a chunk of its own, compressed "
+                 "alone, and a chunk's fixed overhead is large next to a short record")
     elif ratio < 0.95:
         head += "smaller: even one record at a time, compression wins"
     else:
         head += "the text's size, within 5%"
+    if sizes["whole_blocks"]:
+        head += (f"; and every file's size is a whole number of {BLOCK_BYTES:,}-byte blocks, "
+                 f"so each of the {sizes['files']} files carries up to that much padding")
     return (head + f"; the same records with group_size:64 take {sizes['bytes_group_64']:,} "
             f"bytes ({grouped:.1f}x the text). group_size:1 is kept because every random "
             "read then touches one record only (lesson 9).")
+
+
+LOSS_MARGIN = 0.05  # nats: closer than this to a baseline counts as "about" it
 
 
 def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) -> str:
@@ -90,6 +100,9 @@ def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) 
     head = (f"Mean loss of the last {last} steps: {final:.2f} nats; a uniform guess over 256 "
             f"bytes scores ln 256 = {uniform:.2f}, the bytes' own frequencies (the unigram "
             f"entropy of the training bytes) {unigram_nats:.2f}: ")
+    if abs(final - unigram_nats) < LOSS_MARGIN:
+        return head + (f"about the byte frequencies (within {LOSS_MARGIN} nats): no clear sign "
+                       "yet that the model uses the bytes before each byte.")
     if final < unigram_nats:
         return head + ("below both, so the model predicts each byte from the bytes before "
                        "it, not only from how common it is.")
