@@ -5,8 +5,11 @@ through a coordinator (process 0's address) and then behave as one program over 
 devices. To practise that on a laptop we start N copies of a script on 127.0.0.1, each told
 its rank through environment variables, and each calls `initialize_from_env()` first.
 
-The launcher also watches the processes. A JAX process whose peer has died does not fail
-quickly: it waits for minutes on heartbeats and barriers. So as soon as one rank fails, or
+The launcher also watches the processes. A JAX process whose peer has died does not end
+quickly: on CPU its next collective fails (Gloo's socket to the peer is reset), but at exit
+JAX's shutdown barrier waits until the coordination service declares the peer dead after
+its heartbeat timeout (`heartbeat_timeout_seconds`, 100 s by default), and then the process
+aborts. So as soon as one rank fails, or
 the deadline passes, the launcher kills every other rank's whole process group and tells
 you which rank failed and which were still running, with the end of each one's output.
 For a rank still running at the deadline it also shows where that rank was waiting: the
