@@ -5,8 +5,11 @@ through a coordinator (process 0's address) and then behave as one program over 
 devices. To practise that on a laptop we start N copies of a script on 127.0.0.1, each told
 its rank through environment variables, and each calls `initialize_from_env()` first.
 
-The launcher also watches the processes. A JAX process whose peer has died does not fail
-quickly: it waits for minutes on heartbeats and barriers. So as soon as one rank fails, or
+The launcher also watches the processes. A JAX process whose peer has died does not end
+quickly: on CPU its next collective fails (Gloo's socket to the peer is reset), but at exit
+JAX's shutdown barrier waits until the coordination service declares the peer dead after
+its heartbeat timeout (`heartbeat_timeout_seconds`, 100 s by default), and then the process
+aborts. So as soon as one rank fails, or
 the deadline passes, the launcher kills every other rank's whole process group and tells
 you which rank failed and which were still running, with the end of each one's output.
 For a rank still running at the deadline it also shows where that rank was waiting: the
@@ -467,6 +470,28 @@ def cluster_environment() -> str | None:
     return None
 
 
+# Variables that say "one of N copies" for launchers JAX does not detect: MPICH's and Intel
+# MPI's Hydra (PMI_SIZE), PMIx-based launchers (PMIX_SIZE is not set by all; PMI_SIZE is),
+# Open MPI outside JAX's detection (OMPI_COMM_WORLD_SIZE), and a SLURM allocation whose
+# tasks were not started by srun (SLURM_NTASKS without SLURM_PROCID, e.g. after salloc).
+_COPY_COUNTS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
+
+
+def copies_started_elsewhere(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why this process looks like one of several copies started by a launcher that JAX
+    does not detect (a sentence), or None. Such copies, each alone as rank 0 of 1, would
+    all train into the same output folder."""
+    environ = os.environ if environ is None else environ
+    for name in _COPY_COUNTS:
+        value = environ.get(name, "")
+        if value.isdigit() and int(value) > 1:
+            if name == "SLURM_NTASKS" and "SLURM_PROCID" not in environ:
+                return (f"SLURM_NTASKS={value} is set without SLURM_PROCID: this is a SLURM "
+                        "allocation, but the process was not started by srun")
+            return f"{name}={value} says a launcher started {value} copies"
+    return None
+
+
 def initialize_from_env(*, required: bool = True) -> DistributedInfo:
     """Join the JAX job this process was started into; call it before any other JAX call.
 
@@ -479,21 +504,27 @@ def initialize_from_env(*, required: bool = True) -> DistributedInfo:
        MPI's `mpirun`, ...; see `cluster_environment`): call `jax.distributed.initialize()`
        with no arguments, so that JAX reads the rank, count and coordinator itself;
     3. neither: `required=True` raises (so a forgotten launcher does not silently train on
-       one process alone); `required=False` returns a single-process description.
+       one process alone); `required=False` returns a single-process description, unless
+       the environment says that a launcher JAX does not detect started several copies
+       (`copies_started_elsewhere`): then it raises too, before anything is written.
     """
     check_bool("required", required)
     if ENV_NUM_PROCESSES not in os.environ:
         cluster = cluster_environment()
         if cluster is not None:
             return _join_cluster(cluster)
-        if required:
+        copies = copies_started_elsewhere()
+        if required or copies:
             raise RuntimeError(
                 f"{ENV_NUM_PROCESSES} is not set and no cluster that JAX detects (SLURM, "
                 "Cloud TPU, Kubernetes, Open MPI) was found, so this script was started by "
-                "neither the course's launcher nor a scheduler. Run it with `python -m "
-                "course_lib.launch -n 2 script.py` or under your scheduler (e.g. `srun "
-                "python script.py`), or call initialize_from_env(required=False) to allow "
-                "a single-process run.")
+                "neither the course's launcher nor a scheduler JAX knows"
+                + (f"; yet {copies}, so every copy would run alone as rank 0 of 1 and "
+                   "they would overwrite each other's output" if copies else "")
+                + ". Run it with `python -m course_lib.launch -n 2 script.py` or under "
+                "your scheduler (e.g. `srun python script.py` inside a SLURM allocation)"
+                + ("" if copies else ", or call initialize_from_env(required=False) to "
+                   "allow a single-process run") + ".")
         return DistributedInfo(process_id=0, num_processes=1, coordinator_address=None)
     num_processes = _int_from_env(ENV_NUM_PROCESSES, minimum=1)
     process_id = _int_from_env(ENV_PROCESS_ID, minimum=0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,9 +37,10 @@ def _train(data: Path, out: Path, *extra: str, check: bool = True):
                   args=["--data", str(data), "--out", str(out), *TOY, *extra])
 
 
-@pytest.mark.timeout(240)
-def test_a_killed_job_resumes_with_the_same_batches_and_losses(toy_data, tmp_path):
+@pytest.mark.timeout(300)
+def test_a_killed_job_resumes_with_the_same_batches_losses_and_weights(toy_data, tmp_path):
     reference, crashed = tmp_path / "reference", tmp_path / "crashed"
+    control = tmp_path / "control"
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two first runs side by side
         uninterrupted = pool.submit(_train, toy_data, reference, "--checkpoint-every", "100")
         killed = pool.submit(_train, toy_data, crashed, "--checkpoint-every", "3",
@@ -48,20 +50,49 @@ def test_a_killed_job_resumes_with_the_same_batches_and_losses(toy_data, tmp_pat
     assert killed.ranks[0].status == "killed"
     assert "rank 1 was killed by SIGKILL" in killed.summary()
     assert [step["step"] for step in capstone.read_steps(crashed)] == [1, 2, 3, 4, 5]
+    shutil.copytree(crashed, control)
 
     resumed = _train(toy_data, crashed, "--checkpoint-every", "3")
     assert all("resumed from the checkpoint of step 3" in rank.output for rank in resumed.ranks)
     steps = capstone.read_steps(crashed)
     assert [step["step"] for step in steps] == [1, 2, 3, 4, 5, 4, 5, 6]
-    comparison = capstone.compare_runs(capstone.read_steps(reference), steps[5:], from_step=3)
+    after = capstone.resumed_lines(steps, 3)
+    assert after == steps[5:]
+    ref_steps = capstone.read_steps(reference)
+    comparison = capstone.compare_runs(ref_steps, after, from_step=3)
     assert comparison == {"steps": 3, "missing": [], "same_batches": [4, 5, 6],
+                          "same_segments": [4, 5, 6], "same_positions": [4, 5, 6],
                           "same_losses": [4, 5, 6]}
     # The steps before the kill agree too, and the batches change from step to step.
-    assert steps[:5] == [{**s, "time": steps[i]["time"]}
-                         for i, s in enumerate(capstone.read_steps(reference)[:5])]
+    assert steps[:5] == [{**s, "time": steps[i]["time"]} for i, s in enumerate(ref_steps[:5])]
     assert len({step["checksum"] for step in steps[:5]}) == 5
     reports = capstone.read_reports(crashed)
     assert [(r["start_step"], r["steps"], r["traces"]) for r in reports] == [(3, 6, 1)] * 2
+    ref_reports = capstone.read_reports(reference)
+    assert {r["fingerprint"] for r in reports} == {ref_reports[0]["fingerprint"]}
+
+    # The broken resume (weights and optimizer, not the data position) must be caught.
+    _train(toy_data, control, "--checkpoint-every", "3", "--ignore-data-position")
+    broken = capstone.compare_runs(ref_steps, capstone.resumed_lines(
+        capstone.read_steps(control), 3), from_step=3)
+    assert broken["steps"] == 3 and broken["same_batches"] == []
+    assert broken["same_losses"] == []
+    assert capstone.read_reports(control)[0]["fingerprint"] != ref_reports[0]["fingerprint"]
+
+
+@pytest.mark.timeout(120)
+def test_the_global_batch_is_measured_as_both_local_batches_in_rank_order(toy_data, tmp_path):
+    _train(toy_data, tmp_path / "run", "--checkpoint-every", "2")
+    steps, reports = capstone.read_steps(tmp_path / "run"), capstone.read_reports(tmp_path / "run")
+    check = capstone.global_batch_check(steps, reports)
+    assert check == {"global_shape": [4, 32], "local_shapes": [[2, 32], [2, 32]],
+                     "steps": 6, "matching": 6, "counted": [6, 6]}
+    # The two processes' local batches differ, so matching them to the halves means something.
+    assert all(a != b for a, b in zip(*(r["local_checksums"] for r in reports), strict=True))
+    split = capstone.time_split(reports[0])
+    assert split["saves"] == 2 and split["checkpoint"] > 0  # saves after steps 2 and 4
+    assert split["rest"] >= 0
+    assert abs(split["step"] / split["wall"] - (1 - reports[0]["idle_share"])) < 1e-9
 
 
 @pytest.mark.timeout(120)
@@ -113,21 +144,73 @@ def test_two_processes_with_a_slurm_step_environment_form_one_job():
     assert all(report["rows"] == [0, 1, 2, 3, 100, 101, 102, 103] for report in reports)
 
 
-def test_outside_the_launcher_and_any_cluster_the_error_names_both_ways(monkeypatch):
+def _without_launchers(monkeypatch):
     for name in list(os.environ):
-        if name.startswith(("FTB_", "SLURM_", "OMPI_", "KUBERNETES_")):
+        if name.startswith(("FTB_", "SLURM_", "OMPI_", "KUBERNETES_", "PMI_")):
             monkeypatch.delenv(name)
+
+
+def test_outside_the_launcher_and_any_cluster_the_error_names_both_ways(monkeypatch):
+    _without_launchers(monkeypatch)
     with pytest.raises(RuntimeError, match=r"course_lib.launch -n 2.*srun"):
         initialize_from_env()
     assert initialize_from_env(required=False) == (0, 1, None)
 
 
-def test_the_script_refuses_bad_arguments_with_the_rule():
+@pytest.mark.parametrize(("variables", "named"), [
+    ({"PMI_SIZE": "2", "PMI_RANK": "1"}, "PMI_SIZE=2"),
+    ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}, "not started by srun"),
+    ({"OMPI_COMM_WORLD_SIZE": "2"}, "OMPI_COMM_WORLD_SIZE=2"),
+])
+def test_copies_from_a_launcher_jax_does_not_detect_are_refused_even_alone(
+        monkeypatch, variables, named):
+    _without_launchers(monkeypatch)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match=f"{named}.*rank 0 of 1"):
+        initialize_from_env(required=False)
+
+
+def test_the_script_started_by_nothing_refuses_before_writing(monkeypatch, tmp_path):
+    from course_lib.scripts import train_lm
+
+    _without_launchers(monkeypatch)
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="pass --single-process"):
+        train_lm.main(["--data", str(tmp_path), "--out", str(out)])
+    assert not out.exists()
+    monkeypatch.setenv("PMI_SIZE", "2")  # MPICH's mpirun started two copies
+    with pytest.raises(RuntimeError, match="PMI_SIZE=2"):
+        train_lm.main(["--data", str(tmp_path), "--out", str(out), "--single-process"])
+    assert not out.exists()
+
+
+def test_the_script_refuses_bad_arguments_with_the_rule(capsys):
     from course_lib.scripts import train_lm
 
     with pytest.raises(SystemExit):
         train_lm.parse_args(["--data", "d", "--out", "o", "--steps", "0"])
     with pytest.raises(SystemExit):
         train_lm.parse_args(["--data", "d", "--out", "o", "--kill-rank", "1"])
+    for url in (["--data", "d", "--out", "gs://bucket/run"],
+                ["--data", "gs://bucket/data", "--out", "o"]):
+        with pytest.raises(SystemExit):
+            train_lm.parse_args(url)
+        assert "local or shared file systems only" in capsys.readouterr().err
     args = train_lm.parse_args(["--data", "d", "--out", "o"])
-    assert (args.steps, args.kill_rank) == (60, None)
+    assert (args.steps, args.kill_rank, args.single_process) == (60, None, False)
+
+
+def test_the_notebook_shows_the_scripts_own_loader_and_resume():
+    from course_lib.scripts import train_lm
+
+    text = capstone.SCRIPT.read_text()
+    for name in ("make_loader", "resume"):
+        source = capstone.script_function(name)
+        assert source in text and source.startswith(f"def {name}(")
+    assert "restore_training" in capstone.script_function("resume")
+    assert "PackAndBatchOperation" in capstone.script_function("make_loader")
+    assert "save_training" in capstone.script_outline()
+    with pytest.raises(ValueError, match="make_loader"):
+        capstone.script_function("nothing")
+    assert callable(train_lm.fingerprint)

@@ -10,9 +10,10 @@ from course_lib.course import capstone
 
 
 def _steps(losses, checksums, start=1):
-    return [{"step": start + i, "loss": loss, "checksum": checksum, "real_tokens": 100,
-             "time": float(i)} for i, (loss, checksum) in enumerate(zip(losses, checksums,
-                                                                     strict=True))]
+    return [{"step": start + i, "loss": loss, "checksum": checksum,
+             "segment_checksum": 10 * checksum, "position_checksum": 100 * checksum,
+             "real_tokens": 100, "time": float(i)}
+            for i, (loss, checksum) in enumerate(zip(losses, checksums, strict=True))]
 
 
 def test_an_exact_resume_is_said_to_be_exact():
@@ -20,40 +21,158 @@ def test_an_exact_resume_is_said_to_be_exact():
     resumed = _steps([2.25, 2.0], [3, 4], start=3)
     comparison = capstone.compare_runs(reference, resumed, from_step=2)
     assert comparison == {"steps": 2, "missing": [], "same_batches": [3, 4],
+                          "same_segments": [3, 4], "same_positions": [3, 4],
                           "same_losses": [3, 4]}
     sentence = capstone.resume_sentence(comparison, killed_after=3, resumed_from=2,
-                                        traces=[1, 1, 1, 1])
+                                        traces=[1, 1, 1, 1], same_weights=True)
     assert "all 2 steps after the checkpoint have the same global batch" in sentence
+    assert "segment ids and positions" in sentence and "identical, bit for bit" in sentence
     assert "traced its step once" in sentence and "not exact" not in sentence
 
 
-def test_a_different_loss_or_batch_is_reported_as_not_exact():
+def test_a_different_loss_batch_or_weights_is_reported_as_not_exact():
     reference = _steps([3.0, 2.5, 2.25, 2.0], [1, 2, 3, 4])
     resumed = _steps([2.25, 2.0000001], [3, 5], start=3)
     comparison = capstone.compare_runs(reference, resumed, from_step=2)
-    sentence = capstone.resume_sentence(comparison, 3, 2, [1, 1, 1, 1])
-    assert "1 have the same global batch and 1 the same loss" in sentence
-    assert "not exact" in sentence
+    sentence = capstone.resume_sentence(comparison, 3, 2, [1, 1, 1, 1], same_weights=False)
+    assert "1 have the same tokens, 1 the same segment ids, 1 the same positions" in sentence
+    assert "1 the same loss" in sentence and "not exact" in sentence
+    assert "optimizer state are different" in sentence
+
+
+def test_other_positions_alone_make_a_resume_not_exact():
+    reference = _steps([3.0, 2.5], [1, 2])
+    resumed = [{**step, "position_checksum": 7} for step in reference]
+    comparison = capstone.compare_runs(reference, resumed, from_step=0)
+    assert comparison["same_batches"] == [1, 2] and comparison["same_positions"] == []
+    assert "not exact" in capstone.resume_sentence(comparison, 2, 0, [1, 1], True)
 
 
 def test_a_second_trace_and_missing_steps_are_reported():
     reference = _steps([3.0, 2.5, 2.25], [1, 2, 3])
     comparison = capstone.compare_runs(reference, _steps([2.25], [3], start=3), 2)
-    assert "[1, 2, 1, 1] times" in capstone.resume_sentence(comparison, 3, 2, [1, 2, 1, 1])
+    assert "[1, 2, 1, 1] times" in capstone.resume_sentence(comparison, 3, 2, [1, 2, 1, 1],
+                                                              True)
     short = capstone.compare_runs(reference, _steps([2.5], [2], start=2), 1)
-    assert "cannot be compared" in capstone.resume_sentence(short, 3, 1, [1, 1])
+    assert "cannot be compared" in capstone.resume_sentence(short, 3, 1, [1, 1], True)
 
 
-@pytest.mark.parametrize(("shares", "verdict"), [
-    ([0.02, 0.05], "the loader keeps up"),
-    ([0.02, 0.2], "some time goes to waiting"),
-    ([0.5, 0.1], "the processes wait a large part"),
+def test_the_resumed_lines_are_found_by_step_number_not_by_count():
+    killed = _steps([3.0, 2.5, 2.25, 2.0, 1.9], [1, 2, 3, 4, 5])  # killed after step 5
+    appended = _steps([2.1, 2.0, 1.9], [4, 5, 6], start=4)  # resumed from step 3
+    assert capstone.resumed_lines(killed + appended, 3) == appended
+    with pytest.raises(ValueError, match="did not resume from step 6"):
+        capstone.resumed_lines(killed, 6)
+
+
+def _report(rank, waits, saves, start_step=0):
+    """A process's report: timed steps of 1 s each (numbered from start_step + 2, after the
+    compiling step), the given wait before each, and each save (step, seconds) right after
+    its step."""
+    wait_spans, step_spans, save_spans, clock = [], [], [], 0.0
+    for index, wait in enumerate(waits):
+        wait_spans.append([clock, clock + wait])
+        step_spans.append([clock + wait, clock + wait + 1.0])
+        clock += wait + 1.0
+        for step, seconds in saves:
+            if step == start_step + 2 + index:
+                save_spans.append([step, clock, clock + seconds])
+                clock += seconds
+    return {"rank": rank, "wait_spans": wait_spans, "step_spans": step_spans,
+            "start_step": start_step, "save_spans": save_spans}
+
+
+@pytest.mark.parametrize(("waits", "saves", "verdicts"), [
+    ([0.0] * 10, [], ["The loader keeps up", "almost no idle time"]),
+    ([0.5] * 10, [], ["The loader makes the step wait",
+                      "most of the idle time is waiting for data"]),
+    ([0.01] * 10, [(5, 3.0)], ["The loader keeps up",
+                               "most of the idle time is saving checkpoints"]),
 ])
-def test_the_idle_sentence_follows_the_worst_process(shares, verdict):
-    reports = [{"rank": rank, "idle_share": share} for rank, share in enumerate(shares)]
+def test_the_idle_sentence_splits_the_idle_time_and_names_its_largest_part(waits, saves,
+                                                                          verdicts):
+    reports = [_report(rank, waits, saves) for rank in range(2)]
     sentence = capstone.idle_sentence(reports, 12345.0)
-    assert verdict in sentence and "12,345 real tokens per second" in sentence
-    assert f"process 1 {100 * shares[1]:.0f}%" in sentence
+    assert "12,345 real tokens per second" in sentence
+    for verdict in verdicts:
+        assert verdict in sentence
+    split = capstone.time_split(reports[1])
+    assert split["saves"] == len(saves)
+    assert split["checkpoint"] == pytest.approx(sum(length for _, length in saves))
+    assert split["wait"] == pytest.approx(sum(waits))
+    assert split["rest"] == pytest.approx(0.0, abs=1e-9)
+    assert f"process 1 {100 * capstone.idle_share(reports[1]):.0f}%" in \
+        capstone.idle_summary(reports)
+
+
+def test_a_save_after_the_last_step_is_outside_the_wall_time():
+    report = _report(0, [0.0] * 4, [(5, 2.0)])  # step 5 is the last timed step
+    assert capstone.time_split(report)["saves"] == 0
+
+
+def test_the_rest_of_the_loop_is_named_when_it_is_the_largest_idle_part():
+    report = _report(0, [0.0] * 4, [])
+    report["step_spans"] = [[a, b - 0.3] for a, b in report["step_spans"]]
+    sentence = capstone.idle_sentence([report], 1.0)
+    assert "most of the idle time is the rest of the loop" in sentence
+
+
+def test_the_global_batch_check_matches_each_process_block_to_its_local_batch():
+    steps = [{"process_checksums": [11, 21]}, {"process_checksums": [12, 22]}]
+    reports = [{"rank": 0, "local_checksums": [11, 12], "local_shape": [8, 128],
+                "global_shape": [16, 128]},
+               {"rank": 1, "local_checksums": [21, 22], "local_shape": [8, 128],
+                "global_shape": [16, 128]}]
+    check = capstone.global_batch_check(steps, reports)
+    assert check["matching"] == 2
+    sentence = capstone.global_batch_sentence(check)
+    assert "(16, 128), from process 0's (8, 128), process 1's (8, 128)" in sentence
+    assert "at all 2 steps" in sentence
+    reports[1]["local_checksums"] = [21, 99]  # process 1's second batch is not its block
+    check = capstone.global_batch_check(steps, reports)
+    assert check["matching"] == 1
+    assert "only at 1 of 2 steps" in capstone.global_batch_sentence(check)
+    reports[0]["local_checksums"] = [11]
+    assert "cannot be matched" in capstone.global_batch_sentence(
+        {**check, "counted": [1, 2]})
+
+
+@pytest.mark.parametrize(("final", "verdict"), [
+    (1.5, "below both"), (2.97, "about the byte frequencies"),
+    (3.03, "about the byte frequencies"), (4.0, "better than uniform but not yet below"),
+    (5.6, "no better than a uniform guess")])
+def test_the_loss_is_measured_against_both_baselines(final, verdict):
+    steps = _steps([6.0] * 3 + [final] * 5, list(range(8)))
+    sentence = capstone.loss_sentence(steps, unigram_nats=3.0)
+    assert verdict in sentence and f"{final:.2f} nats" in sentence and "5.55" in sentence
+
+
+def test_the_unigram_entropy_is_the_entropy_of_the_byte_frequencies():
+    import math
+
+    assert capstone.unigram_entropy([b"aaaa"]) == 0.0
+    assert capstone.unigram_entropy([b"ab", b"ab"]) == pytest.approx(math.log(2))
+
+
+@pytest.mark.parametrize(("on_disk", "verdict"), [
+    (2000, "2.0x larger"), (500, "0.5x smaller"), (1010, "the text's size, within 5%")])
+@pytest.mark.parametrize("whole_blocks", [True, False])
+def test_the_size_sentence_compares_with_the_text_and_groups_of_64(on_disk, verdict,
+                                                                   whole_blocks):
+    sizes = {"bytes_on_disk": on_disk, "tokens": 1000, "bytes_group_64": 600, "files": 4,
+             "whole_blocks": whole_blocks}
+    sentence = capstone.size_sentence(sizes)
+    assert verdict in sentence and "group_size:64 take 600 bytes (0.6x the text)" in sentence
+    assert ("each of the 4 files carries up to that much padding" in sentence) == whole_blocks
+
+
+def test_the_corpus_reports_its_sizes_as_the_files_have_them(tmp_path):
+    sizes = capstone.write_corpus(tmp_path, row_length=32, num_shards=2, limit=20)
+    files = sorted(tmp_path.glob("*.array_record"))
+    assert sizes["bytes_on_disk"] == sum(path.stat().st_size for path in files)
+    assert sizes["whole_blocks"] == all(path.stat().st_size % capstone.BLOCK_BYTES == 0
+                                        for path in files)
+    assert sizes["bytes_group_64"] > 0 and sizes["files"] == 2
 
 
 def test_tokens_per_second_leaves_out_the_compiling_step():

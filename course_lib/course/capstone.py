@@ -1,14 +1,19 @@
 """Lesson 12's data, run reports, pictures and sentences.
 
-The capstone runs `course_lib/train_lm.py` as a real multi-process job. This module writes
-its data (the standard library's docstrings, long ones cut into row-length pieces, in
-sharded ArrayRecord files), reads back what the job wrote (`steps.jsonl` and one
-`rank<r>.json` per process), draws it, and prints the sentences that depend on it.
+The capstone runs `course_lib/scripts/train_lm.py` as a real multi-process job. This module
+writes its data (the docstrings of the standard library's top-level modules, long ones cut
+into row-length pieces, in sharded ArrayRecord files), shows the script's own functions,
+reads back what the job wrote (`steps.jsonl` and one `rank<r>.json` per process), draws it,
+and prints the sentences that depend on it.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
+import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -18,8 +23,8 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "train_lm.py"
 
 
 def text_pieces(row_length: int, limit: int | None = None) -> list[bytes]:
-    """Every stdlib docstring cut into pieces of at most `row_length` bytes, in order; the
-    first `limit` documents only (None: all)."""
+    """Every docstring of a top-level stdlib module cut into pieces of at most `row_length`
+    bytes, in order; the first `limit` documents only (None: all)."""
     pieces = []
     for text in _stdlib_docstrings()[:limit]:
         pieces.extend(text[start:start + row_length]
@@ -27,24 +32,104 @@ def text_pieces(row_length: int, limit: int | None = None) -> list[bytes]:
     return pieces
 
 
+BLOCK_BYTES = 65536  # the unit the array_record writer's file sizes come in, measured here
+
+
+def unigram_entropy(pieces: Sequence[bytes]) -> float:
+    """Entropy of the bytes' frequencies, in nats: the loss of a model that knows how common
+    each byte is but not which bytes come before it."""
+    counts = Counter()
+    for piece in pieces:
+        counts.update(piece)
+    total = sum(counts.values())
+    return -sum(n / total * math.log(n / total) for n in counts.values())
+
+
 def write_corpus(directory: str | Path, row_length: int, num_shards: int,
-                 limit: int | None = None) -> dict[str, int]:
-    """Write the pieces into `num_shards` ArrayRecord files; return their sizes."""
+                 limit: int | None = None) -> dict[str, float]:
+    """Write the pieces into `num_shards` ArrayRecord files; return their counts and sizes,
+    the size the same records take with `group_size:64` (written to a scratch folder and
+    removed) and the bytes' unigram entropy."""
     from course_lib.array_record import write_array_record_shards
 
     pieces = text_pieces(row_length, limit)
     paths = write_array_record_shards(pieces, directory, num_shards, prefix="docstrings")
+    with tempfile.TemporaryDirectory() as scratch:
+        grouped = write_array_record_shards(pieces, scratch, num_shards, prefix="grouped",
+                                            options="group_size:64")
+        bytes_grouped = sum(path.stat().st_size for path in grouped)
+    sizes = [path.stat().st_size for path in paths]
     return {"documents": len(_stdlib_docstrings()[:limit]), "records": len(pieces),
             "tokens": sum(len(piece) for piece in pieces), "files": len(paths),
-            "bytes_on_disk": sum(path.stat().st_size for path in paths)}
+            "bytes_on_disk": sum(sizes),
+            "whole_blocks": all(size % BLOCK_BYTES == 0 for size in sizes),
+            "bytes_group_64": bytes_grouped, "unigram_nats": unigram_entropy(pieces)}
+
+
+def size_sentence(sizes: Mapping[str, float]) -> str:
+    """The files' size against the text's, and against the same records in groups of 64."""
+    ratio = sizes["bytes_on_disk"] / sizes["tokens"]
+    grouped = sizes["bytes_group_64"] / sizes["tokens"]
+    head = (f"{sizes['bytes_on_disk']:,} bytes on disk for {sizes['tokens']:,} bytes of "
+            f"text: {ratio:.1f}x ")
+    if ratio > 1.05:
+        head += ("larger. With group_size:1 every record is a chunk of its own, compressed "
+                 "alone, and a chunk's fixed overhead is large next to a short record")
+    elif ratio < 0.95:
+        head += "smaller: even one record at a time, compression wins"
+    else:
+        head += "the text's size, within 5%"
+    if sizes["whole_blocks"]:
+        head += (f"; and every file's size is a whole number of {BLOCK_BYTES:,}-byte blocks, "
+                 f"so each of the {sizes['files']} files carries up to that much padding")
+    return (head + f"; the same records with group_size:64 take {sizes['bytes_group_64']:,} "
+            f"bytes ({grouped:.1f}x the text). group_size:1 is kept because every random "
+            "read then touches one record only (lesson 9).")
+
+
+LOSS_MARGIN = 0.05  # nats: closer than this to a baseline counts as "about" it
+
+
+def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) -> str:
+    """The mean loss of the last `last` steps against a uniform guess (ln 256) and against
+    the bytes' frequencies alone (the unigram entropy)."""
+    if len(steps) < last:
+        raise ValueError(f"{len(steps)} steps are fewer than last={last}.")
+    final = sum(step["loss"] for step in steps[-last:]) / last
+    uniform = math.log(256)
+    head = (f"Mean loss of the last {last} steps: {final:.2f} nats; a uniform guess over 256 "
+            f"bytes scores ln 256 = {uniform:.2f}, the bytes' own frequencies (the unigram "
+            f"entropy of the training bytes) {unigram_nats:.2f}: ")
+    if abs(final - unigram_nats) < LOSS_MARGIN:
+        return head + (f"about the byte frequencies (within {LOSS_MARGIN} nats): no clear sign "
+                       "yet that the model uses the bytes before each byte.")
+    if final < unigram_nats:
+        return head + ("below both, so the model predicts each byte from the bytes before "
+                       "it, not only from how common it is.")
+    if final < uniform:
+        return head + ("better than uniform but not yet below the byte frequencies: the "
+                       "model has not learned, on average, more than how common each byte "
+                       "is.")
+    return head + "no better than a uniform guess: the model has not learned yet."
 
 
 def script_outline(script: str | Path = SCRIPT) -> str:
     """The training loop of the script, as written there (from the loop to the checkpoint)."""
     lines = Path(script).read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if "for tokens, segment_ids, positions" in line)
-    stop = next(i for i, line in enumerate(lines) if "save_training(manager, step" in line)
+    stop = next(i for i, line in enumerate(lines) if "save_spans.append" in line)
     return "\n".join(line[4:] for line in lines[start:stop + 1])
+
+
+def script_function(name: str) -> str:
+    """The source of one function of the training script, read from the file itself."""
+    from course_lib.scripts import train_lm
+
+    function = getattr(train_lm, name, None)
+    if not inspect.isfunction(function):
+        raise ValueError(f"name={name!r} is not a function of {SCRIPT.name}; pass one of "
+                         f"{[n for n, f in vars(train_lm).items() if inspect.isfunction(f)]}.")
+    return inspect.getsource(function)
 
 
 def read_steps(run: str | Path) -> list[dict]:
@@ -69,35 +154,60 @@ def tokens_per_second(steps: Sequence[Mapping], skip: int = 1) -> float:
     return sum(step["real_tokens"] for step in kept[1:]) / max(seconds, 1e-9)
 
 
+def resumed_lines(steps: Sequence[Mapping], resumed_from: int) -> list[dict]:
+    """The lines a resumed run appended to the log: from the last line of step
+    `resumed_from + 1` on (the killed run wrote its own before it)."""
+    starts = [i for i, step in enumerate(steps) if step["step"] == resumed_from + 1]
+    if not starts:
+        raise ValueError(f"no line of step {resumed_from + 1} in the log: the run did not "
+                         f"resume from step {resumed_from}.")
+    return list(steps[starts[-1]:])
+
+
+CHECKSUMS = {"same_batches": "checksum", "same_segments": "segment_checksum",
+             "same_positions": "position_checksum"}
+
+
 def compare_runs(reference: Sequence[Mapping], resumed: Sequence[Mapping],
                  from_step: int) -> dict[str, object]:
-    """Step by step after `from_step`: do the checksums and losses match bit for bit?"""
+    """Step by step after `from_step`: do the checksums of the tokens, segment ids and
+    positions, and the losses, match bit for bit?"""
     ref = {step["step"]: step for step in reference if step["step"] > from_step}
     new = {step["step"]: step for step in resumed if step["step"] > from_step}
     common = sorted(set(ref) & set(new))
-    return {"steps": len(common), "missing": sorted(set(ref) ^ set(new)),
-            "same_batches": [s for s in common if ref[s]["checksum"] == new[s]["checksum"]],
-            "same_losses": [s for s in common if ref[s]["loss"] == new[s]["loss"]]}
+    comparison: dict[str, object] = {"steps": len(common),
+                                     "missing": sorted(set(ref) ^ set(new))}
+    for name, key in CHECKSUMS.items():
+        comparison[name] = [s for s in common if ref[s][key] == new[s][key]]
+    comparison["same_losses"] = [s for s in common if ref[s]["loss"] == new[s]["loss"]]
+    return comparison
 
 
 def resume_sentence(comparison: Mapping, killed_after: int, resumed_from: int,
-                    traces: Sequence[int]) -> str:
-    """What the resume proved, or where it failed, from `compare_runs` and the trace counts."""
+                    traces: Sequence[int], same_weights: bool,
+                    run: str = "Killed") -> str:
+    """What the resume proved, or where it failed, from `compare_runs`, the trace counts and
+    whether the final weights and optimizer state are equal."""
     steps = comparison["steps"]
-    batches, losses = len(comparison["same_batches"]), len(comparison["same_losses"])
-    head = (f"Killed after step {killed_after}, resumed from the checkpoint of step "
+    head = (f"{run} after step {killed_after}, resumed from the checkpoint of step "
             f"{resumed_from}: ")
     if steps == 0 or comparison["missing"]:
         return head + (f"the two runs do not cover the same steps (missing in one of them: "
                        f"{comparison['missing']}), so they cannot be compared.")
+    equal = {name: len(comparison[name]) for name in (*CHECKSUMS, "same_losses")}
     parts = []
-    if batches == steps and losses == steps:
+    if all(count == steps for count in equal.values()):
         parts.append(f"all {steps} steps after the checkpoint have the same global batch "
-                     "and the same loss, bit for bit, as the uninterrupted run")
+                     "(tokens, segment ids and positions) and the same loss, bit for bit, "
+                     "as the uninterrupted run")
     else:
-        parts.append(f"of the {steps} steps after the checkpoint, {batches} have the same "
-                     f"global batch and {losses} the same loss as the uninterrupted run; "
-                     "the resume is not exact")
+        parts.append(f"of the {steps} steps after the checkpoint, {equal['same_batches']} "
+                     f"have the same tokens, {equal['same_segments']} the same segment ids, "
+                     f"{equal['same_positions']} the same positions and "
+                     f"{equal['same_losses']} the same loss as the uninterrupted run; the "
+                     "resume is not exact")
+    parts.append("the final weights and optimizer state are " +
+                 ("identical, bit for bit" if same_weights else "different"))
     if all(count == 1 for count in traces):
         parts.append("every process traced its step once in each run")
     else:
@@ -106,34 +216,125 @@ def resume_sentence(comparison: Mapping, killed_after: int, resumed_from: int,
     return head + "; ".join(parts) + "."
 
 
+def global_batch_check(steps: Sequence[Mapping], reports: Sequence[Mapping]) -> dict:
+    """Measured, not assumed: the global batch's shape, each process's local shape, and at
+    how many steps the global batch's rows of process r have the checksum of the local
+    batch process r built."""
+    matching = [
+        all(step["process_checksums"][report["rank"]] == report["local_checksums"][i]
+            for report in reports)
+        for i, step in enumerate(steps)]
+    return {"global_shape": reports[0]["global_shape"],
+            "local_shapes": [report["local_shape"] for report in reports],
+            "steps": len(steps), "matching": sum(matching),
+            "counted": [len(report["local_checksums"]) for report in reports]}
+
+
+def global_batch_sentence(check: Mapping) -> str:
+    """What `global_batch_check` found, in one sentence per outcome."""
+    rows = check["global_shape"][0]
+    parts = ", ".join(f"process {rank}'s {tuple(shape)}"
+                      for rank, shape in enumerate(check["local_shapes"]))
+    head = f"The global batch is {tuple(check['global_shape'])}, from {parts}; "
+    if any(count != check["steps"] for count in check["counted"]):
+        return head + (f"the processes logged {check['counted']} local batches for "
+                       f"{check['steps']} steps, so they cannot be matched.")
+    if check["matching"] == check["steps"]:
+        return head + (f"at all {check['steps']} steps, each process's block of its {rows} "
+                       "rows has the checksum of the local batch that process built.")
+    return head + (f"only at {check['matching']} of {check['steps']} steps does each "
+                   "process's block of rows have the checksum of its local batch.")
+
+
+# -- where the time goes ----------------------------------------------------------------
+def time_split(report: Mapping) -> dict[str, float]:
+    """A process's wall time (after the compiling step) split into seconds in the step,
+    waiting for data, saving checkpoints, and the rest of the loop (logging, checksums)."""
+    waits, steps = report["wait_spans"], report["step_spans"]
+    start = min(span[0] for span in waits + steps)
+    end = max(span[1] for span in waits + steps)
+    wall = end - start
+    step = sum(b - a for a, b in steps)
+    wait = sum(b - a for a, b in waits)
+    saves = [(a, b) for _, a, b in report["save_spans"] if a >= start and b <= end]
+    checkpoint = sum(b - a for a, b in saves)
+    return {"wall": wall, "step": step, "wait": wait, "checkpoint": checkpoint,
+            "saves": len(saves), "rest": wall - step - wait - checkpoint}
+
+
+def idle_share(report: Mapping) -> float:
+    """The share of a process's wall time (after the compiling step) not spent in the step."""
+    split = time_split(report)
+    return 1 - split["step"] / split["wall"]
+
+
+def idle_summary(reports: Sequence[Mapping]) -> str:
+    """Each process's idle share and its three parts, in percent of the wall time."""
+    parts = []
+    for report in reports:
+        split = time_split(report)
+        parts.append(f"process {report['rank']} {100 * idle_share(report):.0f}% (data "
+                     f"{100 * split['wait'] / split['wall']:.0f}%, checkpoints "
+                     f"{100 * split['checkpoint'] / split['wall']:.0f}%, rest "
+                     f"{100 * split['rest'] / split['wall']:.0f}%)")
+    return ", ".join(parts)
+
+
+IDLE_PARTS = {"wait": "waiting for data", "checkpoint": "saving checkpoints",
+              "rest": "the rest of the loop (logging, checksums)"}
+
+
 def idle_sentence(reports: Sequence[Mapping], rate: float) -> str:
-    """Tokens/s and each process's idle share, with what the share says."""
-    shares = [report["idle_share"] for report in reports]
-    listed = ", ".join(f"process {report['rank']} {100 * share:.0f}%"
-                       for report, share in zip(reports, shares, strict=True))
-    worst = max(shares)
-    if worst < 0.1:
-        verdict = "the loader keeps up: the step, not the data, sets the pace"
-    elif worst < 0.3:
-        verdict = "some time goes to waiting for data or to the loop around the step"
-    else:
-        verdict = ("the processes wait a large part of the time: the loader (or the "
-                   "checkpoint saves) is the bottleneck, not the step")
-    return (f"{rate:,.0f} real tokens per second over both processes; share of the wall "
-            f"time not spent in the step: {listed}; {verdict}.")
+    """Tokens/s, then each process's wall time split into the step, waiting for data,
+    checkpoint saves and the rest, with which part the idle time mostly is."""
+    lines = [f"{rate:,.0f} real tokens per second over both processes."]
+    for report in reports:
+        split = time_split(report)
+        share = {name: split[name] / split["wall"] for name in ("step", *IDLE_PARTS)}
+        idle = 1 - share["step"]
+        largest = max(IDLE_PARTS, key=share.get)
+        line = (f"Process {report['rank']}: {split['wall']:.1f} s of wall time after the "
+                f"compiling step, {100 * share['step']:.0f}% in the step, idle "
+                f"{100 * idle:.0f}%: {100 * share['wait']:.0f}% waiting for data, "
+                f"{100 * share['checkpoint']:.0f}% saving {split['saves']} checkpoint(s), "
+                f"{100 * share['rest']:.0f}% the rest of the loop. ")
+        if share["wait"] < 0.05:
+            line += "The loader keeps up (under 5% waiting); "
+        else:
+            line += "The loader makes the step wait (5% or more); "
+        if idle < 0.02:
+            line += "there is almost no idle time (under 2%)."
+        else:
+            line += f"most of the idle time is {IDLE_PARTS[largest]}."
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _window(report: Mapping, first: int, last: int) -> dict[str, list[tuple[float, float]]]:
+    """The spans of steps `first`..`last` of one process: waits, steps and saves."""
+    number = report["start_step"] + 2  # the first timed step (the compiling one is left out)
+    pick = {"wait": [], "step": [], "checkpoint": []}
+    for i, (wait, step) in enumerate(zip(report["wait_spans"], report["step_spans"],
+                                         strict=True)):
+        if first <= number + i <= last:
+            pick["wait"].append(tuple(wait))
+            pick["step"].append(tuple(step))
+    pick["checkpoint"] = [(a, b) for s, a, b in report["save_spans"] if first <= s < last]
+    return pick
 
 
 def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
              resumed: Sequence[Mapping] | None = None, killed_after: int | None = None,
-             run: str = "uninterrupted run"):
-    """The loss per step (and the resumed run's on top) and each process's timeline in the
-    run that `reports` come from (named by `run`)."""
+             run: str = "uninterrupted run", around: int | None = None, width: int = 3):
+    """The loss per step (and the resumed run's on top), then for each process of the run
+    that `reports` come from (named by `run`) a window of its timeline: `width` steps on
+    each side of the checkpoint saved after step `around`."""
     import matplotlib.pyplot as plt
 
-    from course_lib.profiling import StepProfiler
+    from course_lib.profiling import COMPUTE_COLOR, EDGE_COLOR, WAIT_COLOR
 
-    figure, axes = plt.subplots(1 + len(reports), 1, figsize=(10, 3 + 1.6 * len(reports)),
-                                gridspec_kw={"height_ratios": [3] + [1.2] * len(reports)})
+    figure, axes = plt.subplots(1 + len(reports), 1, figsize=(10, 3 + 1.8 * len(reports)),
+                                gridspec_kw={"height_ratios": [3] + [1.4] * len(reports)})
     loss_ax = axes[0]
     loss_ax.plot([s["step"] for s in steps], [s["loss"] for s in steps], color="tab:blue",
                  label="uninterrupted run")
@@ -147,13 +348,26 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
     loss_ax.set_ylabel("next-byte loss (nats)")
     loss_ax.legend(loc="upper right")
     loss_ax.set_title("Training loss")
+    lanes = (("step", 0, COMPUTE_COLOR, "computing"), ("wait", 1, WAIT_COLOR,
+             "waiting for data"), ("checkpoint", 2, "tab:purple", "saving a checkpoint"))
     for ax, report in zip(axes[1:], reports, strict=True):
-        profiler = StepProfiler()
-        profiler._wait_spans = [tuple(span) for span in report["wait_spans"]]
-        profiler._step_spans = [tuple(span) for span in report["step_spans"]]
-        profiler.plot_timeline(ax=ax, max_steps=12)
-        ax.set_title(f"{run}, process {report['rank']}: first 12 timed steps, idle "
-                     f"{100 * report['idle_share']:.0f}% over the run", fontsize=10)
+        spans = _window(report, around - width + 1, around + width)
+        origin = min(a for part in spans.values() for a, _ in part)
+        for name, lane, color, _ in lanes:
+            part = spans[name]
+            ax.barh([lane] * len(part), [1e3 * (b - a) for a, b in part],
+                    left=[1e3 * (a - origin) for a, _ in part], height=0.8, color=color,
+                    edgecolor=EDGE_COLOR, linewidth=0.6)
+        ax.set_yticks([lane for _, lane, _, _ in lanes], [label for *_, label in lanes])
+        ax.set_xlabel("time (ms); white gaps: the rest of the loop")
+        split = time_split(report)
+        ax.set_title(
+            f"{run}, process {report['rank']}: steps {around - width + 1}-{around + width}, "
+            f"around the checkpoint after step {around}. Over the run: idle "
+            f"{100 * (1 - split['step'] / split['wall']):.0f}% = "
+            f"{100 * split['wait'] / split['wall']:.0f}% data + "
+            f"{100 * split['checkpoint'] / split['wall']:.0f}% checkpoints + "
+            f"{100 * split['rest'] / split['wall']:.0f}% rest", fontsize=9)
     figure.tight_layout()
     return figure
 
@@ -164,7 +378,8 @@ def summary_lines(numbers: Mapping[str, object]) -> list[str]:
         f"Lesson 9  sharded ArrayRecord files: {numbers['records']:,} records in "
         f"{numbers['files']} files, {numbers['bytes_on_disk']:,} bytes on disk",
         f"Lesson 5  one block of records per process, a global batch of "
-        f"{numbers['global_rows']} rows from {numbers['processes']} local batches",
+        f"{numbers['global_rows']} rows from {numbers['processes']} local batches "
+        "(measured: shapes and checksums)",
         f"Lesson 10 packed rows of {numbers['row_length']} bytes: "
         f"{100 * numbers['fill']:.0f}% of the slots hold real tokens",
         f"Lesson 6  the step traced {numbers['max_traces']} time per process, resume included",

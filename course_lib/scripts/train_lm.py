@@ -17,13 +17,22 @@ Everything the course built, in one script you can read top to bottom and run:
   every process's data position (lesson 8); started again with the same `--out`, the script
   resumes from the latest one.
 
-Rank 0 writes one JSON line per step to `RUN/steps.jsonl` (the loss, the real tokens and
-a checksum of the global batch's tokens), and every rank writes `RUN/rank<r>.json` at the
-end (its timings and trace count). `--kill-rank R --kill-at-step S` makes rank R send
-itself SIGKILL right after step S, as an out-of-memory kill or a lost machine would.
+Rank 0 writes one JSON line per step to `RUN/steps.jsonl`: the loss, the real tokens,
+checksums of the global batch's tokens, segment ids and positions, and of each process's
+rows of it. Every rank writes `RUN/rank<r>.json` at the end: its timings (the waits for
+data, the steps and the checkpoint saves), the checksums of its own local batches, the
+shapes of its local and of the global batch, its trace count and a fingerprint of the final
+weights and optimizer state. `--kill-rank R --kill-at-step S` makes rank R send itself
+SIGKILL right after step S, as an out-of-memory kill or a lost machine would.
+`--ignore-data-position` resumes the weights and the optimizer but not the data position:
+the broken resume a proof of exactness must catch.
 
 On a cluster the same script runs under the scheduler instead of the course's launcher
-(`srun python course_lib/scripts/train_lm.py ...`): `initialize_from_env` finds the cluster.
+(`srun python -m course_lib.scripts.train_lm ...`): `initialize_from_env` finds the
+cluster. Started by neither, it refuses to run unless `--single-process` says that one
+process alone is meant. `--data` and `--out` are local paths (a shared file system on a
+cluster): the script reads and writes them through `pathlib`, so a URL such as `gs://...`
+is refused.
 """
 
 from __future__ import annotations
@@ -52,7 +61,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="weights and shuffle")
     parser.add_argument("--kill-rank", type=int, default=None, help="rank that dies")
     parser.add_argument("--kill-at-step", type=int, default=None, help="...after this step")
+    parser.add_argument("--ignore-data-position", action="store_true",
+                        help="resume weights and optimizer only (a broken resume, on purpose)")
+    parser.add_argument("--single-process", action="store_true",
+                        help="allow running alone, without the launcher or a scheduler")
     args = parser.parse_args(argv)
+    for name in ("data", "out"):
+        if "://" in getattr(args, name):
+            parser.error(f"--{name}={getattr(args, name)!r} is a URL; this script reads and "
+                         "writes local or shared file systems only (through pathlib). Copy "
+                         "the data to a shared file system, or mount the bucket (e.g. with "
+                         "gcsfuse), and pass that path.")
     for name in ("steps", "batch_size", "row_length", "features", "checkpoint_every"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be >= 1.")
@@ -85,6 +104,37 @@ def make_loader(data: Path, args: argparse.Namespace):
                             operations=[DecodeBytes(), packer], worker_count=0)
 
 
+def resume(manager, model, optimizer, iterator, args: argparse.Namespace) -> int:
+    """Restore the latest checkpoint, if there is one, into the model, the optimizer and the
+    data iterator; return the step it was saved after (0: start from scratch)."""
+    from course_lib.checkpoint import restore_training
+
+    if manager.latest_step() is None:
+        return 0
+    if not args.ignore_data_position:
+        return restore_training(manager, model, optimizer, iterator)
+    elsewhere = iter(make_loader(Path(args.data), args))  # the broken resume: the data
+    try:                                                  # position goes to an unused copy
+        return restore_training(manager, model, optimizer, elsewhere)
+    finally:
+        elsewhere.close()
+
+
+def fingerprint(*parts) -> str:
+    """SHA-256 of every array of the given nnx objects' state, bit for bit."""
+    import hashlib
+
+    import jax
+    from flax import nnx
+
+    digest = hashlib.sha256()
+    for part in parts:
+        for leaf in jax.tree.leaves(nnx.state(part)):
+            local = leaf.addressable_data(0) if isinstance(leaf, jax.Array) else leaf
+            digest.update(np.ascontiguousarray(np.asarray(local)).tobytes())
+    return digest.hexdigest()
+
+
 def replicate(tree, sharding):
     """The same host values on every device of every process, as global arrays."""
     import jax
@@ -100,14 +150,21 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     from course_lib.launch import initialize_from_env
 
-    info = initialize_from_env(required=False)  # the launcher, a cluster, or one process
+    # The launcher or a cluster; one process alone only when --single-process asks for it.
+    try:
+        info = initialize_from_env(required=not args.single_process)
+    except RuntimeError as error:
+        hint = "" if args.single_process else (" For this script: pass --single-process to "
+                                               "train with one process alone.")
+        raise RuntimeError(f"{error}{hint}") from error
 
     import chex
     import jax
+    import jax.numpy as jnp
     from flax import nnx
 
     from course_lib import language_model
-    from course_lib.checkpoint import checkpoint_manager, restore_training, save_training
+    from course_lib.checkpoint import checkpoint_manager, save_training
     from course_lib.device import data_parallel_mesh, make_global_batch, replicated_sharding
     from course_lib.profiling import StepProfiler
 
@@ -121,9 +178,15 @@ def main(argv=None) -> None:
 
     traces = []
 
-    def counted_step(*step_args):
+    def counted_step(model, optimizer, tokens, segment_ids, positions):
         traces.append(len(traces) + 1)  # runs only while tracing
-        return language_model.train_step(*step_args)
+        metrics = language_model.train_step(model, optimizer, tokens, segment_ids, positions)
+        checksum = language_model.batch_checksum
+        rows_of_each_process = jnp.split(tokens, info.num_processes)  # in the mesh's order
+        return {**metrics, "segment_checksum": checksum(segment_ids),
+                "position_checksum": checksum(positions),
+                "process_checksums": jnp.stack([checksum(rows)
+                                                for rows in rows_of_each_process])}
 
     chex.clear_trace_counter()
     step_fn = nnx.jit(chex.assert_max_traces(counted_step, n=1))
@@ -131,15 +194,15 @@ def main(argv=None) -> None:
     manager = checkpoint_manager(out / "checkpoints", max_to_keep=2)
     loader = make_loader(Path(args.data), args)
     iterator = iter(loader)
-    start_step = 0
-    if manager.latest_step() is not None:
-        start_step = restore_training(manager, model, optimizer, iterator)
+    start_step = resume(manager, model, optimizer, iterator, args)
+    if start_step:
         print(f"rank {info.process_id}: resumed from the checkpoint of step {start_step}",
               flush=True)
     profiler = StepProfiler(warmup_steps=1)
     log = (out / "steps.jsonl").open("a") if info.process_id == 0 else None
     started = time.perf_counter()
     step = start_step
+    local_checksums, save_spans, shapes = [], [], {}
     try:
         for tokens, segment_ids, positions in profiler.wrap(iterator,
                                                             args.steps - start_step):
@@ -147,14 +210,22 @@ def main(argv=None) -> None:
                 batch = make_global_batch((tokens, segment_ids, positions), mesh)
                 metrics = profiler.sync(step_fn(model, optimizer, *batch))
             step += 1
+            shapes = {"local_shape": list(tokens.shape), "global_shape": list(batch[0].shape)}
+            local_checksums.append(int(language_model.batch_checksum(jnp.asarray(tokens))))
             if log is not None:
                 record = {"step": step, "loss": float(metrics["loss"]),
                           "real_tokens": int(metrics["real_tokens"]),
-                          "checksum": int(metrics["checksum"]), "time": time.time()}
+                          "checksum": int(metrics["checksum"]),
+                          "segment_checksum": int(metrics["segment_checksum"]),
+                          "position_checksum": int(metrics["position_checksum"]),
+                          "process_checksums": [int(c) for c in metrics["process_checksums"]],
+                          "time": time.time()}
                 log.write(json.dumps(record) + "\n")
                 log.flush()
             if step % args.checkpoint_every == 0:
+                save_started = profiler._now()  # the profiler's clock, for the timeline
                 save_training(manager, step, model, optimizer, iterator)
+                save_spans.append((step, save_started, profiler._now()))
             if info.process_id == args.kill_rank and step == args.kill_at_step:
                 print(f"rank {info.process_id}: killing itself with SIGKILL after step "
                       f"{step}", flush=True)
@@ -170,7 +241,9 @@ def main(argv=None) -> None:
               "idle_share": profiler.idle_fraction if profiler.num_steps else None,
               "wait_spans": profiler._spans(profiler._wait_spans).tolist(),
               "step_spans": profiler._spans(profiler._step_spans).tolist(),
-              "devices": jax.device_count(), "local_rows": args.batch_size}
+              "save_spans": save_spans, "local_checksums": local_checksums, **shapes,
+              "devices": jax.device_count(), "local_rows": args.batch_size,
+              "fingerprint": fingerprint(model, optimizer)}
     (out / f"rank{info.process_id}.json").write_text(json.dumps(report))
     print(f"rank {info.process_id}: steps {start_step + 1}..{step} done, traced "
           f"{len(traces)} time(s), idle {100 * (report['idle_share'] or 0):.0f}%", flush=True)
