@@ -197,8 +197,8 @@ def feeding_table(timings: Mapping[str, FeedTiming]) -> str:
     lines = [header, "-" * len(header)]
     for label, timing in timings.items():
         spread = f"{min(timing.rates):.1f}-{max(timing.rates):.1f}"
-        lines.append(f"{label:<{width}}  {timing.rate:7.1f} ({spread:>11})             "
-                     f"{timing.ms_per_step:6.2f} = {timing.wait:5.2f} + {timing.step:5.2f} + "
+        lines.append(f"{label:<{width}}  {timing.rate:7.1f} ({spread:>11})        "
+                     f"{timing.ms_per_step:11.2f} = {timing.wait:5.2f} + {timing.step:5.2f} + "
                      f"{timing.other:5.2f}  {timing.idle_share:4.0%}")
     counts = sorted({timing.runs for timing in timings.values()})
     lines.append(f"(means of {' or '.join(map(str, counts))} runs per setup: steps/s = 1000 / "
@@ -212,12 +212,12 @@ def _ratio_text(timing: FeedTiming, baseline: FeedTiming) -> str:
     return f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x"
 
 
-def _noisy(name: str, baseline_name: str, numbers: str, timing: FeedTiming,
+def _noisy(subject: str, against: str, numbers: str, timing: FeedTiming,
            baseline: FeedTiming) -> str:
     margin = noise_margin(timing.estimate(), baseline.estimate()) / baseline.ms_per_step
-    return (f"The {name} against the {baseline_name}: too noisy to tell ({numbers}); its "
-            f"runs disagreed so much that only a difference over {margin:.0%} would show, "
-            "so this run names no cause.")
+    return (f"{subject} against {against}: too noisy to tell ({numbers}); their runs "
+            f"disagreed so much that only a difference over {margin:.0%} would show, so this "
+            "run names no cause.")
 
 
 def _columns(timing: FeedTiming, baseline: FeedTiming) -> str:
@@ -237,7 +237,7 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
     verdict = speed_outcome(timing, baseline)
     numbers = f"{timing.rate_text()}, against {baseline.rate_text()}"
     if verdict == NOISY:
-        return _noisy(timing.label, baseline.label, numbers, timing, baseline)
+        return _noisy(f"The {timing.label}", f"the {baseline.label}", numbers, timing, baseline)
     if verdict == SAME:
         return (f"The {timing.label} and the {baseline.label} ran within the noise of each "
                 f"other ({numbers}): this run cannot tell them apart.")
@@ -289,7 +289,7 @@ def workers_sentence(workers: FeedTiming, thread: FeedTiming,
     verdict = speed_outcome(workers, thread)
     numbers = f"{workers.rate_text()}, against {thread.rate_text()}"
     if verdict == NOISY:
-        return _noisy("worker processes", "batch thread", numbers, workers, thread)
+        return _noisy("Two worker processes", "the batch thread", numbers, workers, thread)
     if verdict == SAME:
         return (f"Two worker processes and the batch thread at 0 workers ran within the noise "
                 f"of each other ({numbers}): this run cannot tell them apart.")
@@ -318,7 +318,7 @@ def batch_thread_sentence(thread: FeedTiming, single_threaded: FeedTiming,
     idle = (f"idle {single_threaded.idle_share:.0%} of the time with num_threads=0 and "
             f"{thread.idle_share:.0%} with the batch thread")
     if verdict == NOISY:
-        return _noisy("batch thread", "num_threads=0", numbers, thread, single_threaded)
+        return _noisy("The batch thread", "num_threads=0", numbers, thread, single_threaded)
     if verdict == FASTER:
         sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
                     f"faster than num_threads=0 at 0 workers ({numbers}); "
@@ -349,7 +349,7 @@ def prefetch_sentence(with_prefetch: FeedTiming, without: FeedTiming,
             f"{without.idle_share:.0%}")
     numbers = f"{with_prefetch.rate_text()}, against {without.rate_text()}"
     if verdict == NOISY:
-        return _noisy("device prefetch", "workers alone", numbers, with_prefetch, without)
+        return _noisy("Device prefetch", "the workers alone", numbers, with_prefetch, without)
     if verdict == FASTER:
         return (f"Device prefetch made the loop {_ratio_text(with_prefetch, without)} faster "
                 f"on top of the workers ({numbers}; {idle}): its thread had the next batch "
