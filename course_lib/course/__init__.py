@@ -102,6 +102,7 @@ from course_lib.course.bigger_than_memory import (
     writer_options,
 )
 from course_lib.course.bottleneck import (
+    batch_thread_sentence,
     bottleneck_sentence,
     busy_step_sentence,
     diagnosis_sentence,
@@ -332,6 +333,7 @@ __all__ = [
     "background_thread_sentence",
     "background_threads",
     "bar_chart",
+    "batch_thread_sentence",
     "benchmark_workers",
     "bottleneck_sentence",
     "bucket_lengths",

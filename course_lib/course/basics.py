@@ -250,15 +250,18 @@ def too_noisy(measured: Estimate, baseline: Estimate) -> bool:
 def noise_rule() -> str:
     """The course's margin rule in words, from the constants the sentences use: what "±",
     "spread", "within the noise" and "too noisy to tell" mean wherever they are printed."""
-    return (f"How to read the numbers: a time printed as \"12.58 ms ± 0.59 ms\" is the "
-            "statistic named beside it (a mean or a median of the repetitions) ± its standard "
-            "error, how far that value would move if the whole measurement were taken again. "
+    return ("How to read the numbers: a time printed as \"value ± error\" is the statistic "
+            "named beside it (a mean or a median of the repetitions), and the error is its "
+            "standard error, how far that value would move if the whole measurement were "
+            "taken again. "
             "The spread of the repetitions is how much they disagree among themselves "
             "(largest minus smallest, over the median). Two times are \"within the noise\" "
             f"when they differ by less than {NOISE_FACTOR:g} times their combined standard "
             f"error, or by less than {NOISE_FLOOR:.0%} (clocks and caches jitter that much); "
             f"when that margin is itself wider than {TOO_NOISY:.0%}, the run is \"too noisy "
-            "to tell\" and the sentences name no cause.")
+            "to tell\" and the sentences name no cause. Where only a few runs are timed "
+            "(later lessons), the margin is the larger of the same floor and the runs' "
+            "spread, and each sentence prints the margin it used.")
 
 
 def compare_estimates(name: str, seconds: Estimate, baseline_name: str,

@@ -20,6 +20,8 @@ from course_lib.course.basics import (
     too_noisy,
 )
 
+READ_THREADS_PREFIX = "course_lib-read"  # the names of course_lib.reader's pool of read threads
+
 
 def bottleneck_sentence(next_seconds: float, step_seconds: float) -> str:
     """Which of the two is the bottleneck, from the time of one `next()` and of one step.
@@ -117,29 +119,36 @@ def which_moved(changed: Any, baseline: Any) -> str:
         return (f"Neither column moved beyond its noise ({numbers})"
                 + (", too noisy to tell" if noisy else "")
                 + ", so this run cannot say which half made the difference.")
-    total = sum(changes.values())
     if len(named) == 1:
         column = named[0]
         how = "less" if changes[column] > 0 else "more"
         return f"Only {column} moved beyond its noise, taking {how} time ({numbers})."
-    shares = ", ".join(f"{column} {changes[column] / total:.0%}" for column in named) \
-        if abs(total) > 0 else "the two cancelling out"
-    return (f"Both columns moved beyond their noise ({numbers}); of the change in their sum, "
-            f"{shares}.")
+    moves = {column: f"{format_seconds(abs(change))} {'less' if change > 0 else 'more'}"
+             for column, change in changes.items()}
+    if (changes["next()"] > 0) != (changes["the step"] > 0):
+        return (f"Both columns moved beyond their noise, in opposite directions ({numbers}): "
+                f"next() waited {moves['next()']} a step, the step took "
+                f"{moves['the step']}.")
+    total = sum(changes.values())
+    return (f"Both columns moved beyond their noise ({numbers}); of the "
+            f"{format_seconds(abs(total))} a step {'gained' if total > 0 else 'lost'}, "
+            f"next() made {changes['next()'] / total:.0%}, the step "
+            f"{changes['the step'] / total:.0%}.")
 
 
-def dispatch_sentence(dispatch_s: float, synced_s: float) -> str:
-    """What the unsynchronised timer measured, against the synchronised one (medians).
+def dispatch_sentence(dispatch_s: float, synced_s: float, statistic: str = "median") -> str:
+    """What the unsynchronised timer measured, against the synchronised one.
 
     A dispatch returns in microseconds while a queue has room, and blocks for a whole step
     once it is full, so its timings are not spread like noise: the sentence compares the
-    two medians by their ratio (under one half, or over one and a half) instead.
+    two by their ratio (under one half, or over one and a half) instead. `statistic` names
+    what the two are, the median or the mean of their repetitions.
     """
     for name, value in (("dispatch_s", dispatch_s), ("synced_s", synced_s)):
         if not value > 0:
             raise ValueError(f"{name}={value!r} must be a positive time in seconds.")
     numbers = (f"{format_seconds(dispatch_s)} without block_until_ready, "
-               f"{format_seconds(synced_s)} with it")
+               f"{format_seconds(synced_s)} with it, {statistic}s of the repetitions")
     if dispatch_s < synced_s / 2:
         return (f"The unsynchronised timer read less ({numbers}): it stopped at the "
                 "dispatch, while the work was still running. Always synchronise before "
@@ -235,13 +244,13 @@ def same_schedule_sentence(loader: Any, naive: Any) -> str:
                "transforms saved")
         return f"{said} {columns} The difference is in the loading code: {why}."
     if step_moved in ("better", "worse") and wait_moved in ("same", "too noisy"):
-        return (f"{said} {columns} The step is the same code in both loops, so the "
-                "difference is the machine (the two loops ran in turn, not interleaved), "
-                "not the loader.")
+        return (f"{said} {columns} The step runs the same computation in both loops, so "
+                "the difference is not the loader's code but the conditions the step ran in "
+                "(the two loops ran in turn, not interleaved).")
     if step_moved in ("better", "worse"):
-        return (f"{said} {columns} The step is the same code in both loops, so its part "
-                "is the machine (the two loops ran in turn); only next()'s part is the "
-                "loader's code.")
+        return (f"{said} {columns} The step runs the same computation in both loops, so "
+                "its part is not the loader's code but the conditions the step ran in (the "
+                "two loops ran in turn); only next()'s part is the loader's code.")
     return f"{said} {columns}"
 
 
@@ -298,7 +307,7 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
                  "show the gain reliably: run the lesson in full mode to measure more.")
     head = ("Overlap gained nothing measurable here." if verdict == "same" else
             "Overlap made training slower here.")
-    return f"{said} {idle} {head}{step_note}{others}{idle_note}{short}"
+    return f"{said} {idle} {columns} {head}{step_note}{others}{idle_note}{short}"
 
 
 def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores: int,
@@ -428,24 +437,25 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
             "handing each batch over to this process.")
 
 
-def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate) -> str:
+def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
+                      baseline_name: str = "the naive loop") -> str:
     """The loader's speed-up with the real step against the one with a stand-in step that
-    sleeps as long, leaving the CPU to the workers."""
+    sleeps as long, leaving the CPU to the workers; both over `baseline_name`."""
     numbers = (f"{real_gain.value:.2f}x with the real step, {stand_in_gain.value:.2f}x with "
                "the stand-in")
     verdict = outcome(stand_in_gain, real_gain, lower_is_better=False)
     if too_noisy(stand_in_gain, real_gain):
-        return (f"Speed-up over the naive loop: {numbers}: too noisy to tell whether the "
+        return (f"Speed-up over {baseline_name}: {numbers}: too noisy to tell whether the "
                 "stand-in gained more, so no cause can be named from it.")
     if verdict == "better":
-        return (f"Speed-up over the naive loop: {numbers}. The difference is the CPU that "
+        return (f"Speed-up over {baseline_name}: {numbers}. The difference is the CPU that "
                 "the real step takes from the workers: on a GPU machine the step would not "
                 "compete with them.")
     if verdict == "same":
-        return (f"Speed-up over the naive loop: {numbers}, the same within the noise. The "
+        return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise. The "
                 "real step's CPU time was not what held the workers back: the hand-over of "
                 "batches or other programs on the machine did.")
-    return (f"Speed-up over the naive loop: {numbers}. The stand-in gained less, which "
+    return (f"Speed-up over {baseline_name}: {numbers}. The stand-in gained less, which "
             "leaving the CPU free cannot cause: the machine was busier during the stand-in "
             "runs. Run the two cells again to see.")
 
@@ -471,3 +481,42 @@ def machine_load_sentence(load: float, cores: int, own_processes: int) -> str:
                 f"but {own} on {cores} cores: the lesson oversubscribes the cores by itself.")
     return (f"{said}, no more than this lesson's own {own_processes}, which fit the cores: "
             "the cores were not oversubscribed.")
+
+
+def batch_thread_sentence(chunk_s: float, chunk_records: int,
+                          thread_names: Iterable[str]) -> str:
+    """Whether the batch thread ran, against course_lib's rule for starting it.
+
+    At `worker_count=0` with `ReadOptions(num_threads > 0)`, course_lib makes the first two
+    chunks in the calling thread, times the second, and starts the batch thread only when a
+    chunk took at least `read_ahead.BACKGROUND_PAYS_OFF_S`. `chunk_s` is what one chunk of
+    `chunk_records` records cost in the loop's own thread (next() at `num_threads=0`);
+    `thread_names` are the threads seen while the iterator ran. Read threads
+    (`ReadOptions.num_threads`) read records and run their transforms for it."""
+    from course_lib.read_ahead import BACKGROUND_PAYS_OFF_S, THREAD_NAME
+
+    if not chunk_s > 0 or chunk_records < 1:
+        raise ValueError(f"chunk_s={chunk_s!r} and chunk_records={chunk_records!r} must be "
+                         "positive: pass the mean time of next() at num_threads=0 and the "
+                         "records it made.")
+    names = list(thread_names)
+    batch = sum(name == THREAD_NAME for name in names)
+    reads = sum(name.startswith(READ_THREADS_PREFIX) for name in names)
+    pays = chunk_s >= BACKGROUND_PAYS_OFF_S
+    rule = (f"A chunk of {chunk_records} records took {format_seconds(chunk_s)} in the loop's "
+            f"own thread (the mean next() at num_threads=0), "
+            f"{'above' if pays else 'below'} the {format_seconds(BACKGROUND_PAYS_OFF_S)} from "
+            "which course_lib starts its batch thread.")
+    seen = (f"While the loader ran at worker_count=0 with the default ReadOptions, this process "
+            f"had {batch} batch thread{'s' * (batch != 1)} and {reads} read "
+            f"thread{'s' * (reads != 1)}")
+    if pays and batch:
+        return f"{rule} {seen}, as the rule says."
+    if not pays and not batch:
+        return (f"{rule} {seen}: as the rule says, everything ran in the loop's thread, where "
+                "a hand-over would cost more than it hides.")
+    if pays:
+        return (f"{rule} {seen}: the rule said start it, yet none ran. The loader times its "
+                "own second chunk, which came out cheaper than this mean.")
+    return (f"{rule} {seen}: the loader started it all the same, because its own timing of "
+            "its second chunk came out above the threshold.")
