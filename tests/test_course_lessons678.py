@@ -265,3 +265,25 @@ def test_checkpoint_listing_is_relative_and_summarises_deep_folders(tmp_path):
     assert listing.splitlines() == ["20/", "  data/", "    process_0-of-1.json",
                                     "  model/", "    d/  (1 file)"]
     assert str(tmp_path) not in listing
+
+
+def lesson_code(name):
+    from pathlib import Path
+
+    notebook = json.loads((Path(__file__).parent.parent / "notebooks" / name).read_text())
+    return "\n".join("".join(cell["source"]) for cell in notebook["cells"]
+                     if cell["cell_type"] == "code")
+
+
+def test_lesson7_writes_the_loaders_and_the_loop_it_measures_in_its_cells():
+    # it used to measure through course.measure_feeds and course.naive_batches
+    code = lesson_code("07_training_loop.ipynb")
+    assert "measure_feeds" not in code and "course.naive_batches" not in code
+    assert "grain.DataLoader(" in code and "def naive_batches(" in code
+    assert "profiler.wrap(batches" in code and "with profiler.step():" in code
+    assert "highlight=winner" not in code and "training_loop.winner(timings)" in code
+
+
+def test_lesson8_tries_another_worker_count_on_grain():
+    code = lesson_code("08_resume.ipynb")
+    assert "range_loader(module, 2)" in code and "set_state(saving.get_state())" in code
