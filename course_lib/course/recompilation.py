@@ -52,6 +52,15 @@ def retrace_cause(shapes: Sequence[Sequence[int]], function: str = "the step") -
             "compiled again.")
 
 
+def about(count: float) -> str:
+    """A ratio of two timings, to the precision they carry: "as much as 7", "about as much
+    as 500" (two significant figures, so 504 reads as about 500 and 66,052 as about 66,000)."""
+    if count < 100:
+        return f"as much as {count:.0f}" if count >= 10 else f"as much as {count:.1f}"
+    digits = int(np.floor(np.log10(count))) - 1
+    return f"about as much as {round(count, -digits):,.0f}"
+
+
 @dataclasses.dataclass(frozen=True)
 class CompilationTiming:
     """The first call of a freshly jitted function, and the same call once compiled."""
@@ -88,7 +97,7 @@ class CompilationTiming:
                     f"({format_seconds(self.slowest_step)}). A compilation cache that already "
                     "held this program would explain it; time a shape never seen before.")
         in_steps = self.compile_seconds / self.step_seconds
-        return (f"One compilation cost as much as {in_steps:,.0f} steps here "
+        return (f"One compilation cost {about(in_steps)} steps here "
                 f"({format_seconds(self.compile_seconds)} against "
                 f"{format_seconds(self.step_seconds)} per step, the median of "
                 f"{len(self.step_times)}; the slowest step took "

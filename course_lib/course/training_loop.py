@@ -1,5 +1,10 @@
-"""Lesson 7, the training loop: the naive feed of lesson 1, the training curves, and the
-same step fed several ways, measured in repetitions and read by steps per second."""
+"""Lesson 7, the training loop: the training curves, and the same step fed several ways,
+measured in repetitions and read by steps per second.
+
+The lesson writes the loaders and the timed loop in its cells; this module keeps what is
+not the lesson's subject: the statistics of the repetitions, the table, the charts and the
+sentences that read them. (`naive_batches` and `measure_feeds` are the earlier forms of
+the lesson's cells, kept for the callers that import them.)"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from course_lib.course.basics import Estimate, noise_margin, outcome, too_noisy
 
 
 def naive_batches(folder: str | Path, batch_size: int, *, num_records: int | None = None,
@@ -56,126 +63,148 @@ def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
     return figure
 
 
-
-
 # -- feeding the loop several ways, and what the numbers say -----------------------------
 # Training time is `steps / (steps per second)`, so steps per second is the measure a feeding
-# setup is chosen by. The idle share (the time the step waited) is a diagnostic: it says where
-# the time went, and a setup can wait less and still run slower, when whatever hides the wait
-# takes CPU from the step. Each setup is measured in a few repetitions, taken in turn, so that
-# a burst of load from elsewhere on the machine falls on all of them; a setup is only called
-# faster than another when it was faster in every pair of neighbouring repetitions.
-NOISE_RATIO = 1.05  # medians closer than this are within the noise, whatever the ranges say
-IDLE_POINTS = 0.10  # idle shares closer than 10 points tell the same story
+# setup is chosen by. The idle share is a diagnostic: it says where the time went, and a
+# setup can wait less and still run slower, when whatever hides the wait takes CPU from the
+# step. Each setup runs a few times, the setups taken in turn, so that a burst of load from
+# elsewhere on the machine falls on all of them.
+#
+# Every quantity is a mean over the runs, so that the table's columns add up: a run's wall
+# time per step is its mean wait, plus its mean step, plus the loop's own time between them
+# ("other"); steps/s is 1000 / (ms per step), and the idle share is (wait + other) / (ms per
+# step). Two setups are compared on ms per step with the course's margin rule (lesson 1,
+# `basics.noise_rule`): "within the noise", or "too noisy to tell" when the margin itself is
+# wider than `basics.NOISY`.
+FASTER, SLOWER, SAME, NOISY = "faster", "slower", "within the noise", "too noisy to tell"
 
 
 @dataclasses.dataclass(frozen=True)
 class FeedTiming:
-    """One feeding setup, measured in several repetitions of the same number of steps."""
+    """One feeding setup, run several times for the same number of steps: per run, the wall
+    time per step, the mean wait per step and the mean step time, in milliseconds."""
 
     label: str
-    rates: tuple[float, ...]  # steps per second, one per repetition
-    idle: tuple[float, ...]  # idle share of the wall time, one per repetition
-    wait_ms: float  # mean wait per step, median over the repetitions
-    step_ms: float  # median step time over every repetition
+    period_ms: tuple[float, ...]  # wall time / steps, one per run
+    wait_ms: tuple[float, ...]  # mean time in next(), one per run
+    step_ms: tuple[float, ...]  # mean time in the step, one per run
 
     def __post_init__(self):
-        if not self.rates or len(self.rates) != len(self.idle) or min(self.rates) <= 0:
-            raise ValueError(f"{self.label!r}: rates={self.rates!r} and idle={self.idle!r} "
-                             "must be one positive steps/s and one idle share per repetition.")
+        counts = {len(self.period_ms), len(self.wait_ms), len(self.step_ms)}
+        if len(counts) != 1 or not self.period_ms or min(self.period_ms) <= 0 \
+                or min(self.step_ms) <= 0 or min(self.wait_ms) < 0:
+            raise ValueError(f"{self.label!r}: period_ms={self.period_ms!r}, wait_ms="
+                             f"{self.wait_ms!r} and step_ms={self.step_ms!r} must hold one "
+                             "positive time per run each (a wait may be 0).")
+        for period, wait, step in zip(self.period_ms, self.wait_ms, self.step_ms,
+                                      strict=True):
+            if wait + step > period * (1 + 1e-9):
+                raise ValueError(f"{self.label!r}: a run's wait ({wait} ms) plus step "
+                                 f"({step} ms) exceeds its time per step ({period} ms): "
+                                 "the three must come from the same run.")
 
     @classmethod
     def from_profilers(cls, label: str, profilers: Sequence[Any]) -> FeedTiming:
-        """From one `StepProfiler` per repetition."""
+        """From one `StepProfiler` per run (warm-up steps already left out)."""
         return cls(label=label,
-                   rates=tuple(p.num_steps / p.wall_time for p in profilers),
-                   idle=tuple(p.idle_fraction for p in profilers),
-                   wait_ms=float(np.median([1e3 * p.wait_times.mean() for p in profilers])),
-                   step_ms=float(1e3 * np.median(np.concatenate([p.step_times
-                                                                 for p in profilers]))))
+                   period_ms=tuple(1e3 * p.wall_time / p.num_steps for p in profilers),
+                   wait_ms=tuple(1e3 * float(p.wait_times.mean()) for p in profilers),
+                   step_ms=tuple(1e3 * float(p.step_times.mean()) for p in profilers))
+
+    @property
+    def runs(self) -> int:
+        return len(self.period_ms)
+
+    @property
+    def ms_per_step(self) -> float:
+        """Wall time per step, the mean of the runs (all the time over all the steps)."""
+        return float(np.mean(self.period_ms))
+
+    @property
+    def wait(self) -> float:
+        return float(np.mean(self.wait_ms))
+
+    @property
+    def step(self) -> float:
+        return float(np.mean(self.step_ms))
+
+    @property
+    def other(self) -> float:
+        """The loop's own time per step, between a batch arriving and the step starting."""
+        return self.ms_per_step - self.wait - self.step
 
     @property
     def rate(self) -> float:
-        """Steps per second, the median of the repetitions."""
-        return float(np.median(self.rates))
+        """Steps per second over all the runs: 1000 / ms per step."""
+        return 1e3 / self.ms_per_step
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """Each run's steps per second."""
+        return tuple(1e3 / period for period in self.period_ms)
 
     @property
     def idle_share(self) -> float:
-        return float(np.median(self.idle))
+        """Share of the wall time not spent in the step, over all the runs."""
+        return 1 - self.step / self.ms_per_step
+
+    @property
+    def idle_shares(self) -> tuple[float, ...]:
+        """Each run's idle share."""
+        return tuple(1 - step / period for step, period in zip(self.step_ms, self.period_ms,
+                                                               strict=True))
+
+    def estimate(self) -> Estimate:
+        """Milliseconds per step as the mean of the runs, with its standard error."""
+        return Estimate.mean_of(self.period_ms)
 
     def rate_text(self) -> str:
-        if len(self.rates) == 1:
-            return f"{self.rate:.1f} steps/s"
-        return f"{self.rate:.1f} steps/s, {min(self.rates):.1f} to {max(self.rates):.1f}"
-
-
-def measure_feeds(feeds: Mapping[str, Callable[[], Any]], step_fn: Callable[[Any], Any], *,
-                  num_steps: int, warmup_steps: int, repeats: int):
-    """Time `step_fn` fed by each setup, `repeats` times, the setups taken in turn.
-
-    `feeds` maps a label to a function that opens the batches as a context manager (a
-    loader iterator, a `prefetch_to_device` iterator, or `contextlib.nullcontext(generator)`);
-    each repetition opens them afresh, so worker start-up falls in the `warmup_steps`.
-    Returns `{label: FeedTiming}` and the last repetition's `{label: StepProfiler}` (for the
-    timeline).
-    """
-    from course_lib.course.bottleneck import progress
-    from course_lib.profiling import StepProfiler
-
-    if repeats < 1 or num_steps < 1 or warmup_steps < 0:
-        raise ValueError(f"repeats={repeats!r} and num_steps={num_steps!r} must be at least 1 "
-                         f"and warmup_steps={warmup_steps!r} at least 0.")
-    runs: dict[str, list] = {label: [] for label in feeds}
-    rounds = [label for _ in range(repeats) for label in feeds]
-    for label in progress(rounds, total=len(rounds), desc="feeding setups"):
-        with feeds[label]() as batches:
-            profiler = StepProfiler(warmup_steps=warmup_steps)
-            runs[label].append(profiler.measure(batches, step_fn, warmup_steps + num_steps))
-    timings = {label: FeedTiming.from_profilers(label, profilers)
-               for label, profilers in runs.items()}
-    return timings, {label: profilers[-1] for label, profilers in runs.items()}
-
-
-def feeding_table(timings: Mapping[str, FeedTiming]) -> str:
-    """One row per setup: steps/s (median and range of the repetitions), wait, step, idle."""
-    if not timings:
-        raise ValueError("timings is empty: pass {label: FeedTiming} from measure_feeds().")
-    width = max(len("setup"), *(len(label) for label in timings))
-    lines = [f"{'setup':<{width}}  steps/s (range)        wait (ms)  step (ms)  idle",
-             "-" * (width + 51)]
-    for label, timing in timings.items():
-        spread = f"{min(timing.rates):.1f}-{max(timing.rates):.1f}"
-        lines.append(f"{label:<{width}}  {timing.rate:7.1f} ({spread:>11})  "
-                     f"{timing.wait_ms:9.2f}  {timing.step_ms:9.2f}  {timing.idle_share:4.0%}")
-    repeats = {len(timing.rates) for timing in timings.values()}
-    lines.append(f"(median of {'/'.join(map(str, sorted(repeats)))} repetitions per setup)")
-    return "\n".join(lines)
+        if self.runs == 1:
+            return f"{self.rate:.1f} steps/s, one run"
+        return (f"{self.rate:.1f} steps/s, runs from {min(self.rates):.1f} to "
+                f"{max(self.rates):.1f}")
 
 
 def speed_outcome(timing: FeedTiming, baseline: FeedTiming) -> str:
-    """"faster", "slower" or "within the noise": `timing` against `baseline`, by steps/s.
+    """"faster", "slower", "within the noise" or "too noisy to tell": `timing` against
+    `baseline`, by the mean ms per step of their runs, with the course's margin rule."""
+    if too_noisy(timing.estimate(), baseline.estimate()):
+        return NOISY
+    return {"better": FASTER, "worse": SLOWER, "same": SAME}[
+        outcome(timing.estimate(), baseline.estimate())]
 
-    Repetition k of each setup ran next to the other's repetition k (`measure_feeds` takes
-    the setups in turn), so they are compared in pairs, which cancels slow changes in the
-    machine's load. Faster means faster in every pair, and by more than 5% at the median;
-    slower likewise; anything else is within the noise. Repetitions that cannot be paired
-    (unequal counts) are compared by their ranges: overlapping ranges are within the noise.
-    """
-    ratio = timing.rate / baseline.rate
-    if 1 / NOISE_RATIO < ratio < NOISE_RATIO:
-        return "within the noise"
-    if len(timing.rates) == len(baseline.rates):
-        pairs = [mine / theirs for mine, theirs in zip(timing.rates, baseline.rates, strict=True)]
-        if ratio > 1 and min(pairs) > 1:
-            return "faster"
-        if ratio < 1 and max(pairs) < 1:
-            return "slower"
-        return "within the noise"
-    if min(timing.rates) > max(baseline.rates):
-        return "faster"
-    if max(timing.rates) < min(baseline.rates):
-        return "slower"
-    return "within the noise"
+
+def winner(timings: Mapping[str, FeedTiming]) -> str | None:
+    """The label of the setup faster than every other one, or None when the fastest ties
+    with any (a tie is not a winner, and a chart highlights none)."""
+    if not timings:
+        raise ValueError("timings is empty: pass {label: FeedTiming}.")
+    best = max(timings, key=lambda label: timings[label].rate)
+    others = [timing for label, timing in timings.items() if label != best]
+    if others and all(speed_outcome(timings[best], other) == FASTER for other in others):
+        return best
+    return None
+
+
+def feeding_table(timings: Mapping[str, FeedTiming]) -> str:
+    """One row per setup: steps/s with its slowest and fastest run, ms per step split into
+    wait + step + other, and the idle share; every figure a mean over the runs."""
+    if not timings:
+        raise ValueError("timings is empty: pass {label: FeedTiming} from the runs.")
+    width = max(len("setup"), *(len(label) for label in timings))
+    header = (f"{'setup':<{width}}  steps/s (slowest-fastest run)  "
+              "ms per step =  wait +  step + other  idle")
+    lines = [header, "-" * len(header)]
+    for label, timing in timings.items():
+        spread = f"{min(timing.rates):.1f}-{max(timing.rates):.1f}"
+        lines.append(f"{label:<{width}}  {timing.rate:7.1f} ({spread:>11})        "
+                     f"{timing.ms_per_step:11.2f} = {timing.wait:5.2f} + {timing.step:5.2f} + "
+                     f"{timing.other:5.2f}  {timing.idle_share:4.0%}")
+    counts = sorted({timing.runs for timing in timings.values()})
+    lines.append(f"(means of {' or '.join(map(str, counts))} runs per setup: steps/s = 1000 / "
+                 "ms per step; idle = (wait + other) / ms per step; other is the loop's own "
+                 "time between the batch and the step)")
+    return "\n".join(lines)
 
 
 def _ratio_text(timing: FeedTiming, baseline: FeedTiming) -> str:
@@ -183,112 +212,131 @@ def _ratio_text(timing: FeedTiming, baseline: FeedTiming) -> str:
     return f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x"
 
 
+def _noisy(subject: str, against: str, numbers: str, timing: FeedTiming,
+           baseline: FeedTiming) -> str:
+    margin = noise_margin(timing.estimate(), baseline.estimate()) / baseline.ms_per_step
+    return (f"{subject} against {against}: too noisy to tell ({numbers}); their runs "
+            f"disagreed so much that only a difference over {margin:.0%} would show, so this "
+            "run names no cause.")
+
+
+def _columns(timing: FeedTiming, baseline: FeedTiming) -> str:
+    """Which columns of the table moved, from `baseline` to `timing`, in ms per step."""
+    return (f"the wait went from {baseline.wait:.1f} to {timing.wait:.1f} ms per step and the "
+            f"step from {baseline.step:.1f} to {timing.step:.1f} ms (means)")
+
+
 def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool = False,
                   cores: int | None = None) -> str:
     """One sentence: `timing` against `baseline`, in steps per second, with the reason.
 
-    `same_work=True` says both setups do the same work in the loop's thread (the loader with
-    `worker_count=0, ReadOptions(num_threads=0)` against the naive loop), so a difference is
-    overhead, not overlap."""
+    `same_work=True` says both setups make each batch in the loop's thread when `next()`
+    asks for it (the loader with `worker_count=0, ReadOptions(num_threads=0)` against the
+    naive loop), so a difference is the code that makes a batch, not overlap."""
     cores = cores or os.cpu_count() or 1
-    outcome = speed_outcome(timing, baseline)
-    numbers = f"({timing.rate_text()}, against {baseline.rate_text()})"
-    if outcome == "within the noise":
-        why = ("as expected of the same work in the same process" if same_work
-               else "this run cannot tell them apart")
-        return (f"The {timing.label} and the {baseline.label} ran within the noise of the "
-                f"repetitions of each other {numbers}: {why}.")
+    verdict = speed_outcome(timing, baseline)
+    numbers = f"{timing.rate_text()}, against {baseline.rate_text()}"
+    if verdict == NOISY:
+        return _noisy(f"The {timing.label}", f"the {baseline.label}", numbers, timing, baseline)
+    if verdict == SAME:
+        return (f"The {timing.label} and the {baseline.label} ran within the noise of each "
+                f"other ({numbers}): this run cannot tell them apart.")
     if same_work:
-        why = {"faster": "both do the same work in the loop's thread, one batch when asked, "
-                         "so the loader's own code did it faster (or the machine's load "
-                         "changed between the runs)",
-               "slower": "both do the same work in the loop's thread, one batch when asked, "
-                         "so the gap is the loader's own bookkeeping (sampler, reader, "
-                         "batching)"}
+        why = {FASTER: "both make each batch in the loop's thread when it is asked for, so "
+                       "the loader's code made a batch faster",
+               SLOWER: "both make each batch in the loop's thread when it is asked for, so "
+                       "the loader's own bookkeeping (sampler, reader, batching) cost more "
+                       "than it saved"}[verdict]
+        why += f"; {_columns(timing, baseline)}"
     else:
-        why = {"faster": "the loading moved off the step's path",
-               "slower": f"the loading running beside the step took the {cores} cores from it"}
-    return (f"The {timing.label} ran {_ratio_text(timing, baseline)} {outcome} than the "
-            f"{baseline.label} {numbers}: {why[outcome]}.")
+        why = {FASTER: "the loading moved off the step's path",
+               SLOWER: f"the loading running beside the step took the {cores} cores from "
+                       "it"}[verdict]
+    return (f"The {timing.label} ran {_ratio_text(timing, baseline)} {verdict} than the "
+            f"{baseline.label} ({numbers}): {why}.")
 
 
 def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
     """Which setup trained fastest, by steps/s, and which ones this run cannot tell from it."""
     if not timings:
-        raise ValueError("timings is empty: pass {label: FeedTiming} from measure_feeds().")
+        raise ValueError("timings is empty: pass {label: FeedTiming} from the runs.")
     best = max(timings.values(), key=lambda timing: timing.rate)
     ties = [timing for timing in timings.values()
-            if timing is not best and speed_outcome(timing, best) == "within the noise"]
+            if timing is not best and speed_outcome(best, timing) != FASTER]
     measure = ("Judged by steps per second, which is what training time is made of (a run "
                "of N steps takes N / steps-per-second)")
     if len(timings) > 1 and len(ties) == len(timings) - 1:
-        return (f"{measure}, no setup stood out: all {len(timings)} ran within the noise of "
-                f"the repetitions of the fastest, the {best.label} ({best.rate:.1f} steps/s). "
-                "This run cannot rank them; rerun on a quieter machine, or with more steps.")
+        return (f"{measure}, no setup stood out: the fastest, the {best.label} "
+                f"({best.rate:.1f} steps/s), was not faster than the others beyond the "
+                "noise. This run cannot rank them; rerun on a quieter machine, or with "
+                "more steps.")
     sentence = f"{measure}, the fastest setup here was the {best.label} ({best.rate_text()})."
     if ties:
         names = " and the ".join(f"{timing.label} ({timing.rate:.1f})" for timing in ties)
         sentence += (f" The {names} {'is' if len(ties) == 1 else 'are'} within the noise of "
-                     "the repetitions of it: this run cannot rank them, so either will do.")
+                     "it, or too noisy to tell: this run cannot rank them, so either will do.")
     return sentence
 
 
-def workers_sentence(workers: FeedTiming, in_process: FeedTiming,
+def workers_sentence(workers: FeedTiming, thread: FeedTiming,
                      cores: int | None = None) -> str:
-    """What moving the loading into worker processes did, and why, from the two timings."""
+    """Worker processes against the batch thread at `worker_count=0`: by how much, which
+    columns moved, and what this measurement cannot say. Both make the next batches while
+    the step runs, so overlap is not the difference between them; the pair differs in more
+    than one thing (two processes against one thread, each process with its own interpreter
+    lock, two decoders against one), and this one comparison cannot tell which counted."""
     cores = cores or os.cpu_count() or 1
-    outcome = speed_outcome(workers, in_process)
-    numbers = (f"{workers.rate_text()}, against {in_process.rate_text()}; the wait per step "
-               f"went from {in_process.wait_ms:.1f} ms to {workers.wait_ms:.1f} ms")
-    if outcome == "faster":
-        sentence = (f"Worker processes made the loop {_ratio_text(workers, in_process)} faster "
-                    f"than loading in this process ({numbers}): they prepare the next batches "
-                    "while the step runs.")
-    elif outcome == "slower":
-        sentence = (f"Worker processes made the loop {_ratio_text(workers, in_process)} slower "
-                    f"than loading in this process ({numbers}): on {cores} cores the workers "
-                    "and the step took more CPU from each other than the overlap won back.")
-    else:
-        sentence = (f"Worker processes and loading in this process ran within the noise of "
-                    f"each other ({numbers}): this run cannot tell them apart.")
-    if workers.step_ms > 1.1 * in_process.step_ms:
-        sentence += (f" The step itself slowed from {in_process.step_ms:.1f} ms to "
-                     f"{workers.step_ms:.1f} ms (median), because it shares the {cores} CPU "
-                     "cores with the workers: here the 'accelerator' is the CPU that also loads.")
-    return sentence
+    verdict = speed_outcome(workers, thread)
+    numbers = f"{workers.rate_text()}, against {thread.rate_text()}"
+    if verdict == NOISY:
+        return _noisy("Two worker processes", "the batch thread", numbers, workers, thread)
+    if verdict == SAME:
+        return (f"Two worker processes and the batch thread at 0 workers ran within the noise "
+                f"of each other ({numbers}): this run cannot tell them apart.")
+    saved = thread.ms_per_step - workers.ms_per_step
+    moved = (f"of the {abs(saved):.1f} ms per step {'saved' if saved > 0 else 'lost'}, "
+             f"{thread.wait - workers.wait:+.1f} ms came from the wait and "
+             f"{thread.step - workers.step:+.1f} ms from the step itself "
+             f"({_columns(workers, thread)})")
+    cannot = ("Both make the next batches while the step runs, so that is not the difference. "
+              "The two setups differ in more than one thing: two processes decode on the "
+              f"{cores} cores, each with its own interpreter lock, where one thread decodes "
+              "in this process and shares its lock with the loop; this comparison alone "
+              "cannot tell which of these counted.")
+    return (f"Two worker processes made the loop {_ratio_text(workers, thread)} {verdict} than "
+            f"the batch thread at 0 workers ({numbers}): {moved}. {cannot}")
 
 
-def read_ahead_feed_sentence(read_ahead: FeedTiming, single_threaded: FeedTiming,
-                             cores: int | None = None) -> str:
-    """The loader at `worker_count=0` with its read-ahead thread (the default `ReadOptions`)
-    against `ReadOptions(num_threads=0)`: steps per second, and the idle share of each."""
+def batch_thread_sentence(thread: FeedTiming, single_threaded: FeedTiming,
+                          cores: int | None = None) -> str:
+    """The loader at `worker_count=0` with its batch thread (the default `ReadOptions`)
+    against `ReadOptions(num_threads=0)`: the one thing changed is the thread, so the
+    column that moved is its effect."""
     cores = cores or os.cpu_count() or 1
-    outcome = speed_outcome(read_ahead, single_threaded)
-    numbers = f"{read_ahead.rate_text()}, against {single_threaded.rate_text()}"
-    idle = (f"the step waited {single_threaded.idle_share:.0%} of the time with num_threads=0 "
-            f"and {read_ahead.idle_share:.0%} with read-ahead")
-    if outcome == "faster":
-        sentence = (f"Read-ahead made the loop {_ratio_text(read_ahead, single_threaded)} "
-                    f"faster than num_threads=0 at 0 workers ({numbers}); {idle}: one "
-                    "background thread in this process made the next batch while the step "
-                    "ran, since the jitted step and Pillow's decoder give the interpreter "
-                    "lock back while they compute.")
-    elif outcome == "slower":
-        sentence = (f"Read-ahead made the loop {_ratio_text(read_ahead, single_threaded)} "
-                    f"slower than num_threads=0 at 0 workers ({numbers}); {idle}: the "
-                    f"background thread decoded on the {cores} cores the step computes on, "
-                    "and took more from the step than the overlap won back.")
+    verdict = speed_outcome(thread, single_threaded)
+    numbers = f"{thread.rate_text()}, against {single_threaded.rate_text()}"
+    idle = (f"idle {single_threaded.idle_share:.0%} of the time with num_threads=0 and "
+            f"{thread.idle_share:.0%} with the batch thread")
+    if verdict == NOISY:
+        return _noisy("The batch thread", "num_threads=0", numbers, thread, single_threaded)
+    if verdict == FASTER:
+        sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
+                    f"faster than num_threads=0 at 0 workers ({numbers}); "
+                    f"{_columns(thread, single_threaded)}, {idle}: the thread made the "
+                    "next batches while the step ran, since the jitted step and Pillow's "
+                    "decoder give the interpreter lock back while they compute.")
+    elif verdict == SLOWER:
+        sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
+                    f"slower than num_threads=0 at 0 workers ({numbers}); "
+                    f"{_columns(thread, single_threaded)}, {idle}: the thread decoded on "
+                    f"the {cores} cores the step computes on, and took more from the step "
+                    "than the overlap won back.")
     else:
-        sentence = (f"Read-ahead and num_threads=0 ran within the noise of each other at 0 "
-                    f"workers ({numbers}); {idle}: this run cannot tell them apart by speed.")
-    if outcome != "faster" and \
-            read_ahead.idle_share < single_threaded.idle_share - IDLE_POINTS:
+        sentence = (f"The batch thread and num_threads=0 ran within the noise of each other at "
+                    f"0 workers ({numbers}; {idle}): this run cannot tell them apart by speed.")
+    if verdict != FASTER and thread.idle_share < single_threaded.idle_share - 0.10:
         sentence += (" The idle share fell all the same: a step slowed by the thread beside "
                      "it waits a smaller share of the time without training any faster.")
-    if read_ahead.step_ms > 1.1 * single_threaded.step_ms:
-        sentence += (f" The step itself slowed from {single_threaded.step_ms:.1f} ms to "
-                     f"{read_ahead.step_ms:.1f} ms (median): it shares the {cores} CPU cores "
-                     "with the thread that decodes.")
     return sentence
 
 
@@ -296,26 +344,86 @@ def prefetch_sentence(with_prefetch: FeedTiming, without: FeedTiming,
                       cores: int | None = None) -> str:
     """What `prefetch_to_device` added on top of the workers, and why, from the two timings."""
     cores = cores or os.cpu_count() or 1
-    outcome = speed_outcome(with_prefetch, without)
+    verdict = speed_outcome(with_prefetch, without)
     idle = (f"idle {with_prefetch.idle_share:.0%} of the time against "
             f"{without.idle_share:.0%}")
     numbers = f"{with_prefetch.rate_text()}, against {without.rate_text()}"
-    if outcome == "faster":
+    if verdict == NOISY:
+        return _noisy("Device prefetch", "the workers alone", numbers, with_prefetch, without)
+    if verdict == FASTER:
         return (f"Device prefetch made the loop {_ratio_text(with_prefetch, without)} faster "
                 f"on top of the workers ({numbers}; {idle}): its thread had the next batch "
                 "ready while the step ran.")
     waited = ("although it waited less" if with_prefetch.idle_share < without.idle_share
               else "and it waited no less")
-    if outcome == "slower":
+    if verdict == SLOWER:
         return (f"Device prefetch made the loop {_ratio_text(with_prefetch, without)} slower "
-                f"({numbers}), {waited} "
-                f"({idle}). The idle share is a diagnostic, not the speed: on this CPU-only "
-                "machine the CPU is both the loader and the 'accelerator', so the prefetch "
-                f"thread competes with the step and the workers for the {cores} cores, and "
-                "copying a batch to the 'device' is a copy within the same memory, with "
-                "nothing to hide. On a GPU that copy is real work, which prefetch overlaps "
-                "with the step.")
-    return (f"Device prefetch changed the speed within the noise of the repetitions "
-            f"({numbers}; {idle}). On this CPU-only machine copying a batch to the 'device' "
-            "is a copy within the same memory, so there is little to hide, and the prefetch "
-            f"thread competes with the step for the same {cores} cores.")
+                f"({numbers}), {waited} ({idle}). The idle share is a diagnostic, not the "
+                "speed: on this CPU-only machine the CPU is both the loader and the "
+                "'accelerator', so the prefetch thread competes with the step and the "
+                f"workers for the {cores} cores, and copying a batch to the 'device' is a "
+                "copy within the same memory, with nothing to hide. On a GPU that copy is "
+                "real work, which prefetch overlaps with the step.")
+    return (f"Device prefetch changed the speed within the noise ({numbers}; {idle}). On this "
+            "CPU-only machine copying a batch to the 'device' is a copy within the same "
+            "memory, so there is little to hide, and the prefetch thread competes with the "
+            f"step for the same {cores} cores.")
+
+
+def typical_run(profilers: Sequence[Any], timing: FeedTiming) -> int:
+    """The index of the run whose idle share is nearest the setup's over all runs: the one
+    a timeline should draw, so that the picture and the table tell the same story."""
+    if len(profilers) != timing.runs:
+        raise ValueError(f"got {len(profilers)} profilers for {timing.runs} runs of "
+                         f"{timing.label!r}: pass the runs the timing was made from.")
+    shares = np.asarray(timing.idle_shares)
+    return int(np.argmin(np.abs(shares - timing.idle_share)))
+
+
+def plot_feed_timelines(runs: Mapping[str, Sequence[Any]], timings: Mapping[str, FeedTiming],
+                        max_steps: int = 12):
+    """One timeline per setup, of its typical run (`typical_run`), titled with that run's
+    idle share next to the share over all runs (the table's figure)."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(len(runs), 1, figsize=(10, 1.9 * len(runs)), sharex=True,
+                                squeeze=False)
+    for ax, (label, profilers) in zip(axes[:, 0], runs.items(), strict=True):
+        timing = timings[label]
+        chosen = typical_run(profilers, timing)
+        profiler = profilers[chosen]
+        profiler.plot_timeline(ax=ax, max_steps=max_steps)
+        ax.set_title(f"{label}: run {chosen + 1} of {timing.runs}, idle "
+                     f"{timing.idle_shares[chosen]:.0%} over its {profiler.num_steps} steps "
+                     f"({timing.idle_share:.0%} over all runs, as in the table); first "
+                     f"{min(max_steps, profiler.num_steps)} steps drawn", fontsize="medium")
+        ax.set_xlabel("")
+    axes[-1, 0].set_xlabel("time (ms)")
+    figure.tight_layout()
+    return figure
+
+
+def measure_feeds(feeds: Mapping[str, Callable[[], Any]], step_fn: Callable[[Any], Any], *,
+                  num_steps: int, warmup_steps: int, repeats: int):
+    """Time `step_fn` fed by each setup, `repeats` times, the setups taken in turn (the loop
+    lesson 7 now writes in its cell). Returns `{label: FeedTiming}` and `{label: [StepProfiler
+    per run]}`."""
+    from course_lib.profiling import StepProfiler
+
+    if repeats < 1 or num_steps < 1 or warmup_steps < 0:
+        raise ValueError(f"repeats={repeats!r} and num_steps={num_steps!r} must be at least 1 "
+                         f"and warmup_steps={warmup_steps!r} at least 0.")
+    runs: dict[str, list] = {label: [] for label in feeds}
+    for _ in range(repeats):
+        for label, open_batches in feeds.items():
+            with open_batches() as batches:
+                profiler = StepProfiler(warmup_steps=warmup_steps)
+                runs[label].append(profiler.measure(batches, step_fn, warmup_steps + num_steps))
+    return ({label: FeedTiming.from_profilers(label, profilers)
+             for label, profilers in runs.items()}, runs)
+
+
+def read_ahead_feed_sentence(read_ahead: FeedTiming, single_threaded: FeedTiming,
+                             cores: int | None = None) -> str:
+    """The earlier name of `batch_thread_sentence`, kept for the callers that import it."""
+    return batch_thread_sentence(read_ahead, single_threaded, cores)
