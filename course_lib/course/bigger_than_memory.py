@@ -3,8 +3,10 @@ read warm and cold, the memory an epoch takes, and slow storage hidden by read t
 
 Two kinds of memory matter, and Linux counts them apart in `/proc/self/status`:
 
-- `RssAnon`, anonymous memory: the process's own arrays and objects. Nobody else can use
-  it, and the kernel can only get it back by killing the process (or swapping).
+- `RssAnon`, anonymous memory: the process's arrays and objects, backed by no file. The
+  kernel can only get it back by killing the process (or swapping). After a fork, the pages
+  parent and child still share copy-on-write count in the `RssAnon` of both, until one of
+  them writes to a page and gets its own copy.
 - `RssFile`, pages of files that the process has mapped (a memory-mapped record file). They
   belong to the page cache, the kernel's copy of recently read files, shared by every
   process, and dropped whenever memory is needed elsewhere.
@@ -381,6 +383,36 @@ def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
     return f"{size_part}, {read_part}. Grain asks for group_size:1, made for random access."
 
 
+WARM_CLOSE = 1.2  # warm reads within 20% of each other are too close to rank from one run
+
+_OWN_WORK = {
+    "record file": "a cached record is a memory copy through the map, with no system call",
+    "folder of files": "every read is at least three system calls (open, read, close)",
+    "ArrayRecord": "every read is a system call and a decompression",
+}
+
+
+def warm_ranking_sentence(rates: Mapping[str, Mapping[str, float]]) -> str:
+    """The formats ranked by their warm random reads (µs per read, this run), and whether the
+    fastest one is clear of the next by more than 20%, the lesson's margin for one run.
+
+    Warm, nothing waits for the disk, so the time is the format's own work; the sentence names
+    that work for the fastest format when it leads clearly."""
+    order = sorted(rates, key=lambda name: -rates[name]["random, warm"])
+    listed = ", ".join(f"{name} {1e6 / rates[name]['random, warm']:,.0f} µs" for name in order)
+    head = f"Warm random reads, fastest first (µs per read, one run each): {listed}."
+    if len(order) < 2:
+        return head
+    first, second = order[0], order[1]
+    lead = rates[first]["random, warm"] / rates[second]["random, warm"]
+    if lead <= WARM_CLOSE:
+        return (f"{head} The first two, {first} and {second}, are within 20% of each other: "
+                "too close to rank from one run on a shared machine.")
+    work = _OWN_WORK.get(first)
+    why = f": {work}" if work else ""
+    return (f"{head} {first} leads, {lead:.1f}x faster than {second}, the next{why}.")
+
+
 # -- memory while an epoch runs --------------------------------------------------------------
 
 
@@ -527,35 +559,49 @@ def threads_limit(num_threads: int, latency_s: float, worker_count: int = 0) -> 
     return worker_count * waiting / latency_s
 
 
+def loader_records_per_second(loader: Any, *, skip_records: int) -> float:
+    """Records/s of one pass of a batching `loader`, once it runs: the clock starts after
+    the batches that hold the first `skip_records` records (starting the workers, and each
+    reader's first chunk, read inline and timed to decide whether threads pay off; see
+    `warmup_records`), and stops at the last batch."""
+    if skip_records < 0:
+        raise ValueError(f"skip_records={skip_records!r} must be 0 or more: pass "
+                         "warmup_records(worker_count).")
+    seen, timed, batches, start = 0, 0, 0, None
+    with iter(loader) as iterator:
+        for batch in iterator:
+            if start is None:
+                seen += len(batch["label"])
+                if seen >= skip_records:
+                    start = time.perf_counter()
+            else:
+                timed += len(batch["label"])
+                batches += 1
+    if start is None or batches < 4:
+        raise ValueError(f"the loader gave {seen + timed} records, too few to time after the "
+                         f"first {skip_records}: give its sampler at least 4 batches more.")
+    return timed / (time.perf_counter() - start)
+
+
 def time_slow_loader(source: Any, *, num_threads: int, worker_count: int = 0,
                      num_records: int, side: int = DIGIT_SIDE, batch_size: int = 32,
                      seed: int = 0) -> float:
     """Records/s of a shuffled pass over `num_records` records of `source` (digit records),
-    decoded and batched, once the loader runs: the clock starts after the first
-    `warmup_records(worker_count)` records, which include starting the workers and the first
-    chunk of each reader, read inline and timed to decide whether threads pay off."""
+    decoded and batched, timed by `loader_records_per_second` (the benchmarks' shortcut for
+    the loader lesson 9 writes in its cells)."""
     import course_lib as grain
 
+    skip = warmup_records(worker_count)
+    if num_records < skip + 4 * batch_size:
+        raise ValueError(f"num_records={num_records} leaves too little to time after the "
+                         f"first {skip} records; pass at least {skip + 4 * batch_size}.")
     sampler = grain.IndexSampler(num_records=num_records, shuffle=True, seed=seed,
                                  num_epochs=1)
     loader = grain.DataLoader(
         data_source=source, sampler=sampler,
         operations=[DecodeDigit(side), grain.Batch(batch_size)], worker_count=worker_count,
         read_options=grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=500))
-    skip = warmup_records(worker_count)
-    if num_records < skip + 4 * batch_size:
-        raise ValueError(f"num_records={num_records} leaves too little to time after the "
-                         f"first {skip} records; pass at least {skip + 4 * batch_size}.")
-    seen, timed, start = 0, 0, None
-    with iter(loader) as iterator:
-        for batch in iterator:
-            if start is None:
-                seen += len(batch["label"])
-                if seen >= skip:
-                    start = time.perf_counter()
-            else:
-                timed += len(batch["label"])
-    return timed / (time.perf_counter() - start)
+    return loader_records_per_second(loader, skip_records=skip)
 
 
 def warmup_records(worker_count: int) -> int:
