@@ -392,25 +392,35 @@ _OWN_WORK = {
 }
 
 
+def warm_leader(rates: Mapping[str, Mapping[str, float]]) -> tuple[list[str], float, bool]:
+    """The formats ordered by warm random reads (fastest first), the lead of the first over
+    the second, and whether that lead is clear: more than 20% as printed (a lead of 1.24x
+    prints as 1.2x, and is not called clear)."""
+    order = sorted(rates, key=lambda name: -rates[name]["random, warm"])
+    if len(order) < 2:
+        return order, math.inf, True
+    lead = rates[order[0]]["random, warm"] / rates[order[1]]["random, warm"]
+    return order, lead, round(lead, 1) > WARM_CLOSE
+
+
 def warm_ranking_sentence(rates: Mapping[str, Mapping[str, float]]) -> str:
     """The formats ranked by their warm random reads (µs per read, this run), and whether the
     fastest one is clear of the next by more than 20%, the lesson's margin for one run.
 
     Warm, nothing waits for the disk, so the time is the format's own work; the sentence names
     that work for the fastest format when it leads clearly."""
-    order = sorted(rates, key=lambda name: -rates[name]["random, warm"])
+    order, lead, clear = warm_leader(rates)
     listed = ", ".join(f"{name} {1e6 / rates[name]['random, warm']:,.0f} µs" for name in order)
     head = f"Warm random reads, fastest first (µs per read, one run each): {listed}."
     if len(order) < 2:
         return head
     first, second = order[0], order[1]
-    lead = rates[first]["random, warm"] / rates[second]["random, warm"]
-    if lead <= WARM_CLOSE:
-        return (f"{head} The first two, {first} and {second}, are within 20% of each other: "
-                "too close to rank from one run on a shared machine.")
+    if not clear:
+        return (f"{head} The first two, {first} and {second}, are within 20% of each other "
+                f"({lead:.1f}x): too close to rank from one run on a shared machine.")
     work = _OWN_WORK.get(first)
     why = f": {work}" if work else ""
-    return (f"{head} {first} leads, {lead:.1f}x faster than {second}, the next{why}.")
+    return f"{head} Fastest: {first}, {lead:.1f}x faster than {second}, the next{why}."
 
 
 # -- memory while an epoch runs --------------------------------------------------------------
@@ -739,15 +749,22 @@ def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
                    rates: Mapping[str, Mapping[str, float]], thread_rates: Mapping[int, float],
                    latency_s: float) -> list[str]:
     """The lesson's closing points, each with this run's numbers."""
-    fastest = max(rates, key=lambda name: rates[name]["random, warm"])
+    order, _, clear = warm_leader(rates)
+    fastest = order[0]
     slowest = min(rates, key=lambda name: rates[name]["random, cold"])
     many = max(thread_rates)
+    if clear:
+        warm = (f"Warm random reads were fastest from {fastest} "
+                f"({rates[fastest]['random, warm']:,.0f}/s)")
+    else:
+        warm = (f"Warm random reads were fastest from {fastest} and {order[1]}, tied within "
+                f"20% ({rates[fastest]['random, warm']:,.0f}/s and "
+                f"{rates[order[1]]['random, warm']:,.0f}/s)")
     return [
         f"Reading {data_mb:.0f} MB whole cost {whole_mb:.0f} MB of the process's own memory; "
         f"reading it record by record cost {lazily_mb:.0f} MB.",
-        f"Warm random reads were fastest from {fastest} "
-        f"({rates[fastest]['random, warm']:,.0f}/s); cold random reads were slowest from "
-        f"{slowest} ({rates[slowest]['random, cold']:,.0f}/s).",
+        f"{warm}; cold random reads were slowest from {slowest} "
+        f"({rates[slowest]['random, cold']:,.0f}/s).",
         "The page cache is the kernel's, shared and dropped when memory is needed: "
         "a lazy source's anonymous memory stays flat over an epoch.",
         f"With {latency_s * 1e3:.0f} ms per read, {min(thread_rates)} read thread gave "
