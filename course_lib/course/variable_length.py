@@ -810,8 +810,8 @@ def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
         parts.append(f"Concatenate then split leaves almost no padding, but it cut "
                      f"{split['cut']} of these sequences across two rows: the piece in the "
                      "second row restarts at position 0 and is trained without its beginning, "
-                     "as every piece after the first of a split long document is. The next "
-                     "cell counts both on every docstring.")
+                     "as every piece after the first of a split long document is (both are "
+                     "counted alike, on every docstring, below).")
     else:
         parts.append("Concatenate then split cut no sequence here.")
     lost = [name for name, result in report.items() if not result["every_token_once"]]
