@@ -434,3 +434,22 @@ def test_all_docstrings_keeps_the_long_ones_whole():
     documents = course.all_docstrings(limit=50)
     texts = course.variable_length._stdlib_docstrings()[:50]
     assert [bytes(document.astype(np.uint8)) for document in documents] == list(texts)
+
+
+def test_the_throughput_chart_shows_every_pass_and_highlights_only_a_clear_winner():
+    import matplotlib.pyplot as plt
+
+    clear = {"fixed length": [43_000.0, 44_000.0, 42_500.0],
+             "4 buckets": [90_000.0, 92_000.0, 91_000.0],
+             "packing": [120_000.0, 121_000.0, 119_000.0]}
+    figure = course.plot_throughput(clear)
+    ax = figure.axes[0]
+    assert sum(len(line.get_xdata()) for line in ax.get_lines()) == 9  # a dot per pass
+    assert [bar.get_facecolor()[:3] for bar in ax.patches].count(
+        plt.matplotlib.colors.to_rgb("tab:orange")) == 1
+    plt.close(figure)
+    tied = {**clear, "packing": [93_000.0, 98_000.0, 91_500.0]}  # within the passes spread
+    figure = course.plot_throughput(tied)
+    assert plt.matplotlib.colors.to_rgb("tab:orange") not in [
+        bar.get_facecolor()[:3] for bar in figure.axes[0].patches]
+    plt.close(figure)
