@@ -102,10 +102,25 @@ def test_speed_sentence_says_when_start_up_decided_the_verdict():
     mine = summary("course_lib, 2 workers", [10.0, 10.1], idle=0.3)
     sentence = lesson.speed_sentence(grain, mine, cores=2)
     assert "as fast as course_lib, 2 workers" in sentence
-    assert "Over the second half of each window alone" in sentence
-    assert "was the same within the noise: this verdict comes from the start" in sentence
+    assert "But start-up moved Grain DataLoader, 2 workers (above)" in sentence
+    assert "was the same within the noise, so this verdict comes from the start" in sentence
     steady = summary("Grain DataLoader, 2 workers", [12.0, 12.1], idle=0.05)
     assert "second half" not in lesson.speed_sentence(steady, mine, cores=2)
+
+
+def test_speed_sentence_blames_start_up_only_for_a_feed_start_up_moved():
+    # neither feed ran its first half apart from its second (the halves agree within their
+    # runs' spread), but the second halves alone are noisier and give another verdict:
+    # that is not start-up's doing, and the sentence must not say so
+    grain = summary("Grain Dataset, 0 workers", [26.4, 26.5], idle=0.35,
+                    halves=[(26.0, 20.0), (26.8, 33.0)])
+    mine = summary("course_lib, 0 workers", [39.2, 39.3], idle=0.17,
+                   halves=[(39.0, 39.5), (39.4, 39.1)])
+    assert lesson.start_up_moved(grain) is None and lesson.start_up_moved(mine) is None
+    assert lesson.verdict(grain.second_half_steps_per_s,
+                          mine.second_half_steps_per_s) == "within noise"
+    sentence = lesson.speed_sentence(grain, mine, cores=2)
+    assert "slower than course_lib" in sentence and "start-up" not in sentence
 
 
 def test_first_batch_sentence_covers_later_sooner_and_noise():
@@ -355,6 +370,8 @@ def test_window_sentence_names_the_direction_start_up_moved_each_feed():
     assert "a ran its first half 50% faster than its second: batches read ahead" in line
     assert "b ran its first half 40% slower than its second: its start was still" in line
     assert "c ran" not in line and "checked on the second halves alone" in line
+    assert lesson.start_up_moved(summaries["a"]) == pytest.approx(0.5)
+    assert lesson.start_up_moved(summaries["c"]) is None
     assert "does not decide" not in line
 
 

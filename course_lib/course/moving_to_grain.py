@@ -425,18 +425,34 @@ def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
     return f"{head} ({numbers}): {why}.{_start_up_check(feed, baseline, outcome)}"
 
 
+def start_up_moved(summary: FeedSummary) -> float | None:
+    """How much faster (positive) or slower (negative) a feed ran the first half of its
+    window than the second, as a share, where that gap exceeds the spread of its runs'
+    halves (or `SINGLE_RUN_NOISE` for one run); None where it does not, or nothing was
+    halved. `window_sentence` and `speed_sentence` both decide by this."""
+    if not (summary.first_half_steps_per_s and summary.second_half_steps_per_s):
+        return None
+    first = statistics.median(summary.first_half_steps_per_s)
+    second = statistics.median(summary.second_half_steps_per_s)
+    noise = relative_noise(summary.first_half_steps_per_s, summary.second_half_steps_per_s)
+    change = first / second - 1
+    return change if abs(change) > noise else None
+
+
 def _start_up_check(feed: FeedSummary, baseline: FeedSummary, outcome: str) -> str:
-    """Nothing when the second halves of the windows, where no start-up effect is left,
-    give the same verdict; otherwise a sentence saying that start-up decided it."""
-    if not (feed.second_half_steps_per_s and baseline.second_half_steps_per_s):
+    """Nothing unless start-up moved one of the two feeds (`start_up_moved`) and the
+    second halves of the windows, where no start-up effect is left, give another verdict;
+    then a sentence saying that start-up decided it."""
+    moved = [summary.label for summary in (feed, baseline) if start_up_moved(summary)]
+    if not moved:
         return ""
     late = verdict(feed.second_half_steps_per_s, baseline.second_half_steps_per_s)
     if late == outcome:
         return ""
     said = {"faster": "faster", "slower": "slower", "within noise": "the same within the noise"}
-    return (f" Over the second half of each window alone, where nothing of the start-up is "
-            f"left, {feed.label} was {said[late]}: this verdict comes from the start of the "
-            "window, not from the steady rate.")
+    return (f" But start-up moved {' and '.join(moved)} (above): over the second half of "
+            f"each window alone, where nothing of it is left, {feed.label} was {said[late]}, "
+            "so this verdict comes from the start of the window, not from the steady rate.")
 
 
 def grain_first_batch_sentence(course_lib_s: float, grain_s: float, worker_count: int) -> str:
@@ -483,16 +499,16 @@ def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str
             f"{format_seconds(min(windows))} to {format_seconds(max(windows))} a run; the "
             f"slowest start-up, {slowest}, took {format_seconds(starts[slowest])}, outside "
             "the window.")
-    moved = {}
+    gaps = {}
     for label, summary in summaries.items():
         first = statistics.median(summary.first_half_steps_per_s)
         second = statistics.median(summary.second_half_steps_per_s)
         noise = relative_noise(summary.first_half_steps_per_s, summary.second_half_steps_per_s)
-        moved[label] = (first / second - 1, noise)
-    largest = max(moved, key=lambda label: abs(moved[label][0]))
-    change, noise = moved[largest]
-    beyond = {label: value for label, (value, margin) in moved.items()
-              if abs(value) > margin}
+        gaps[label] = (first / second - 1, noise)
+    largest = max(gaps, key=lambda label: abs(gaps[label][0]))
+    change, noise = gaps[largest]
+    beyond = {label: start_up_moved(summary) for label, summary in summaries.items()
+              if start_up_moved(summary) is not None}
     if not beyond:
         return (f"{head} Inside it, every feed ran its first half within the noise of its "
                 f"second (the largest gap: {largest}, {change:+.0%}, against {noise:.0%} "
@@ -507,8 +523,8 @@ def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str
             parts.append(f"{label} ran its first half {-value:.0%} slower than its second: "
                          "its start was still under way inside the window, which lowered "
                          "its rate.")
-    parts.append("Each verdict below is checked on the second halves alone, and says so "
-                 "where they disagree.")
+    parts.append("Each verdict below that involves one of these feeds is checked on the "
+                 "second halves alone, and says so where they disagree.")
     return " ".join(parts)
 
 
