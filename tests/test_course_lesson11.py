@@ -413,3 +413,14 @@ def test_name_map_and_placement_name_every_feed_and_name_once():
     feeds = " ".join(name for name, _ in lesson.PLACEMENT)
     for feed in ("course_lib", "Grain DataLoader", "Grain Dataset API", "num_threads=0"):
         assert feed in feeds
+
+
+def test_the_side_by_side_picture_shows_every_run_of_every_feed():
+    import matplotlib.pyplot as plt
+
+    summaries = {"a": summary("a", [10.0, 20.0]), "b": summary("b", [15.0, 16.0])}
+    figure = lesson.plot_side_by_side(summaries)
+    dots = [line for line in figure.axes[0].get_lines() if line.get_marker() == "o"]
+    assert sorted(y for line in dots for y in line.get_ydata()) == [10.0, 15.0, 16.0, 20.0]
+    assert "dots: each run" in figure._suptitle.get_text()
+    plt.close(figure)

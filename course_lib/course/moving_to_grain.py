@@ -332,7 +332,8 @@ def summary_table(summaries: Mapping[str, FeedSummary]) -> str:
 
 
 def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
-    """Three panels, one bar per feed: steps per second, idle share, first batch."""
+    """Three panels, one bar per feed: steps per second (a bar at the median, a dot for
+    every run, so the spread shows), idle share and first batch (medians)."""
     import matplotlib.pyplot as plt
 
     labels = list(summaries)
@@ -350,12 +351,20 @@ def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
     for ax, (title, ylabel, values, value_format) in zip(axes, panels, strict=True):
         bars = ax.bar(range(len(labels)), values, color=colors)
         ax.bar_label(bars, labels=[value_format.format(value) for value in values])
+        if ax is axes[0]:  # every run of every feed, on its bar
+            for index, label in enumerate(labels):
+                runs = summaries[label].steps_per_s
+                ax.plot([index] * len(runs), runs, "o", color="black", markersize=4,
+                        label="one run" if index == 0 else None)
+            ax.legend(loc="upper right", fontsize="small")
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
         ax.set_xlabel("feed (blue: course_lib, orange: Grain)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.margins(y=0.15)
-    figure.suptitle("Lesson 7's loop, fed by course_lib and by Grain")
+    runs = len(next(iter(summaries.values())).steps_per_s)
+    figure.suptitle(f"Lesson 7's loop, fed by course_lib and by Grain (bars: median of {runs} "
+                    "runs; dots: each run)")
     figure.tight_layout()
     return figure
 
