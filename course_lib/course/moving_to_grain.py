@@ -350,8 +350,9 @@ def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.8))
     for ax, (title, ylabel, values, value_format) in zip(axes, panels, strict=True):
         bars = ax.bar(range(len(labels)), values, color=colors)
-        ax.bar_label(bars, labels=[value_format.format(value) for value in values])
-        if ax is axes[0]:  # every run of every feed, on its bar
+        ax.bar_label(bars, labels=[value_format.format(value) for value in values],
+                     **({"label_type": "center", "color": "white"} if ax is axes[0] else {}))
+        if ax is axes[0]:  # every run of every feed, on its bar (the value sits inside)
             for index, label in enumerate(labels):
                 runs = summaries[label].steps_per_s
                 ax.plot([index] * len(runs), runs, "o", color="black", markersize=4,
