@@ -213,6 +213,7 @@ def test_split_into_rows_keeps_every_token_in_row_length_pieces():
 def test_truncate_sentence_counts_what_is_thrown_away():
     sentence = course.truncate_sentence(6278, 128)
     assert "threw away 6150 (98%)" in sentence and "it is 50 sequences" in sentence
+    assert "each piece without the pieces before it" in sentence
     assert "nothing is cut" in course.truncate_sentence(100, 128)
 
 
@@ -255,6 +256,87 @@ def test_proof_sentence_covers_each_outcome():
     assert "changed too" in course.proof_sentence(1.0, 0.5, 1.0)
     assert "test is void" in course.proof_sentence(0.0, 0.0, 0.0)
     assert "happen not to change" in course.proof_sentence(1.0, 0.0, 0.0)
+
+
+def test_proof_sentence_concludes_alone_in_its_row_only_when_the_proof_holds():
+    assert "as if it were alone in its row" in course.proof_sentence(1.0, 0.0, 1.0)
+    leaky = course.proof_sentence(1.0, 0.5, 1.0)
+    assert "as if it were alone" not in leaky and "not computed as if alone" in leaky
+    weak = course.proof_sentence(1.0, 0.0, 0.0)
+    assert "as if it were alone" not in weak and "cannot tell the mask's work" in weak
+
+
+def test_the_compile_chart_s_labels_do_not_run_into_each_other():
+    import matplotlib.pyplot as plt
+
+    figure = course.plot_compile_passes({"first_pass_s": 9.88, "compiled_pass_s": 0.054}, 6,
+                                        title="Padding to the longest")
+    figure.canvas.draw()
+    ax = figure.axes[0]
+    renderer = figure.canvas.get_renderer()
+    boxes = [label.get_window_extent(renderer) for label in ax.get_xticklabels()]
+    # a clear gap between the two labels, a quarter inch at least (the one-line labels of a
+    # default bar chart left about 1 pixel)
+    assert len(boxes) == 2 and boxes[1].x0 - boxes[0].x1 >= 0.25 * figure.dpi
+    assert "already compiled" in ax.get_xticklabels()[1].get_text()
+    plt.close(figure)
+
+
+def _rows(*rows):
+    """Packed rows from (segment_ids, positions, doc, offset) lists."""
+    names = ("tokens_segment_ids", "tokens_positions", "doc", "offset")
+    return [{name: np.array(values, np.int32) for name, values in zip(names, row, strict=True)}
+            for row in rows]
+
+
+def test_context_report_counts_cut_documents_and_tokens_without_their_start():
+    # document 1 (5 tokens) is cut after 3: its last 2 tokens restart at position 0;
+    # document 2 (1 token) fits whole; two slots of padding
+    rows = _rows(([1, 1, 1, 2], [0, 1, 2, 0], [1, 1, 1, 2], [0, 1, 2, 0]),
+                 ([1, 1, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [3, 4, 0, 0]))
+    report = course.context_report(rows, [5, 1], row_length=4)
+    assert report["cut"] == 1 and report["short_cut"] == 0
+    assert report["without_context"] == 2 and report["every_token_once"]
+    assert report["fill"] == pytest.approx(6 / 8)
+    # the same tokens, document 2 (it fits a row) cut across the two rows
+    straddle = _rows(([1, 1, 1, 2], [0, 1, 2, 0], [1, 1, 1, 2], [0, 1, 2, 0]),
+                     ([1, 2, 2, 0], [0, 0, 1, 0], [2, 1, 1, 0], [1, 3, 4, 0]))
+    report = course.context_report(straddle, [5, 2], row_length=4)
+    assert report["cut"] == 2 and report["short_cut"] == 1 and report["without_context"] == 3
+
+
+def _context(split_lost, concat_lost, tokens=1000):
+    common = {"documents": 10, "tokens": tokens, "every_token_once": True}
+    return {"split, then first fit": {**common, "cut": 4, "short_cut": 0,
+                                      "without_context": split_lost, "fill": 0.92},
+            "concatenate then split": {**common, "cut": 7, "short_cut": 3,
+                                       "without_context": concat_lost, "fill": 1.0}}
+
+
+def test_context_sentence_concludes_from_the_counts_for_each_outcome():
+    assert "not installed" in course.context_sentence(None)
+    more = course.context_sentence(_context(500, 700))
+    assert "cut 4 documents and left 500 tokens (50%)" in more
+    assert "cut 3 more documents (3 of those it cut fit a row" in more
+    assert "1.4x the tokens without their start, for 8 points less padding" in more
+    fewer = course.context_sentence(_context(700, 500))
+    assert "loses less context than splitting, not more" in fewer
+    same = course.context_sentence(_context(500, 520))
+    assert "about as many tokens without their start (within 10%)" in same
+    assert "Neither cut a document" in course.context_sentence(_context(0, 0))
+
+
+def test_context_cuts_on_real_grain_count_both_packers_alike():
+    pytest.importorskip("grain")
+    documents = [np.arange(1, length + 1, dtype=np.int32) for length in (40, 10, 25, 7, 33)]
+    report = course.context_cuts(documents, row_length=16, bins=4)
+    split, concat = report["split, then first fit"], report["concatenate then split"]
+    assert split["every_token_once"] and concat["every_token_once"]
+    # splitting cuts exactly the documents longer than a row, and loses what lies past 16
+    assert split["cut"] == 3 and split["short_cut"] == 0
+    assert split["without_context"] == (40 - 16) + (25 - 16) + (33 - 16)
+    assert concat["without_context"] >= split["without_context"]
+    assert concat["fill"] > split["fill"]
 
 
 OURS = {0: {"digest": "a"}, 2: {"digest": "a"}, "resumed_equal": True, "fill": 0.9}
@@ -308,7 +390,8 @@ def test_grain_packers_sentence_follows_the_numbers():
     assert "not installed" in course.grain_packers_sentence(None, 0.84)
     close = course.grain_packers_sentence(packers_report(), 0.843)
     assert "first fit 85.5%, best fit 85.9%" in close and "within half a point" in close
-    assert "cut 179 sequences" in close and "every token exactly once" in close
+    assert "cut 179 of these sequences" in close and "every token exactly once" in close
+    assert "as every piece after the first of a split long document is" in close
     assert "saves 2.0 points" in course.grain_packers_sentence(packers_report(best=0.875), 0.8)
     assert "pads 2.0 points more" in course.grain_packers_sentence(
         packers_report(best=0.835), 0.8)
@@ -345,3 +428,28 @@ def test_the_training_step_lowers_the_loss_and_the_loss_parts_agree():
     for _ in range(5):
         step(model, optimizer, tokens, segments, positions)
     assert float(sequence_model.loss_fn(model, tokens, segments, positions)) < before - 0.1
+
+
+def test_all_docstrings_keeps_the_long_ones_whole():
+    documents = course.all_docstrings(limit=50)
+    texts = course.variable_length._stdlib_docstrings()[:50]
+    assert [bytes(document.astype(np.uint8)) for document in documents] == list(texts)
+
+
+def test_the_throughput_chart_shows_every_pass_and_highlights_only_a_clear_winner():
+    import matplotlib.pyplot as plt
+
+    clear = {"fixed length": [43_000.0, 44_000.0, 42_500.0],
+             "4 buckets": [90_000.0, 92_000.0, 91_000.0],
+             "packing": [120_000.0, 121_000.0, 119_000.0]}
+    figure = course.plot_throughput(clear)
+    ax = figure.axes[0]
+    assert sum(len(line.get_xdata()) for line in ax.get_lines()) == 9  # a dot per pass
+    assert [bar.get_facecolor()[:3] for bar in ax.patches].count(
+        plt.matplotlib.colors.to_rgb("tab:orange")) == 1
+    plt.close(figure)
+    tied = {**clear, "packing": [93_000.0, 98_000.0, 91_500.0]}  # within the passes spread
+    figure = course.plot_throughput(tied)
+    assert plt.matplotlib.colors.to_rgb("tab:orange") not in [
+        bar.get_facecolor()[:3] for bar in figure.axes[0].patches]
+    plt.close(figure)

@@ -126,13 +126,24 @@ def test_workers_threads_sentence_compares_equal_thread_totals(in_workers, expec
 
 
 def test_remember_lines_carry_the_numbers():
-    rates = {"folder": {"random, warm": 50_000, "random, cold": 7000},
+    rates = {"folder": {"random, warm": 60_000, "random, cold": 7000},
              "ArrayRecord": {"random, warm": 40_000, "random, cold": 5000}}
     lines = lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5, rates=rates,
                                   thread_rates={1: 190, 32: 5000}, latency_s=0.005)
     text = "\n".join(lines)
-    assert "393 MB whole cost 390 MB" in text and "from folder (50,000/s)" in text
+    assert "393 MB whole cost 390 MB" in text and "from folder (60,000/s)" in text
     assert "slowest from ArrayRecord (5,000/s)" in text and "limit 6,400/s" in text
+
+
+def test_remember_lines_call_a_lead_within_20_percent_a_tie():
+    # 1.24x prints as 1.2x: within the lesson's 20%, so no single fastest format
+    rates = {"folder": {"random, warm": 49_600, "random, cold": 7000},
+             "ArrayRecord": {"random, warm": 40_000, "random, cold": 5000}}
+    text = "\n".join(lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5,
+                                           rates=rates, thread_rates={1: 190, 32: 5000},
+                                           latency_s=0.005))
+    assert "fastest from folder and ArrayRecord, tied within 20%" in text
+    assert lesson.warm_leader(rates)[2] is False
 
 
 def test_files_read_and_epoch_keys(tmp_path):
@@ -198,3 +209,47 @@ def test_the_epoch_memory_picture_never_hides_a_line_under_another():
     assert any("no file pages mapped" in text.get_text() for text in flat_ax.texts)
     assert "mapped file pages (RssFile)" in [line.get_label() for line in mapped_ax.get_lines()]
     assert not mapped_ax.texts
+
+
+WARM = {"folder of files": 19.0, "record file": 13.0, "ArrayRecord": 62.0,
+        "ArrayRecord, group_size:64": 874.0}  # µs per warm random read
+
+
+def _warm_rates(micros):
+    return {name: {"random, warm": 1e6 / us, "random, cold": 1e6 / (2 * us)}
+            for name, us in micros.items()}
+
+
+def test_warm_ranking_sentence_ranks_from_the_numbers_and_names_the_leader_s_work():
+    sentence = lesson.warm_ranking_sentence(_warm_rates(WARM))
+    assert ("fastest first (µs per read, one run each): record file 13 µs, folder of files "
+            "19 µs, ArrayRecord 62 µs, ArrayRecord, group_size:64 874 µs.") in sentence
+    assert "Fastest: record file, 1.5x faster than folder of files" in sentence
+    assert "no system call" in sentence
+    # the same sentence turns when the numbers do: the folder first, by more than 20%
+    turned = lesson.warm_ranking_sentence(_warm_rates({**WARM, "folder of files": 9.0}))
+    assert "Fastest: folder of files, 1.4x faster than record file" in turned
+    assert "three system calls" in turned and "no system call" not in turned
+
+
+def test_warm_ranking_sentence_refuses_to_rank_a_lead_within_20_percent():
+    sentence = lesson.warm_ranking_sentence(_warm_rates({**WARM, "folder of files": 15.0}))
+    assert "within 20% of each other (1.2x): too close to rank" in sentence
+    assert "Fastest:" not in sentence
+
+
+def test_the_slow_loader_is_timed_after_its_warm_up_and_refuses_too_few_records(records):
+    import course_lib as grain
+
+    def loader(num_records):
+        sampler = grain.IndexSampler(num_records=num_records, shuffle=True, seed=0,
+                                     num_epochs=1)
+        return grain.DataLoader(data_source=records, sampler=sampler,
+                                operations=[lesson.DecodeDigit(16), grain.Batch(4)],
+                                read_options=grain.ReadOptions(num_threads=2))
+
+    assert lesson.loader_records_per_second(loader(40), skip_records=8) > 0
+    with pytest.raises(ValueError, match="too few to time after the first 30"):
+        lesson.loader_records_per_second(loader(40), skip_records=30)
+    with pytest.raises(ValueError, match="skip_records=-1"):
+        lesson.loader_records_per_second(loader(40), skip_records=-1)

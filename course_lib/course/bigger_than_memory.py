@@ -3,8 +3,10 @@ read warm and cold, the memory an epoch takes, and slow storage hidden by read t
 
 Two kinds of memory matter, and Linux counts them apart in `/proc/self/status`:
 
-- `RssAnon`, anonymous memory: the process's own arrays and objects. Nobody else can use
-  it, and the kernel can only get it back by killing the process (or swapping).
+- `RssAnon`, anonymous memory: the process's arrays and objects, backed by no file. The
+  kernel can only get it back by killing the process (or swapping). After a fork, the pages
+  parent and child still share copy-on-write count in the `RssAnon` of both, until one of
+  them writes to a page and gets its own copy.
 - `RssFile`, pages of files that the process has mapped (a memory-mapped record file). They
   belong to the page cache, the kernel's copy of recently read files, shared by every
   process, and dropped whenever memory is needed elsewhere.
@@ -381,6 +383,46 @@ def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
     return f"{size_part}, {read_part}. Grain asks for group_size:1, made for random access."
 
 
+WARM_CLOSE = 1.2  # warm reads within 20% of each other are too close to rank from one run
+
+_OWN_WORK = {
+    "record file": "a cached record is a memory copy through the map, with no system call",
+    "folder of files": "every read is at least three system calls (open, read, close)",
+    "ArrayRecord": "every read is a system call and a decompression",
+}
+
+
+def warm_leader(rates: Mapping[str, Mapping[str, float]]) -> tuple[list[str], float, bool]:
+    """The formats ordered by warm random reads (fastest first), the lead of the first over
+    the second, and whether that lead is clear: more than 20% as printed (a lead of 1.24x
+    prints as 1.2x, and is not called clear)."""
+    order = sorted(rates, key=lambda name: -rates[name]["random, warm"])
+    if len(order) < 2:
+        return order, math.inf, True
+    lead = rates[order[0]]["random, warm"] / rates[order[1]]["random, warm"]
+    return order, lead, round(lead, 1) > WARM_CLOSE
+
+
+def warm_ranking_sentence(rates: Mapping[str, Mapping[str, float]]) -> str:
+    """The formats ranked by their warm random reads (µs per read, this run), and whether the
+    fastest one is clear of the next by more than 20%, the lesson's margin for one run.
+
+    Warm, nothing waits for the disk, so the time is the format's own work; the sentence names
+    that work for the fastest format when it leads clearly."""
+    order, lead, clear = warm_leader(rates)
+    listed = ", ".join(f"{name} {1e6 / rates[name]['random, warm']:,.0f} µs" for name in order)
+    head = f"Warm random reads, fastest first (µs per read, one run each): {listed}."
+    if len(order) < 2:
+        return head
+    first, second = order[0], order[1]
+    if not clear:
+        return (f"{head} The first two, {first} and {second}, are within 20% of each other "
+                f"({lead:.1f}x): too close to rank from one run on a shared machine.")
+    work = _OWN_WORK.get(first)
+    why = f": {work}" if work else ""
+    return f"{head} Fastest: {first}, {lead:.1f}x faster than {second}, the next{why}."
+
+
 # -- memory while an epoch runs --------------------------------------------------------------
 
 
@@ -527,35 +569,49 @@ def threads_limit(num_threads: int, latency_s: float, worker_count: int = 0) -> 
     return worker_count * waiting / latency_s
 
 
+def loader_records_per_second(loader: Any, *, skip_records: int) -> float:
+    """Records/s of one pass of a batching `loader`, once it runs: the clock starts after
+    the batches that hold the first `skip_records` records (starting the workers, and each
+    reader's first chunk, read inline and timed to decide whether threads pay off; see
+    `warmup_records`), and stops at the last batch."""
+    if skip_records < 0:
+        raise ValueError(f"skip_records={skip_records!r} must be 0 or more: pass "
+                         "warmup_records(worker_count).")
+    seen, timed, batches, start = 0, 0, 0, None
+    with iter(loader) as iterator:
+        for batch in iterator:
+            if start is None:
+                seen += len(batch["label"])
+                if seen >= skip_records:
+                    start = time.perf_counter()
+            else:
+                timed += len(batch["label"])
+                batches += 1
+    if start is None or batches < 4:
+        raise ValueError(f"the loader gave {seen + timed} records, too few to time after the "
+                         f"first {skip_records}: give its sampler at least 4 batches more.")
+    return timed / (time.perf_counter() - start)
+
+
 def time_slow_loader(source: Any, *, num_threads: int, worker_count: int = 0,
                      num_records: int, side: int = DIGIT_SIDE, batch_size: int = 32,
                      seed: int = 0) -> float:
     """Records/s of a shuffled pass over `num_records` records of `source` (digit records),
-    decoded and batched, once the loader runs: the clock starts after the first
-    `warmup_records(worker_count)` records, which include starting the workers and the first
-    chunk of each reader, read inline and timed to decide whether threads pay off."""
+    decoded and batched, timed by `loader_records_per_second` (the benchmarks' shortcut for
+    the loader lesson 9 writes in its cells)."""
     import course_lib as grain
 
+    skip = warmup_records(worker_count)
+    if num_records < skip + 4 * batch_size:
+        raise ValueError(f"num_records={num_records} leaves too little to time after the "
+                         f"first {skip} records; pass at least {skip + 4 * batch_size}.")
     sampler = grain.IndexSampler(num_records=num_records, shuffle=True, seed=seed,
                                  num_epochs=1)
     loader = grain.DataLoader(
         data_source=source, sampler=sampler,
         operations=[DecodeDigit(side), grain.Batch(batch_size)], worker_count=worker_count,
         read_options=grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=500))
-    skip = warmup_records(worker_count)
-    if num_records < skip + 4 * batch_size:
-        raise ValueError(f"num_records={num_records} leaves too little to time after the "
-                         f"first {skip} records; pass at least {skip + 4 * batch_size}.")
-    seen, timed, start = 0, 0, None
-    with iter(loader) as iterator:
-        for batch in iterator:
-            if start is None:
-                seen += len(batch["label"])
-                if seen >= skip:
-                    start = time.perf_counter()
-            else:
-                timed += len(batch["label"])
-    return timed / (time.perf_counter() - start)
+    return loader_records_per_second(loader, skip_records=skip)
 
 
 def warmup_records(worker_count: int) -> int:
@@ -693,15 +749,22 @@ def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
                    rates: Mapping[str, Mapping[str, float]], thread_rates: Mapping[int, float],
                    latency_s: float) -> list[str]:
     """The lesson's closing points, each with this run's numbers."""
-    fastest = max(rates, key=lambda name: rates[name]["random, warm"])
+    order, _, clear = warm_leader(rates)
+    fastest = order[0]
     slowest = min(rates, key=lambda name: rates[name]["random, cold"])
     many = max(thread_rates)
+    if clear:
+        warm = (f"Warm random reads were fastest from {fastest} "
+                f"({rates[fastest]['random, warm']:,.0f}/s)")
+    else:
+        warm = (f"Warm random reads were fastest from {fastest} and {order[1]}, tied within "
+                f"20% ({rates[fastest]['random, warm']:,.0f}/s and "
+                f"{rates[order[1]]['random, warm']:,.0f}/s)")
     return [
         f"Reading {data_mb:.0f} MB whole cost {whole_mb:.0f} MB of the process's own memory; "
         f"reading it record by record cost {lazily_mb:.0f} MB.",
-        f"Warm random reads were fastest from {fastest} "
-        f"({rates[fastest]['random, warm']:,.0f}/s); cold random reads were slowest from "
-        f"{slowest} ({rates[slowest]['random, cold']:,.0f}/s).",
+        f"{warm}; cold random reads were slowest from {slowest} "
+        f"({rates[slowest]['random, cold']:,.0f}/s).",
         "The page cache is the kernel's, shared and dropped when memory is needed: "
         "a lazy source's anonymous memory stays flat over an epoch.",
         f"With {latency_s * 1e3:.0f} ms per read, {min(thread_rates)} read thread gave "

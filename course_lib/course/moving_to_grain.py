@@ -170,8 +170,9 @@ class FeedMeasurement:
 
     `first_batch_s` runs from creating the iterator to holding its first batch (worker
     start included); `profiler` holds every later step; `first_labels` are the labels of
-    the first batch, to compare what two feeds hand out; `accuracy` is the held-out
-    accuracy of the model after the run.
+    the first batch and `first_digest` a fingerprint of all of it (images and labels), to
+    compare what two feeds hand out; `accuracy` is the held-out accuracy of the model
+    after the run.
     """
 
     label: str
@@ -179,10 +180,25 @@ class FeedMeasurement:
     profiler: StepProfiler
     first_labels: list[int]
     accuracy: float
+    first_digest: str = ""
 
     @property
     def steps_per_s(self) -> float:
         return self.profiler.num_steps / self.profiler.wall_time
+
+    @property
+    def half_steps_per_s(self) -> tuple[float, float]:
+        """Steps/s over the first and the second half of the timed window, each from the
+        time its steps spent waiting in `next()` and computing: what a feed read ahead
+        while it started is spent in the first half, as is a start still under way."""
+        waits, steps = self.profiler.wait_times, self.profiler.step_times
+        half = len(steps) // 2
+        if half == 0:
+            raise ValueError(f"{self.label}: {len(steps)} timed steps cannot be halved; time "
+                             "at least 2.")
+        first = half / float(waits[:half].sum() + steps[:half].sum())
+        second = (len(steps) - half) / float(waits[half:].sum() + steps[half:].sum())
+        return first, second
 
     @property
     def idle_fraction(self) -> float:
@@ -217,6 +233,7 @@ def measure_feed(label: str, make_iterator: Callable[[], Iterator], *, num_steps
     first = next(iterator)
     first_batch_s = time.perf_counter() - start
     first_labels = np.asarray(first["label"]).tolist()
+    first_digest = batch_digest(first)
     profiler = StepProfiler(warmup_steps=warmup_steps)
     try:
         profiler.measure(itertools.chain([first], iterator), step_fn, warmup_steps + num_steps)
@@ -225,7 +242,21 @@ def measure_feed(label: str, make_iterator: Callable[[], Iterator], *, num_steps
         del first, iterator
         gc.collect()
     correct = int(training.count_correct(model, images, labels))
-    return FeedMeasurement(label, first_batch_s, profiler, first_labels, correct / len(labels))
+    return FeedMeasurement(label, first_batch_s, profiler, first_labels, correct / len(labels),
+                           first_digest)
+
+
+def batch_digest(batch: Mapping[str, Any]) -> str:
+    """A short fingerprint of every array of a batch (names, shapes, dtypes and bytes):
+    two batches with the same digest hold the same images and the same labels."""
+    import hashlib
+
+    hasher = hashlib.sha256()
+    for name in sorted(batch):
+        array = np.ascontiguousarray(np.asarray(batch[name]))
+        hasher.update(f"{name}{array.shape}{array.dtype.str}".encode())
+        hasher.update(array.tobytes())
+    return hasher.hexdigest()[:16]
 
 
 def train_on_feeds(feeds: Mapping[str, Callable[[], Iterator]], *, repeats: int,
@@ -264,8 +295,9 @@ class FeedSummary:
     first_batch_s: float
     accuracy: float
     window_s: list[float] = dataclasses.field(default_factory=list)  # each run's timed span
-    idle_fractions: list[float] = dataclasses.field(default_factory=list)  # each run's
-    first_batches_s: list[float] = dataclasses.field(default_factory=list)  # each run's
+    # each run's steps/s over the first and the second half of its window
+    first_half_steps_per_s: list[float] = dataclasses.field(default_factory=list)
+    second_half_steps_per_s: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def median_steps_per_s(self) -> float:
@@ -283,8 +315,8 @@ def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSu
         first_batch_s=statistics.median(run.first_batch_s for run in measured),
         accuracy=statistics.median(run.accuracy for run in measured),
         window_s=[run.profiler.wall_time for run in measured],
-        idle_fractions=[run.idle_fraction for run in measured],
-        first_batches_s=[run.first_batch_s for run in measured])
+        first_half_steps_per_s=[run.half_steps_per_s[0] for run in measured],
+        second_half_steps_per_s=[run.half_steps_per_s[1] for run in measured])
         for label, measured in runs.items()}
 
 
@@ -300,8 +332,8 @@ def summary_table(summaries: Mapping[str, FeedSummary]) -> str:
 
 
 def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
-    """Three panels, one bar per feed: steps per second, idle share, first batch. Each bar
-    is the median of the feed's runs, and each run is drawn on it as a dot."""
+    """Three panels, one bar per feed: steps per second (a bar at the median, a dot for
+    every run, so the spread shows), idle share and first batch (medians)."""
     import matplotlib.pyplot as plt
 
     labels = list(summaries)
@@ -309,32 +341,31 @@ def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
               for label in labels]
     panels = (
         ("training steps per second\n(higher is better)", "steps / s",
-         [summaries[label].median_steps_per_s for label in labels], "{:.1f}",
-         [summaries[label].steps_per_s for label in labels]),
+         [summaries[label].median_steps_per_s for label in labels], "{:.1f}"),
         ("accelerator idle\n(lower is better)", "% of wall time",
-         [100 * summaries[label].idle_fraction for label in labels], "{:.0f}%",
-         [[100 * idle for idle in summaries[label].idle_fractions] for label in labels]),
+         [100 * summaries[label].idle_fraction for label in labels], "{:.0f}%"),
         ("time to the first batch\n(lower is better)", "seconds",
-         [summaries[label].first_batch_s for label in labels], "{:.2f}",
-         [summaries[label].first_batches_s for label in labels]),
+         [summaries[label].first_batch_s for label in labels], "{:.2f}"),
     )
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.8))
-    jitter = np.random.default_rng(0)  # a fixed jitter: the same picture every run
-    for ax, (title, ylabel, values, value_format, runs) in zip(axes, panels, strict=True):
+    for ax, (title, ylabel, values, value_format) in zip(axes, panels, strict=True):
         bars = ax.bar(range(len(labels)), values, color=colors)
         ax.bar_label(bars, labels=[value_format.format(value) for value in values],
-                     label_type="center")
-        for position, each in enumerate(runs):
-            ax.scatter(position + jitter.uniform(-0.2, 0.2, size=len(each)), each, s=12,
-                       color="black", zorder=3)
+                     **({"label_type": "center", "color": "white"} if ax is axes[0] else {}))
+        if ax is axes[0]:  # every run of every feed, on its bar (the value sits inside)
+            for index, label in enumerate(labels):
+                runs = summaries[label].steps_per_s
+                ax.plot([index] * len(runs), runs, "o", color="black", markersize=4,
+                        label="one run" if index == 0 else None)
+            ax.legend(loc="upper right", fontsize="small")
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
         ax.set_xlabel("feed (blue: course_lib, orange: Grain)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.margins(y=0.15)
-    counts = sorted({len(summaries[label].steps_per_s) for label in labels})
-    figure.suptitle("Lesson 7's loop, fed by course_lib and by Grain (bars: the median of "
-                    f"{' or '.join(map(str, counts))} runs; dots: each run)")
+    runs = len(next(iter(summaries.values())).steps_per_s)
+    figure.suptitle(f"Lesson 7's loop, fed by course_lib and by Grain (bars: median of {runs} "
+                    "runs; dots: each run)")
     figure.tight_layout()
     return figure
 
@@ -401,7 +432,37 @@ def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
     else:
         head = f"{feed.label} ran {theirs / mine:.2f}x slower than {baseline.label}"
         why = _why(feed, baseline, cores)
-    return f"{head} ({numbers}): {why}."
+    return f"{head} ({numbers}): {why}.{_start_up_check(feed, baseline, outcome)}"
+
+
+def start_up_moved(summary: FeedSummary) -> float | None:
+    """How much faster (positive) or slower (negative) a feed ran the first half of its
+    window than the second, as a share, where that gap exceeds the spread of its runs'
+    halves (or `SINGLE_RUN_NOISE` for one run); None where it does not, or nothing was
+    halved. `window_sentence` and `speed_sentence` both decide by this."""
+    if not (summary.first_half_steps_per_s and summary.second_half_steps_per_s):
+        return None
+    first = statistics.median(summary.first_half_steps_per_s)
+    second = statistics.median(summary.second_half_steps_per_s)
+    noise = relative_noise(summary.first_half_steps_per_s, summary.second_half_steps_per_s)
+    change = first / second - 1
+    return change if abs(change) > noise else None
+
+
+def _start_up_check(feed: FeedSummary, baseline: FeedSummary, outcome: str) -> str:
+    """Nothing unless start-up moved one of the two feeds (`start_up_moved`) and the
+    second halves of the windows, where no start-up effect is left, give another verdict;
+    then a sentence saying that start-up decided it."""
+    moved = [summary.label for summary in (feed, baseline) if start_up_moved(summary)]
+    if not moved:
+        return ""
+    late = verdict(feed.second_half_steps_per_s, baseline.second_half_steps_per_s)
+    if late == outcome:
+        return ""
+    said = {"faster": "faster", "slower": "slower", "within noise": "the same within the noise"}
+    return (f" But start-up moved {' and '.join(moved)} (above): over the second half of "
+            f"each window alone, where nothing of it is left, {feed.label} was {said[late]}, "
+            "so this verdict comes from the start of the window, not from the steady rate.")
 
 
 def grain_first_batch_sentence(course_lib_s: float, grain_s: float, worker_count: int) -> str:
@@ -426,30 +487,98 @@ def grain_first_batch_sentence(course_lib_s: float, grain_s: float, worker_count
             "because course_lib's fork server was started by this very loader.")
 
 
-def window_sentence(num_steps: int, window_s: Sequence[float],
-                    first_batch_s: Mapping[str, float]) -> str:
-    """How long each feed's timed window was, against the slowest start-up (the time to the
-    first batch), and whether start-up could decide the ranking: it could where it is more
-    than a tenth of the shortest window (a buffer read during start-up then weighs)."""
-    if not isinstance(num_steps, int) or num_steps < 1:
-        raise ValueError(f"num_steps={num_steps!r} must be a positive integer of timed steps.")
-    if not window_s or min(window_s) <= 0:
-        raise ValueError(f"window_s={list(window_s)!r} must be positive durations in seconds.")
-    if not first_batch_s:
-        raise ValueError("first_batch_s is empty: pass {feed: seconds to its first batch}.")
-    slowest = max(first_batch_s, key=first_batch_s.get)
-    startup, shortest = first_batch_s[slowest], min(window_s)
+def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str:
+    """How long the timed windows were, and what start-up did to the rates inside them.
+
+    Start-up (creating the iterator, up to the first batch) is outside the window, but it
+    can move the rate inside it either way: batches read ahead while the workers started
+    make the first timed steps cheap, and workers still starting make them dear. Both are
+    spent in the first half of the window, so each feed's first half is set against its
+    second; a gap larger than the runs' own noise says which way start-up moved it."""
+    if not isinstance(num_steps, int) or num_steps < 2:
+        raise ValueError(f"num_steps={num_steps!r} must be an integer of at least 2 timed "
+                         "steps, so that the window has two halves.")
+    if not summaries:
+        raise ValueError("summaries is empty: pass summarise(runs).")
+    windows = [seconds for summary in summaries.values() for seconds in summary.window_s]
+    if not windows or min(windows) <= 0:
+        raise ValueError(f"window_s={windows!r} must be positive durations in seconds.")
+    starts = {label: summary.first_batch_s for label, summary in summaries.items()}
+    slowest = max(starts, key=starts.get)
     head = (f"Each feed was timed over {num_steps} steps after the warm-up, "
-            f"{format_seconds(shortest)} to {format_seconds(max(window_s))} a run; the slowest "
-            f"start-up, {slowest}, took {format_seconds(startup)} ({startup / shortest:.0%} of "
-            "the shortest window)")
-    if startup <= 0.1 * shortest:
-        return (head + ": whatever a feed read ahead while it started is a small part of "
-                "its window, so start-up cannot decide the ranking.")
-    return (head + ": what a feed read ahead while its workers started is a large part of a "
-            "window this short, so the ranking of the feeds with workers may come from "
-            "start-up: on this machine, trust it only from a run with several times more "
-            "steps.")
+            f"{format_seconds(min(windows))} to {format_seconds(max(windows))} a run; the "
+            f"slowest start-up, {slowest}, took {format_seconds(starts[slowest])}, outside "
+            "the window.")
+    gaps = {}
+    for label, summary in summaries.items():
+        first = statistics.median(summary.first_half_steps_per_s)
+        second = statistics.median(summary.second_half_steps_per_s)
+        noise = relative_noise(summary.first_half_steps_per_s, summary.second_half_steps_per_s)
+        gaps[label] = (first / second - 1, noise)
+    largest = max(gaps, key=lambda label: abs(gaps[label][0]))
+    change, noise = gaps[largest]
+    beyond = {label: start_up_moved(summary) for label, summary in summaries.items()
+              if start_up_moved(summary) is not None}
+    if not beyond:
+        return (f"{head} Inside it, every feed ran its first half within the noise of its "
+                f"second (the largest gap: {largest}, {change:+.0%}, against {noise:.0%} "
+                "between its runs): neither a read-ahead buffer nor a slow start moved the "
+                "rates, so start-up does not decide the verdicts below.")
+    parts = [head]
+    for label, value in beyond.items():
+        if value > 0:
+            parts.append(f"{label} ran its first half {value:.0%} faster than its second: "
+                         "batches read ahead while it started flattered its rate.")
+        else:
+            parts.append(f"{label} ran its first half {-value:.0%} slower than its second: "
+                         "its start was still under way inside the window, which lowered "
+                         "its rate.")
+    parts.append("Each verdict below that involves one of these feeds is checked on the "
+                 "second halves alone, and says so where they disagree.")
+    return " ".join(parts)
+
+
+def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]],
+                      held_out_count: int) -> str:
+    """Why held-out accuracy differs between feeds, from every run's accuracy.
+
+    The feeds train the same model with the same step on the same files, but each library
+    shuffles with its own permutation and draws its own random shifts, so each feed trains
+    on other batches. Repeats of one feed (the same batches again) show how much of the
+    spread is the training's own noise; the rest is which batches it saw."""
+    if held_out_count < 1:
+        raise ValueError(f"held_out_count={held_out_count!r} must be the number of held-out "
+                         "images, at least 1.")
+    if not runs or not all(runs.values()):
+        raise ValueError("runs must hold at least one run per feed: pass train_on_feeds(...).")
+    accuracy = {label: statistics.median(run.accuracy for run in measured)
+                for label, measured in runs.items()}
+    low, high = min(accuracy, key=accuracy.get), max(accuracy, key=accuracy.get)
+    spread = accuracy[high] - accuracy[low]
+    image = 1 / held_out_count
+    head = (f"Held-out accuracy ran from {accuracy[low]:.1%} ({low}) to {accuracy[high]:.1%} "
+            f"({high}), {100 * spread:.1f} points: {round(spread * held_out_count)} of the "
+            f"{held_out_count} held-out images.")
+    if spread <= image + 1e-9:
+        return f"{head} Every feed reached the same accuracy, within one image."
+    repeated = {label: max(run.accuracy for run in measured) - min(run.accuracy
+                                                                   for run in measured)
+                for label, measured in runs.items() if len(measured) > 1}
+    why = ("Each library shuffles with its own permutation and draws its own random shifts, "
+           "so each feed trains on other batches")
+    if not repeated:
+        return (f"{head} {why}; with one run per feed, this run cannot tell how much of the "
+                "spread is that and how much the training's own noise: it ranks no library "
+                "by accuracy.")
+    noise = max(repeated.values())
+    if noise >= spread / 2:
+        return (f"{head} Runs of one feed differed by up to {100 * noise:.1f} points, as much "
+                "as the feeds: the spread is noise, and ranks no library.")
+    return (f"{head} Every feed repeated its own accuracy within {100 * noise:.1f} points, so "
+            f"the spread comes from what differs between the feeds: {why[0].lower()}{why[1:]} "
+            "and ends at another model. It tells which batches a feed trained on, not that a "
+            "library trains better: that would need several seeds per feed, which this run "
+            "did not try.")
 
 
 def feed_overlap_sentence(summary: FeedSummary) -> str:
@@ -467,8 +596,9 @@ def feed_overlap_sentence(summary: FeedSummary) -> str:
 
 def same_first_batches(runs: Mapping[str, Sequence[FeedMeasurement]],
                        pairs: Mapping[str, tuple[str, str]]) -> dict[str, bool]:
-    """For each name, whether the two feeds' first batches hold the same labels."""
-    return {name: runs[one][0].first_labels == runs[other][0].first_labels
+    """For each name, whether the two feeds' first batches are the same: the same images
+    and the same labels (their digests), not only the labels."""
+    return {name: runs[one][0].first_digest == runs[other][0].first_digest
             for name, (one, other) in pairs.items()}
 
 
@@ -536,13 +666,18 @@ def run_json_lines(script: str | Path, *arguments: Any, timeout: float = 300.0,
 def resume_checks(uninterrupted: Sequence[Mapping[str, Any]],
                   resumed: Sequence[Mapping[str, Any]], save_at: int) -> dict[str, bool]:
     """The resumed run against the uninterrupted one after step `save_at` (rows of
-    {"step", "loss", "labels"}): where it started, and whether every batch and loss agree."""
+    {"step", "loss", "labels", "images"}, `images` a digest of the batch's images): where it
+    started, and whether every batch (its images and its labels) and every loss agree."""
     expected = [row for row in uninterrupted if row["step"] > save_at]
+
+    def batches(rows):
+        return [(row["images"], row["labels"]) for row in rows]
+
     return {
         "resumed run starts at the step after the save":
             bool(resumed) and resumed[0]["step"] == save_at + 1,
-        "same batches, step for step (none skipped, none repeated)":
-            [row["labels"] for row in resumed] == [row["labels"] for row in expected],
+        "same batches, images and labels, step for step (none skipped, none repeated)":
+            batches(resumed) == batches(expected),
         "same losses, bit for bit":
             [row["loss"] for row in resumed] == [row["loss"] for row in expected],
     }

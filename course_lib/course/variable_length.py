@@ -94,6 +94,12 @@ def split_into_rows(tokens: np.ndarray, row_length: int = ROW_LENGTH) -> list[np
     return [tokens[start:start + row_length] for start in range(0, len(tokens), row_length)]
 
 
+def all_docstrings(limit: int | None = None) -> list[np.ndarray]:
+    """Every docstring (the first `limit`), whole, as int32 byte tokens: long ones too."""
+    return [np.frombuffer(text, np.uint8).astype(np.int32)
+            for text in _stdlib_docstrings()[:limit]]
+
+
 def all_docstring_pieces(row_length: int = ROW_LENGTH,
                          limit: int | None = None) -> list[np.ndarray]:
     """Every docstring (the first `limit`), the long ones split into row-length pieces."""
@@ -110,7 +116,8 @@ def truncate_sentence(length: int, row_length: int = ROW_LENGTH) -> str:
     pieces = -(-length // row_length)
     return (f"truncate=True kept {row_length} of its {length} bytes and threw away {lost} "
             f"({lost / length:.0%}), silently. Split into rows instead, it is {pieces} "
-            "sequences of at most one row each, and every byte is trained on.")
+            "sequences of at most one row each: every byte is trained on, each piece without "
+            "the pieces before it.")
 
 
 def longest_docstring() -> np.ndarray:
@@ -217,6 +224,22 @@ def tokens_per_second(step: Callable, state: tuple, batches: Sequence[tuple],
     return [count / run_step(step, state, batches) for _ in range(repeats)]
 
 
+def plot_compile_passes(result: Mapping[str, Any], num_batches: int, title: str):
+    """The two passes of `compile_and_run` side by side: the first (traces and compiles
+    each new shape) and the same batches once compiled. Labels on two lines, so that they
+    never run into each other."""
+    import matplotlib.pyplot as plt
+
+    from course_lib.course.basics import bar_chart
+
+    figure, ax = plt.subplots(figsize=(5.6, 3.4))
+    bar_chart({"first pass\n(traces and compiles)": result["first_pass_s"],
+               f"the same {num_batches} batches,\nalready compiled": result["compiled_pass_s"]},
+              ylabel="seconds", value_format=format_seconds, title=title, ax=ax)
+    figure.tight_layout()
+    return figure
+
+
 def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
                      batches: int) -> str:
     """What compiling cost in the first pass, from the two passes' times."""
@@ -305,6 +328,35 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]], fills: Mapping[str
                 f"{subject.capitalize()} is {ratio:.2f}x {name}, less than the padding alone "
                 f"would give ({slots}, {padding:.2f}x): {_step_size(larger, name)}")
     return " ".join(parts)
+
+
+def plot_throughput(rates: Mapping[str, Sequence[float]], subject: str = "packing"):
+    """Real tokens per second of each way of batching: a bar at the median, a dot for every
+    pass. `subject` is drawn in orange only where it beats every other way by more than
+    the passes spread (the rule of `throughput_sentence`), so a tie is never highlighted."""
+    import matplotlib.pyplot as plt
+
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    clear = all(
+        medians[subject] / medians[name] - 1 > max(_spread(rates[subject]),
+                                                   _spread(rates[name]), 0.05)
+        for name in rates if name != subject)
+    names = list(rates)
+    figure, ax = plt.subplots(figsize=(6.4, 3.6))
+    colors = ["tab:orange" if name == subject and clear else "tab:blue" for name in names]
+    bars = ax.bar(names, [medians[name] for name in names], color=colors, alpha=0.8)
+    ax.bar_label(bars, labels=[f"{medians[name]:,.0f}" for name in names],
+                 label_type="center", color="white")  # inside: the dots sit on the tops
+    for index, name in enumerate(names):
+        ax.plot([index] * len(rates[name]), rates[name], "o", color="black", markersize=4,
+                label="one pass" if index == 0 else None)
+    ax.set_ylabel("real tokens per second")
+    ax.set_title(f"The same model and sequences, three ways to batch\n(bars: median of "
+                 f"{len(rates[subject])} passes; dots: each pass)", fontsize="medium")
+    ax.legend(loc="upper left", fontsize="small")
+    ax.margins(y=0.2)
+    figure.tight_layout()
+    return figure
 
 
 def loss_tokens(batches: Sequence[tuple]) -> list[int]:
@@ -576,8 +628,15 @@ def proof_sentence(changed: float, others: float, unmasked_others: float) -> str
               "the other sequences' outputs changed too: the mask lets them see each other")
     unmasked = ("without the segment mask they change" if unmasked_others > tolerance else
                 "without the segment mask they happen not to change here either")
-    return (f"With the segment mask, the changed sequence's own outputs moved, and {masked}; "
-            f"{unmasked}. Each packed sequence is computed as if it were alone in its row.")
+    head = (f"With the segment mask, the changed sequence's own outputs moved, and {masked}; "
+            f"{unmasked}.")
+    if others > tolerance:
+        return (f"{head} So the packed sequences are not computed as if alone: fix the mask "
+                "before training on packed rows.")
+    if unmasked_others <= tolerance:
+        return (f"{head} So this row cannot tell the mask's work from chance: change a "
+                "sequence that others follow in the row, and run it again.")
+    return f"{head} Each packed sequence is computed as if it were alone in its row."
 
 
 def digest(batches) -> str:
@@ -778,11 +837,131 @@ def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
         parts.append(f"Best fit pads {100 * -gain:.1f} points more than first fit here.")
     if split["cut"]:
         parts.append(f"Concatenate then split leaves almost no padding, but it cut "
-                     f"{split['cut']} sequences across two rows: the piece in the second row "
-                     "restarts at position 0 and is trained without its beginning.")
+                     f"{split['cut']} of these sequences across two rows: the piece in the "
+                     "second row restarts at position 0 and is trained without its beginning, "
+                     "as every piece after the first of a split long document is (both are "
+                     "counted alike, on every docstring, below).")
     else:
         parts.append("Concatenate then split cut no sequence here.")
     lost = [name for name, result in report.items() if not result["every_token_once"]]
     parts.append("Every packer delivered every token exactly once." if not lost else
                  f"{', '.join(lost)} did not deliver every token exactly once.")
+    return " ".join(parts)
+
+
+# -- what a cut costs: splitting long documents against concatenating then splitting ---------
+def _origin_elements(documents: Sequence[np.ndarray], row_length: int | None) -> list[dict]:
+    """Each document as Dataset elements carrying, per token, its document (from 1) and its
+    offset in that document; cut into row-length pieces first when `row_length` is given."""
+    elements = []
+    for number, document in enumerate(documents, start=1):
+        offsets = np.arange(len(document), dtype=np.int32)
+        step = row_length or max(len(document), 1)
+        for start in range(0, len(document), step):
+            piece = slice(start, start + step)
+            elements.append({"tokens": np.asarray(document[piece], np.int32),
+                             "doc": np.full(len(offsets[piece]), number, np.int32),
+                             "offset": offsets[piece]})
+    return elements
+
+
+def context_report(rows: Sequence[Mapping[str, np.ndarray]],
+                   document_lengths: Sequence[int], row_length: int) -> dict[str, Any]:
+    """What packing did to the documents, counted from the packed rows alone.
+
+    Each row holds, beside Grain's `tokens_segment_ids` and `tokens_positions`, every
+    token's document (`doc`) and offset in it (`offset`). A token whose offset exceeds its
+    position in its segment sits in a piece that starts after its document's start: the
+    model, whose attention stays inside a segment, never sees what came before the cut.
+    A document is cut when its tokens lie in more than one segment; `short_cut` counts the
+    cut documents that would have fit a row (`document_lengths[k]` is document k + 1's)."""
+    segments = np.stack([row["tokens_segment_ids"] for row in rows])
+    positions = np.stack([row["tokens_positions"] for row in rows])
+    documents = np.stack([row["doc"] for row in rows])
+    offsets = np.stack([row["offset"] for row in rows])
+    real = segments > 0
+    row_index = np.broadcast_to(np.arange(len(rows))[:, None], segments.shape)
+    pieces = np.unique(np.stack([documents[real], row_index[real], segments[real]]), axis=1)
+    numbers, pieces_per_document = np.unique(pieces[0], return_counts=True)
+    cut = numbers[pieces_per_document > 1]
+    lengths = np.asarray(document_lengths)
+    num_tokens = int(lengths.sum())
+    return {"documents": len(lengths), "tokens": num_tokens, "cut": len(cut),
+            "short_cut": int(np.count_nonzero(lengths[cut - 1] <= row_length)),
+            "without_context": int(np.count_nonzero(offsets[real] > positions[real])),
+            "fill": float(np.mean(real)),
+            "every_token_once": int(np.count_nonzero(real)) == num_tokens}
+
+
+def context_cuts(documents: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
+                 bins: int = BATCH_SIZE, seed: int = 0) -> dict[str, dict] | None:
+    """The two ways of keeping documents longer than a row, on Grain's Dataset API and
+    counted alike by `context_report`: "split, then first fit" (cut every document into
+    row-length pieces, pack the pieces with `FirstFitPackIterDataset`) and "concatenate
+    then split" (`ConcatThenSplitIterDataset` on the whole documents). None where Grain is
+    not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("grain") is None:
+        return None
+    import grain
+
+    lengths = {"tokens": row_length, "doc": row_length, "offset": row_length}
+    document_lengths = [len(document) for document in documents]
+
+    def stream(split: bool):
+        elements = _origin_elements(documents, row_length if split else None)
+        return grain.MapDataset.source(elements).shuffle(seed=seed).to_iter_dataset()
+
+    packers = {
+        "split, then first fit": lambda: grain.experimental.FirstFitPackIterDataset(
+            stream(split=True), length_struct=lengths, num_packing_bins=bins, seed=seed),
+        "concatenate then split": lambda: grain.experimental.ConcatThenSplitIterDataset(
+            stream(split=False), length_struct=lengths),
+    }
+    return {name: context_report(list(make()), document_lengths, row_length)
+            for name, make in packers.items()}
+
+
+def context_sentence(report: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """Splitting long documents against concatenating then splitting, from `context_cuts`:
+    documents cut, tokens trained without the start of their document, and padding."""
+    if report is None:
+        return ("Grain is not installed here, so its packers cannot run (`pip install grain` "
+                "to see them).")
+    split, concat = report["split, then first fit"], report["concatenate then split"]
+
+    def counted(result: Mapping[str, Any]) -> str:
+        return (f"cut {result['cut']:,} documents and left {result['without_context']:,} "
+                f"tokens ({result['without_context'] / result['tokens']:.0%}) without the "
+                f"start of their document, with {1 - result['fill']:.0%} of the slots padding")
+
+    parts = [f"On {split['documents']:,} docstrings ({split['tokens']:,} tokens), counted "
+             f"alike from the packed rows: split into rows, then first fit, "
+             f"{counted(split)}; concatenate then split {counted(concat)}."]
+    lost, base = concat["without_context"], split["without_context"]
+    padding_saved = 100 * (concat["fill"] - split["fill"])
+    if base == 0 and lost == 0:
+        parts.append("Neither cut a document: every one fits a row.")
+    elif lost > 1.1 * base:
+        parts.append(
+            f"Concatenating cut {concat['cut'] - split['cut']:,} more documents "
+            f"({concat['short_cut']:,} of those it cut fit a row, which splitting leaves "
+            "whole) and left "
+            + (f"{lost / base:.1f}x the tokens" if base else "tokens")
+            + f" without their start, for {padding_saved:.0f} points less padding. Both cut "
+            "the long documents and train each piece alone; the choice is padding against "
+            "context, and this run puts a number on each.")
+    elif lost < base / 1.1:
+        parts.append(
+            f"Concatenating left fewer tokens without their start ({lost:,} against "
+            f"{base:,}) and {padding_saved:.0f} points less padding: on these documents it "
+            "loses less context than splitting, not more.")
+    else:
+        parts.append(
+            "Both left about as many tokens without their start (within 10%): the long "
+            "documents are cut either way, so what sets the two apart is the padding, "
+            f"{padding_saved:.0f} points less when concatenating.")
+    if not (split["every_token_once"] and concat["every_token_once"]):
+        parts.append("One of them did not deliver every token exactly once.")
     return " ".join(parts)
