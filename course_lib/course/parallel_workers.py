@@ -372,8 +372,9 @@ def prepare_sentences(loop_s: Sequence[float], threads_s: Sequence[float],
             "idle to take the extra work." if _busy(load, cores) else "")
     threads = compare_runs(
         "Preparing in threads", threads_s, "the plain loop", loop_s,
-        why={"faster": "Pillow lets go of the interpreter lock while it inflates the "
-                       "pixels, so that part of the work ran on several cores at once.",
+        why={"faster": "Reading a file and Pillow's inflating of the pixels let go of the "
+                       "interpreter lock, so those parts of the work ran on several cores at "
+                       "once.",
              "same": "The threads took turns holding the interpreter lock: the Python "
                      "around each decode ran one thread at a time." + busy,
              "slower": "The threads took turns holding the interpreter lock, and switching "
