@@ -307,3 +307,18 @@ def test_name_map_and_placement_name_every_feed_and_name_once():
     feeds = " ".join(name for name, _ in lesson.PLACEMENT)
     for feed in ("course_lib", "Grain DataLoader", "Grain Dataset API", "num_threads=0"):
         assert feed in feeds
+
+
+def test_side_by_side_draws_each_run_as_a_dot_and_says_so():
+    import numpy as np
+
+    summaries = {label: lesson.FeedSummary(
+        label=label, steps_per_s=speeds, idle_fraction=0.2, step_s=0.05, first_batch_s=0.5,
+        accuracy=0.5, idle_fractions=[0.1, 0.2, 0.3], first_batches_s=[0.4, 0.5, 0.6])
+        for label, speeds in (("course_lib", [10.0, 11.0, 12.0]),
+                              ("Grain", [5.0, 6.0, 7.0]))}
+    figure = lesson.plot_side_by_side(summaries)
+    speed_panel = figure.axes[0]
+    dots = np.concatenate([collection.get_offsets() for collection in speed_panel.collections])
+    assert sorted(dots[:, 1]) == [5.0, 6.0, 7.0, 10.0, 11.0, 12.0]
+    assert "bars: the median of 3 runs; dots: each run" in figure._suptitle.get_text()

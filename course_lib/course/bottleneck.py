@@ -307,7 +307,7 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
                  "show the gain reliably: run the lesson in full mode to measure more.")
     head = ("Overlap gained nothing measurable here." if verdict == "same" else
             "Overlap made training slower here.")
-    return f"{said} {idle} {head}{step_note}{others}{idle_note}{short}"
+    return f"{said} {idle} {columns} {head}{step_note}{others}{idle_note}{short}"
 
 
 def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores: int,

@@ -264,6 +264,8 @@ class FeedSummary:
     first_batch_s: float
     accuracy: float
     window_s: list[float] = dataclasses.field(default_factory=list)  # each run's timed span
+    idle_fractions: list[float] = dataclasses.field(default_factory=list)  # each run's
+    first_batches_s: list[float] = dataclasses.field(default_factory=list)  # each run's
 
     @property
     def median_steps_per_s(self) -> float:
@@ -280,7 +282,9 @@ def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSu
                                  for run in measured),
         first_batch_s=statistics.median(run.first_batch_s for run in measured),
         accuracy=statistics.median(run.accuracy for run in measured),
-        window_s=[run.profiler.wall_time for run in measured])
+        window_s=[run.profiler.wall_time for run in measured],
+        idle_fractions=[run.idle_fraction for run in measured],
+        first_batches_s=[run.first_batch_s for run in measured])
         for label, measured in runs.items()}
 
 
@@ -296,7 +300,8 @@ def summary_table(summaries: Mapping[str, FeedSummary]) -> str:
 
 
 def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
-    """Three panels, one bar per feed: steps per second, idle share, first batch."""
+    """Three panels, one bar per feed: steps per second, idle share, first batch. Each bar
+    is the median of the feed's runs, and each run is drawn on it as a dot."""
     import matplotlib.pyplot as plt
 
     labels = list(summaries)
@@ -304,22 +309,32 @@ def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
               for label in labels]
     panels = (
         ("training steps per second\n(higher is better)", "steps / s",
-         [summaries[label].median_steps_per_s for label in labels], "{:.1f}"),
+         [summaries[label].median_steps_per_s for label in labels], "{:.1f}",
+         [summaries[label].steps_per_s for label in labels]),
         ("accelerator idle\n(lower is better)", "% of wall time",
-         [100 * summaries[label].idle_fraction for label in labels], "{:.0f}%"),
+         [100 * summaries[label].idle_fraction for label in labels], "{:.0f}%",
+         [[100 * idle for idle in summaries[label].idle_fractions] for label in labels]),
         ("time to the first batch\n(lower is better)", "seconds",
-         [summaries[label].first_batch_s for label in labels], "{:.2f}"),
+         [summaries[label].first_batch_s for label in labels], "{:.2f}",
+         [summaries[label].first_batches_s for label in labels]),
     )
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.8))
-    for ax, (title, ylabel, values, value_format) in zip(axes, panels, strict=True):
+    jitter = np.random.default_rng(0)  # a fixed jitter: the same picture every run
+    for ax, (title, ylabel, values, value_format, runs) in zip(axes, panels, strict=True):
         bars = ax.bar(range(len(labels)), values, color=colors)
-        ax.bar_label(bars, labels=[value_format.format(value) for value in values])
+        ax.bar_label(bars, labels=[value_format.format(value) for value in values],
+                     label_type="center")
+        for position, each in enumerate(runs):
+            ax.scatter(position + jitter.uniform(-0.2, 0.2, size=len(each)), each, s=12,
+                       color="black", zorder=3)
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
         ax.set_xlabel("feed (blue: course_lib, orange: Grain)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.margins(y=0.15)
-    figure.suptitle("Lesson 7's loop, fed by course_lib and by Grain")
+    counts = sorted({len(summaries[label].steps_per_s) for label in labels})
+    figure.suptitle("Lesson 7's loop, fed by course_lib and by Grain (bars: the median of "
+                    f"{' or '.join(map(str, counts))} runs; dots: each run)")
     figure.tight_layout()
     return figure
 
