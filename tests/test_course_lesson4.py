@@ -460,31 +460,45 @@ def test_trace_transform_threads_times_nothing_at_num_threads_0():
         course.trace_transform_threads(_range_loader(worker_count=2), [])
 
 
-def test_batch_thread_ran_follows_the_cost_of_a_chunk(monkeypatch):
+def test_time_loader_records_whether_the_batch_thread_ran(monkeypatch):
     from course_lib import read_ahead
 
-    cheap = grain.DataLoader(data_source=grain.RangeDataSource(0, 1000, 1),
-                             sampler=grain.IndexSampler(1000, num_epochs=1),
-                             operations=[grain.Batch(16)])
-    assert not course.batch_thread_ran(cheap)  # microseconds a chunk: the loop's thread
+    def cheap():
+        return grain.DataLoader(data_source=grain.RangeDataSource(0, 1000, 1),
+                                sampler=grain.IndexSampler(1000, num_epochs=1),
+                                operations=[grain.Batch(16)])
+
+    assert course.time_loader(cheap()).batch_thread is False  # microseconds a chunk
+    single = grain.DataLoader(data_source=grain.RangeDataSource(0, 100, 1),
+                              sampler=grain.IndexSampler(100, num_epochs=1),
+                              read_options=grain.ReadOptions(num_threads=0))
+    assert course.time_loader(single).batch_thread is False
+    assert course.time_loader(_range_loader(worker_count=1, count=100)).batch_thread is None
     monkeypatch.setattr(read_ahead, "BACKGROUND_PAYS_OFF_S", 0.0)
-    assert course.batch_thread_ran(cheap)
-    with pytest.raises(ValueError, match="worker_count=1"):
-        course.batch_thread_ran(_range_loader(worker_count=1))
+    timings = course.benchmark_workers(lambda count: cheap(), [0], repeats=3)
+    assert timings[0].repeat_batch_thread == (True, True, True)
 
 
-def test_batch_thread_ran_sentence_says_what_ran_and_why():
-    inline = course.batch_thread_ran_sentence("in memory", False, _timing(200_000))  # 5 µs each
-    assert "in memory at worker_count=0: no batch thread" in inline
-    assert "a chunk of 64 records cost about 320.0 µs" in inline
-    assert "under the 2.00 ms" in inline and "background thread" not in inline
-    ahead = course.batch_thread_ran_sentence("decode-bound", True, _timing(5_000))  # 200 µs each
-    assert "the batch thread made the batches ahead" in ahead
-    assert "12.80 ms" in ahead and "average" not in ahead
-    odd = course.batch_thread_ran_sentence("x", True, _timing(200_000))
-    assert "the loader times its second chunk alone, which cost more" in odd
-    odd = course.batch_thread_ran_sentence("x", False, _timing(5_000))
-    assert "which cost less" in odd
+def _with_threads(timing, ran):
+    timing.repeat_batch_thread = tuple(ran)
+    return timing
+
+
+def test_batch_thread_ran_sentence_counts_the_timed_runs():
+    inline = course.batch_thread_ran_sentence(
+        "in memory", _with_threads(_timing(200_000), [False] * 3))  # 5 µs a record
+    assert "in memory at worker_count=0: no batch thread in any of the 3 timed runs" in inline
+    assert "a chunk of 64 records cost about 320.0 µs on average, under the 2.00 ms" in inline
+    assert "background thread" not in inline
+    ahead = course.batch_thread_ran_sentence(
+        "decode-bound", _with_threads(_timing(5_000), [True] * 3))  # 200 µs a record
+    assert "the batch thread made the batches ahead of the loop in all 3 timed runs" in ahead
+    assert "12.80 ms on average, at or above the 2.00 ms" in ahead
+    mixed = course.batch_thread_ran_sentence(
+        "in memory", _with_threads(_timing(200_000), [False, True, False]))
+    assert "the batch thread ran in 1 of the 3 timed runs and not in the others" in mixed
+    with pytest.raises(ValueError, match="records no thread"):
+        course.batch_thread_ran_sentence("x", _timing(1000))
 
 
 @pytest.mark.timeout(120)

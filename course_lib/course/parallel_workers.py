@@ -48,6 +48,9 @@ class LoaderTiming:
         # every repetition's times, when this is the median of several (benchmark_workers)
         self.repeat_total_s: tuple[float, ...] = (total_s,)
         self.repeat_first_batch_s: tuple[float, ...] = (first_batch_s,)
+        # at worker_count=0: whether the batch thread made the batches (None with workers)
+        self.batch_thread: bool | None = None
+        self.repeat_batch_thread: tuple[bool | None, ...] = (None,)
 
     def __repr__(self) -> str:
         return (f"LoaderTiming(first batch {format_seconds(self.first_batch_s)}, "
@@ -106,9 +109,26 @@ def timed_pass(loader: Any, *, after_first: Callable[[], Any] | None = None,
             records += _leading_length(element)
         if before_close is not None:
             closing = before_close()
+        ran_batch_thread = _ran_batch_thread(iterator)
     timing = LoaderTiming(first_batch_s, time.perf_counter() - start, records, first_records,
                           extra)
+    timing.batch_thread = ran_batch_thread
+    timing.repeat_batch_thread = (ran_batch_thread,)
     return timing, closing
+
+
+def _ran_batch_thread(iterator: Any) -> bool | None:
+    """Whether a `worker_count=0` iterator's batches were made by the batch thread
+    (`read_ahead.ReadAhead` decides on each iterator's second chunk); None for an iterator
+    that is not course_lib's in-process one (workers, or another library)."""
+    from course_lib.read_ahead import ReadAhead
+
+    elements = getattr(iterator, "_elements", None)
+    if isinstance(elements, ReadAhead):
+        return elements.in_background
+    if getattr(getattr(iterator, "_loader", None), "worker_count", None) == 0:
+        return False  # ReadOptions(num_threads=0): everything in the calling thread
+    return None
 
 
 def time_loader(loader: Any) -> LoaderTiming:
@@ -158,6 +178,7 @@ def benchmark_workers(make_loader: Callable[[int], Any], worker_counts: Sequence
         median = sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
         median.repeat_total_s = tuple(t.total_s for t in timings)
         median.repeat_first_batch_s = tuple(t.first_batch_s for t in timings)
+        median.repeat_batch_thread = tuple(t.batch_thread for t in timings)
         medians[count] = median
     return medians
 
@@ -861,49 +882,31 @@ def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
 
 
 # -- which thread made the batches of a worker_count=0 run ----------------------------------
-def batch_thread_ran(loader: Any) -> bool:
-    """Whether `loader` (`worker_count=0`, default `ReadOptions`) hands its work to the batch
-    thread: the batches of its first two chunks are taken (the loader times the second),
-    then the thread named `read_ahead.THREAD_NAME` is looked for among the live threads."""
-    import threading
-
-    from course_lib.read_ahead import THREAD_NAME
-    from course_lib.stream import chunk_size_for
-
-    if loader.worker_count != 0:
-        raise ValueError(f"worker_count={loader.worker_count}: the batch thread is the "
-                         "in-process loader's; pass a loader with worker_count=0.")
-    batch_size = loader.pipeline.batch.batch_size if loader.pipeline.batch else 1
-    timed_batches = -(-2 * chunk_size_for(loader.pipeline) // batch_size)
-    with iter(loader) as iterator:
-        for _ in range(timed_batches + 1):
-            if next(iterator, None) is None:
-                break
-        return any(thread.name == THREAD_NAME for thread in threading.enumerate())
-
-
-def batch_thread_ran_sentence(name: str, ran: bool, timing: LoaderTiming,
-                          chunk_records: int = 64) -> str:
-    """What ran a `worker_count=0` timing: the batch thread or the loop's own thread, with
-    the chunk's cost measured by `timing` against the threshold that decides."""
+def batch_thread_ran_sentence(name: str, timing: LoaderTiming, chunk_records: int = 64) -> str:
+    """What made the batches of `benchmark_workers`' timed `worker_count=0` runs: the batch
+    thread or the loop's own thread, counted over the repetitions, with the chunk's cost
+    (from the run's time per record) against the threshold that decides."""
     from course_lib.read_ahead import BACKGROUND_PAYS_OFF_S
 
+    seen = [ran for ran in timing.repeat_batch_thread if ran is not None]
+    if not seen:
+        raise ValueError("the timing records no thread: pass a worker_count=0 timing from "
+                         "benchmark_workers or time_loader.")
     chunk_s = timing.total_s / timing.records * chunk_records
     threshold = format_seconds(BACKGROUND_PAYS_OFF_S)
-    cost = (f"a chunk of {chunk_records} records cost about {format_seconds(chunk_s)} "
-            "(from the run's time per record)")
-    if ran:
-        agrees = "" if chunk_s >= BACKGROUND_PAYS_OFF_S else (
-            f"; the run's average is under {threshold}, but the loader times its second "
-            "chunk alone, which cost more")
+    cost = (f"a chunk of {chunk_records} records cost about {format_seconds(chunk_s)} on "
+            f"average, {'at or above' if chunk_s >= BACKGROUND_PAYS_OFF_S else 'under'} the "
+            f"{threshold} from which the loader starts the batch thread")
+    runs, ran = len(seen), sum(seen)
+    if ran == runs:
         return (f"{name} at worker_count=0: the batch thread made the batches ahead of the "
-                f"loop; {cost}, the loader starts the thread at {threshold} or more{agrees}.")
-    agrees = "" if chunk_s < BACKGROUND_PAYS_OFF_S else (
-        f"; the run's average is {threshold} or more, but the loader times its second chunk "
-        "alone, which cost less")
-    return (f"{name} at worker_count=0: no batch thread; every chunk was made in the loop's "
-            f"own thread, inside next(); {cost}, under the {threshold} at which the loader "
-            f"starts the thread{agrees}.")
+                f"loop in all {runs} timed runs; {cost}.")
+    if ran == 0:
+        return (f"{name} at worker_count=0: no batch thread in any of the {runs} timed runs; "
+                f"every chunk was made in the loop's own thread, inside next(); {cost}.")
+    return (f"{name} at worker_count=0: the batch thread ran in {ran} of the {runs} timed "
+            f"runs and not in the others; {cost}. Each iterator decides on its second chunk "
+            "alone, so a chunk disturbed by other work can tip it either way.")
 
 
 # -- a function of the notebook, run in a new Python process ---------------------------------
