@@ -567,3 +567,15 @@ def test_handover_sentence_reads_medians_and_quartiles():
     overlap = course.handover_sentence({"view of shared memory": [1.0, 2.0, 3.0],
                                         "pickle + unpickle": [1.5, 2.5, 3.5]})
     assert "too noisy to tell" in overlap and "faster" not in overlap
+
+
+def test_rule_of_thumb_says_more_than_saved_when_workers_were_slower():
+    slower = {0: _repeated([100, 101, 99], [0.01]), 2: _repeated([60, 61, 59], [0.05])}
+    line = course.worker_rule_of_thumb(in_memory=slower, decode=slower,
+                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+    assert "every worker count was slower" in line
+    assert "here that cost more than the workers saved" in line
+    same = {0: _repeated([100, 101, 99], [0.01]), 2: _repeated([99, 100, 98], [0.05])}
+    line = course.worker_rule_of_thumb(in_memory=same, decode=same,
+                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+    assert "here that cost as much as the workers saved" in line

@@ -526,10 +526,11 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
         reasons.append(f"The machine was busy before the timings (load {load:.1f} on {cores} "
                        "cores): the workers found no idle core to add.")
     if not reasons:
+        than = "more than" if best_vs_zero.outcome == "slower" else "as much as"
         reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
                        f"worker_count=0, and on these {cores} cores the workers share the CPU "
                        "with the main process, which hands out positions and receives every "
-                       "batch: here that cost as much as the workers saved.")
+                       f"batch: here that cost {than} the workers saved.")
     return " ".join([line, *reasons])
 
 
