@@ -76,3 +76,26 @@ def test_steps_per_process_counts_batches_and_stops_at_a_fixed_number():
     endless = course.steps_per_process(source, shard_count=2, operations=operations,
                                        num_epochs=None, steps=7)
     assert endless == [7, 7]
+
+
+def test_grain_shard_step_keys_reads_grains_sampler_which_pairs_a_and_a_plus_size():
+    pytest.importorskip("grain.python")
+    keys = course.grain_shard_step_keys(40, shard_count=2, num_epochs=3, seed=0)
+    assert keys.shape == (2, 3, 20)
+    assert sorted(keys[0, 0].tolist()) == list(range(20))  # shard 0's block, one epoch
+    assert (keys[1] - keys[0] == 20).all()  # Grain's shards share one shuffle
+    assert course.pair_repeats(keys).every_epoch == 20
+
+
+def test_plot_step_partners_labels_the_shared_panel_as_told():
+    import matplotlib.pyplot as plt
+
+    shared = course.shard_step_keys(40, shard_count=2, num_epochs=2, seed=0, own_shuffles=False)
+    own = course.shard_step_keys(40, shard_count=2, num_epochs=2, seed=0)
+    figure = course.plot_step_partners(shared, own)
+    titles = [ax.get_title() for ax in figure.axes]
+    assert titles[0] == "one shuffle for every shard, simulated" and "Grain" not in titles[0]
+    plt.close(figure)
+    figure = course.plot_step_partners(shared, own, shared_title="read from Grain")
+    assert figure.axes[0].get_title() == "read from Grain"
+    plt.close(figure)

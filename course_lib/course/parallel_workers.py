@@ -27,7 +27,8 @@ from course_lib.course.basics import (
     compare_runs,
     format_duration,
     format_seconds,
-    median_time,
+    format_times,
+    run_times,
 )
 
 
@@ -47,6 +48,9 @@ class LoaderTiming:
         # every repetition's times, when this is the median of several (benchmark_workers)
         self.repeat_total_s: tuple[float, ...] = (total_s,)
         self.repeat_first_batch_s: tuple[float, ...] = (first_batch_s,)
+        # at worker_count=0: whether the batch thread made the batches (None with workers)
+        self.batch_thread: bool | None = None
+        self.repeat_batch_thread: tuple[bool | None, ...] = (None,)
 
     def __repr__(self) -> str:
         return (f"LoaderTiming(first batch {format_seconds(self.first_batch_s)}, "
@@ -105,9 +109,26 @@ def timed_pass(loader: Any, *, after_first: Callable[[], Any] | None = None,
             records += _leading_length(element)
         if before_close is not None:
             closing = before_close()
+        ran_batch_thread = _ran_batch_thread(iterator)
     timing = LoaderTiming(first_batch_s, time.perf_counter() - start, records, first_records,
                           extra)
+    timing.batch_thread = ran_batch_thread
+    timing.repeat_batch_thread = (ran_batch_thread,)
     return timing, closing
+
+
+def _ran_batch_thread(iterator: Any) -> bool | None:
+    """Whether a `worker_count=0` iterator's batches were made by the batch thread
+    (`read_ahead.ReadAhead` decides on each iterator's second chunk); None for an iterator
+    that is not course_lib's in-process one (workers, or another library)."""
+    from course_lib.read_ahead import ReadAhead
+
+    elements = getattr(iterator, "_elements", None)
+    if isinstance(elements, ReadAhead):
+        return elements.in_background
+    if getattr(getattr(iterator, "_loader", None), "worker_count", None) == 0:
+        return False  # ReadOptions(num_threads=0): everything in the calling thread
+    return None
 
 
 def time_loader(loader: Any) -> LoaderTiming:
@@ -157,8 +178,35 @@ def benchmark_workers(make_loader: Callable[[int], Any], worker_counts: Sequence
         median = sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
         median.repeat_total_s = tuple(t.total_s for t in timings)
         median.repeat_first_batch_s = tuple(t.first_batch_s for t in timings)
+        median.repeat_batch_thread = tuple(t.batch_thread for t in timings)
         medians[count] = median
     return medians
+
+
+def plot_worker_scaling(curves: Mapping[str, Mapping[int, LoaderTiming]], *, title: str,
+                        ax=None, cores: int | None = None):
+    """Records per second against the worker count, one line per entry of `curves` through
+    the median runs of `benchmark_workers`, with every repetition drawn as a dot, so that
+    the spread shows; the title says so."""
+    from course_lib.course.basics import plot_scaling
+
+    figure = plot_scaling({name: {n: t.records_per_s for n, t in timings.items()}
+                           for name, timings in curves.items()},
+                          ylabel="records per second", title=title, cores=cores, ax=ax)
+    ax = ax or figure.axes[0]
+    colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
+    counts = set()
+    for name, timings in curves.items():
+        for count, timing in timings.items():
+            speeds = [timing.records / total for total in timing.repeat_total_s]
+            counts.add(len(speeds))
+            offsets = np.linspace(-0.08, 0.08, len(speeds)) if len(speeds) > 1 else [0.0]
+            ax.scatter(count + np.asarray(offsets), speeds, s=16, zorder=3,
+                       color=colors.get(name, "black"), edgecolor="black", linewidth=0.6)
+    runs = " or ".join(map(str, sorted(counts)))
+    ax.set_title(f"{title}\n(line: the median of {runs} runs; dots: each run)",
+                 fontsize="medium")
+    return figure
 
 
 def speedups(timings: Mapping[int, LoaderTiming]) -> dict[int, float]:
@@ -345,8 +393,9 @@ def prepare_sentences(loop_s: Sequence[float], threads_s: Sequence[float],
             "idle to take the extra work." if _busy(load, cores) else "")
     threads = compare_runs(
         "Preparing in threads", threads_s, "the plain loop", loop_s,
-        why={"faster": "Pillow lets go of the interpreter lock while it inflates the "
-                       "pixels, so that part of the work ran on several cores at once.",
+        why={"faster": "Reading a file and Pillow's inflating of the pixels let go of the "
+                       "interpreter lock, so those parts of the work ran on several cores at "
+                       "once.",
              "same": "The threads took turns holding the interpreter lock: the Python "
                      "around each decode ran one thread at a time." + busy,
              "slower": "The threads took turns holding the interpreter lock, and switching "
@@ -354,13 +403,16 @@ def prepare_sentences(loop_s: Sequence[float], threads_s: Sequence[float],
     processes = compare_runs(
         "Preparing in worker processes", processes_s, "the plain loop", loop_s,
         why={"faster": f"Each process has its own interpreter and lock, so the {cores} "
-                       "cores prepared records at the same time.",
-             "same": "Each process has its own lock, but the parallel work did not show: "
-                     "the main process, receiving the batches, shares the same cores."
-                     + busy,
-             "slower": "Each process has its own lock, but here the handing out of "
-                       "positions and the return of batches cost more than the parallel "
-                       "work saved." + busy})
+                       "cores prepared records at the same time, and that won back the "
+                       "workers' start-up, which this time includes.",
+             "same": "Each process has its own lock, but the parallel work did not show. "
+                     "This time also holds starting the workers and receiving every batch "
+                     "in this process, on the same cores; it does not tell those costs "
+                     "from the preparing." + busy,
+             "slower": "Each process has its own lock, but this time also holds starting "
+                       "the workers and receiving every batch in this process, on the same "
+                       "cores, and here they cost more than the parallel preparing saved; "
+                       "this measurement does not tell which of them." + busy})
     return [threads, processes]
 
 
@@ -453,6 +505,10 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
                else "every worker count was slower than worker_count=0")
     line = (f"{name}: {verdict}; the best, {_workers(best)}, gave {gain} "
             f"{best_vs_zero.numbers()}.")
+    if best_vs_zero.too_noisy:  # the gap is inside the runs' own spread: name no cause
+        return (f"{name}: too noisy to tell whether any worker count beat worker_count=0; "
+                f"the best, {_workers(best)}, gave {gain} {best_vs_zero.numbers()}. "
+                f"{NOISY_EXPLANATION}")
     ideal = startup + zero.total_s / shares
     reasons = []
     if shares == 1:
@@ -469,13 +525,12 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
     if _busy(load, cores):
         reasons.append(f"The machine was busy before the timings (load {load:.1f} on {cores} "
                        "cores): the workers found no idle core to add.")
-    if best_vs_zero.too_noisy and not reasons:
-        reasons.append(NOISY_EXPLANATION)
     if not reasons:
+        than = "more than" if best_vs_zero.outcome == "slower" else "as much as"
         reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
                        f"worker_count=0, and on these {cores} cores the workers share the CPU "
                        "with the main process, which hands out positions and receives every "
-                       "batch: here that cost as much as the workers saved.")
+                       f"batch: here that cost {than} the workers saved.")
     return " ".join([line, *reasons])
 
 
@@ -520,10 +575,15 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                            decode[within].seconds_per_record, per=" per record")
         how = {"same": "no faster than", "slower": "slower than",
                "faster": f"{extra.ratio:.2f}x faster than"}[extra.outcome]
-        lines.append(f"More workers than the {cores} cores ({', '.join(map(str, over))}) "
-                     f"decoded {how} the best count within them, "
-                     f"{'worker_count=0' if within == 0 else _workers(within)}, "
-                     f"{extra.numbers()}.")
+        best_within = "worker_count=0" if within == 0 else _workers(within)
+        over_text = ", ".join(map(str, over))
+        if extra.too_noisy:
+            lines.append(f"More workers than the {cores} cores ({over_text}) against the best "
+                         f"count within them, {best_within}: too noisy to tell "
+                         f"{extra.numbers()}.")
+        else:
+            lines.append(f"More workers than the {cores} cores ({over_text}) decoded {how} "
+                         f"the best count within them, {best_within}, {extra.numbers()}.")
     else:
         lines.append(f"No count above the {cores} cores was measured in this mode.")
     most = max(decode)
@@ -569,8 +629,10 @@ def vectorise_sentence(vectorised: LoaderTiming, in_memory: Mapping[int, LoaderT
                        "calls they save, and a busy moment can delay one run."})
 
 
-def pickle_or_share(batch: Mapping[str, np.ndarray], repeats: int = 20) -> dict[str, float]:
-    """Seconds to hand `batch` to another process, two ways (median of `repeats`).
+def pickle_or_share(batch: Mapping[str, np.ndarray],
+                    repeats: int = 20) -> dict[str, list[float]]:
+    """Seconds to hand `batch` to another process, two ways: every one of `repeats` runs
+    (after one untimed run), so that a chart can show their spread.
 
     "pickle + unpickle": what sending it through a pipe costs before the pipe copies the
     bytes at all. "view of shared memory": what the receiver does when the batch already
@@ -595,11 +657,35 @@ def pickle_or_share(batch: Mapping[str, np.ndarray], repeats: int = 20) -> dict[
             return {name: np.ndarray(shape, dtype, buffer=segment.buf, offset=offset)
                     for name, (offset, shape, dtype) in layout.items()}
 
-        return {"pickle + unpickle": median_time(pickle_round_trip, repeats),
-                "view of shared memory": median_time(view_of_shared_memory, repeats)}
+        return {"pickle + unpickle": run_times(pickle_round_trip, repeats),
+                "view of shared memory": run_times(view_of_shared_memory, repeats)}
     finally:
         segment.close()
         segment.unlink()
+
+
+def handover_sentence(handover: Mapping[str, Sequence[float]]) -> str:
+    """`pickle_or_share`'s two ways compared by their medians, with the middle half of each
+    one's runs (quartiles: many runs, and one disturbed run must not widen the margin); when
+    the two middle halves overlap, too noisy to tell."""
+    view, pickled = handover["view of shared memory"], handover["pickle + unpickle"]
+    low_view, mid_view, high_view = np.percentile(view, [25, 50, 75])
+    low_pickle, mid_pickle, high_pickle = np.percentile(pickled, [25, 50, 75])
+    runs = (f"{len(view)} runs each" if len(view) == len(pickled) else
+            f"{len(view)} and {len(pickled)} runs")
+    numbers = (f"{format_duration(mid_view)} against {format_duration(mid_pickle)}; medians "
+               f"of {runs}, the middle half of the runs within "
+               f"{format_duration(low_view)} to {format_duration(high_view)} and "
+               f"{format_duration(low_pickle)} to {format_duration(high_pickle)}")
+    if high_view < low_pickle:
+        return (f"Taking a view of shared memory was about {format_times(mid_pickle / mid_view)} "
+                f"faster than pickling and unpickling the batch ({numbers}): a view copies "
+                "nothing, pickling copies every byte twice.")
+    if high_pickle < low_view:
+        return (f"Pickling and unpickling was {format_times(mid_view / mid_pickle)} faster than "
+                f"taking a view of shared memory here ({numbers}).")
+    return (f"A view of shared memory against pickling: too noisy to tell ({numbers}: the "
+            "middle halves overlap).")
 
 
 def worker_memory_mb() -> dict[str, float]:
@@ -713,79 +799,169 @@ def grain_batches(worker_count: int, num_records: int = 20, batch_size: int = 4,
 
 
 # -- where a transform runs at worker_count=0: what print and pdb can do there -------------
+@dataclass(frozen=True)
 class TransformTrace:
-    """Which threads ran a transform, and how many records it had transformed when the
-    cell's `next()` returned and again after the cell had waited a moment."""
+    """Which threads ran a transform after the loader had settled, and how many records it
+    had transformed when the cell's `next()` returned and again after the cell had waited.
 
-    def __init__(self, threads: Sequence[str], at_next: int, after_wait: int, delivered: int,
-                 wait_s: float, warmup_batches: int = 0):
-        self.warmup_batches = warmup_batches  # taken before the trace began
-        self.threads = tuple(threads)
-        self.at_next = at_next
-        self.after_wait = after_wait
-        self.delivered = delivered
-        self.wait_s = wait_s
+    `timed_batches` is how many batches were taken before the trace began: the batches of
+    the two chunks the default `ReadOptions` makes in the calling thread, timing the second
+    to decide whether the batch thread starts (`read_ahead.py`); 0 at `num_threads=0`,
+    where nothing is timed and no thread starts."""
+
+    threads: tuple[str, ...]
+    at_next: int
+    after_wait: int
+    delivered: int
+    wait_s: float
+    timed_batches: int = 0
+    chunk_records: int = 64
 
 
-def trace_transform_threads(data_source: Any, read_options: Any, *, batch_size: int = 32,
+def trace_transform_threads(loader: Any, noted: list[str], *,
                             wait_s: float = 0.3) -> TransformTrace:
-    """Take one batch at `worker_count=0` with `read_options`, then wait `wait_s` (as a
-    training step would), noting the thread that transforms each record."""
-    import threading
-
-    import course_lib as grain
-
-    names: list[str] = []  # list.append is safe from any thread
-
-    class NoteThread(grain.MapTransform):
-        def map(self, element):
-            names.append(threading.current_thread().name)
-            return element
-
-    loader = grain.DataLoader(
-        data_source=data_source, worker_count=0, read_options=read_options,
-        operations=[grain.DecodeImage(), NoteThread(), grain.Batch(batch_size)],
-        sampler=grain.IndexSampler(len(data_source), shuffle=True, seed=0, num_epochs=1))
+    """Take one batch from `loader` (`worker_count=0`), then wait `wait_s` as a training
+    step would. `noted` is the list a transform of the loader appends its thread's name to,
+    once per record. With the default `ReadOptions` the batches of the first two chunks are
+    taken first, since the loader makes those in this thread whatever it decides next."""
     from course_lib.stream import chunk_size_for
 
-    # The loader makes its first two chunks in the calling thread and times the second, to
-    # decide whether a background thread pays (course_lib/read_ahead.py): take those
-    # batches first, then trace.
-    probe_records = 2 * chunk_size_for(loader.pipeline)
-    warmup_batches = -(-probe_records // batch_size)
+    if loader.worker_count != 0:
+        raise ValueError(f"worker_count={loader.worker_count}: trace a loader with "
+                         "worker_count=0; workers transform in other processes.")
+    chunk = chunk_size_for(loader.pipeline)
+    batch_size = loader.pipeline.batch.batch_size if loader.pipeline.batch else 1
+    timed = 2 * chunk if loader.read_options.reads_ahead else 0
+    timed_batches = -(-timed // batch_size)
     with iter(loader) as iterator:
-        for _ in range(warmup_batches):
+        for _ in range(timed_batches):
             next(iterator)
-        delivered = len(next(iterator)["label"])
-        at_next = len(names) - probe_records
+        delivered = _leading_length(next(iterator))
+        at_next = len(noted) - timed
         time.sleep(wait_s)
-        after_wait = len(names) - probe_records
-        traced = names[probe_records:]  # the records after the two timed chunks
-    return TransformTrace(sorted(set(traced)), at_next, after_wait, delivered, wait_s,
-                          warmup_batches)
+        after_wait = len(noted) - timed
+        traced = noted[timed:]
+    return TransformTrace(tuple(sorted(set(traced))), at_next, after_wait, delivered, wait_s,
+                          timed_batches, chunk)
 
 
 def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
     """Where the transforms ran under `setting`, and what that means for print and pdb."""
+    from course_lib.read_ahead import BACKGROUND_PAYS_OFF_S, THREAD_NAME
+
     if not trace.threads:
         raise ValueError("the trace saw no record transformed: take a batch first.")
     more = trace.after_wait - trace.at_next
-    after = (f"after the first {trace.warmup_batches} batches (the loader makes its first two "
-             "chunks in this thread and times them, to decide whether a background thread "
-             "pays), " if trace.warmup_batches else "")
-    counts = (f"{after}next() returned a batch of {trace.delivered} records when "
-              f"{trace.at_next}{' more' * bool(trace.warmup_batches)} had been transformed, "
-              "and while the cell then waited "
-              f"{format_seconds(trace.wait_s)}, {more or 'no'} more "
-              f"{'was' if more == 1 else 'were'}")
+    threshold = format_seconds(BACKGROUND_PAYS_OFF_S)
+    if trace.timed_batches:
+        start = (f"The loader made its first two chunks ({trace.timed_batches} batches) in "
+                 "this thread and timed the second, to decide whether the batch thread pays "
+                 f"(it starts when a chunk of {trace.chunk_records} records costs {threshold} "
+                 "or more). After them, ")
+    else:
+        start = ("Nothing was timed and no thread was started: at this setting the loader "
+                 "decides nothing. Then ")
+    counts = (f"{start}next() returned a batch of {trace.delivered} records when "
+              f"{trace.at_next}{' more' * bool(trace.timed_batches)} had been transformed "
+              f"(the loader transforms a chunk of {trace.chunk_records} at a time), and "
+              f"while the cell then waited {format_seconds(trace.wait_s)}, "
+              f"{more or 'no'} more {'was' if more == 1 else 'were'}")
     if trace.threads == ("MainThread",):
-        return (f"With {setting}, every transform ran in this thread (MainThread): {counts}. "
-                "The loader transforms a chunk of records at a time, inside next() and "
-                "nowhere else, so a print in a transform appears in the cell that called "
-                "next(), and breakpoint() stops that cell, as in plain Python.")
-    names = ", ".join(trace.threads)
-    return (f"With {setting}, the transforms ran on {names}, not in this thread: {counts}. "
+        cheap = (f" (the chunks cost under {threshold}, so the batch thread did not start)"
+                 if trace.timed_batches else "")
+        return (f"With {setting}, every transform ran in this thread (MainThread){cheap}. "
+                f"{counts}. A transform runs inside next() and nowhere else, so a print in it "
+                "appears in the cell that called next(), and breakpoint() stops that cell, "
+                "as in plain Python.")
+    names = ", ".join("the batch thread (" + name + ")" if name == THREAD_NAME else name
+                      for name in trace.threads)
+    return (f"With {setting}, the transforms ran on {names}, not in this thread. {counts}. "
             "That thread works ahead of the cell, so a print in a transform comes out before "
             "the batch it belongs to, in whichever cell is running at that moment, and "
             "breakpoint() would stop that thread, not the cell. Debug with "
             "ReadOptions(num_threads=0).")
+
+
+# -- which thread made the batches of a worker_count=0 run ----------------------------------
+def batch_thread_ran_sentence(name: str, timing: LoaderTiming, chunk_records: int = 64) -> str:
+    """What made the batches of `benchmark_workers`' timed `worker_count=0` runs: the batch
+    thread or the loop's own thread, counted over the repetitions, with the chunk's cost
+    (from the run's time per record) against the threshold that decides."""
+    from course_lib.read_ahead import BACKGROUND_PAYS_OFF_S
+
+    seen = [ran for ran in timing.repeat_batch_thread if ran is not None]
+    if not seen:
+        raise ValueError("the timing records no thread: pass a worker_count=0 timing from "
+                         "benchmark_workers or time_loader.")
+    chunk_s = timing.total_s / timing.records * chunk_records
+    threshold = format_seconds(BACKGROUND_PAYS_OFF_S)
+    cost = (f"a chunk of {chunk_records} records cost about {format_seconds(chunk_s)} on "
+            f"average, {'at or above' if chunk_s >= BACKGROUND_PAYS_OFF_S else 'under'} the "
+            f"{threshold} from which the loader starts the batch thread")
+    runs, ran = len(seen), sum(seen)
+    if ran == runs:
+        return (f"{name} at worker_count=0: the batch thread made the batches ahead of the "
+                f"loop in all {runs} timed runs; {cost}.")
+    if ran == 0:
+        return (f"{name} at worker_count=0: no batch thread in any of the {runs} timed runs; "
+                f"every chunk was made in the loop's own thread, inside next(); {cost}.")
+    return (f"{name} at worker_count=0: the batch thread ran in {ran} of the {runs} timed "
+            f"runs and not in the others; {cost}. Each iterator decides on its second chunk "
+            "alone, so a chunk disturbed by other work can tip it either way.")
+
+
+# -- a function of the notebook, run in a new Python process ---------------------------------
+_NEW_PROCESS_SCRIPT = """
+import json, sys
+import cloudpickle
+function, arguments = cloudpickle.loads(sys.stdin.buffer.read())
+print(json.dumps(function(*arguments)))
+"""
+
+
+def in_a_new_process(function: Callable[..., Any], *arguments: Any,
+                     timeout: float = 120.0) -> Any:
+    """`function(*arguments)` run in a new Python process, killed after `timeout` seconds:
+    for what needs a fresh interpreter (no fork server started yet, absl flags marked
+    parsed). `cloudpickle` sends a function defined in a notebook cell by value; what it
+    returns must be JSON (lists, numbers, strings). A failure raises RuntimeError with the
+    process's last error line."""
+    import json
+    import subprocess
+    import sys
+
+    import cloudpickle
+
+    if not callable(function):
+        raise TypeError(f"function={function!r} is not callable: pass the function to run.")
+    result = subprocess.run([sys.executable, "-c", _NEW_PROCESS_SCRIPT],
+                            input=cloudpickle.dumps((function, arguments)),
+                            capture_output=True, timeout=timeout)
+    if result.returncode != 0:
+        last = (result.stderr.decode(errors="replace").strip().splitlines()
+                or ["no error output"])[-1]
+        raise RuntimeError(f"the new process exited with code {result.returncode}: {last}")
+    return json.loads(result.stdout.decode().strip().splitlines()[-1])
+
+
+def grain_threads_sentence(read_threads: Sequence[str], transform_threads: Sequence[str], *,
+                           read: int, transformed: int, delivered: int) -> str:
+    """Where real Grain read and transformed records at `worker_count=0`, from the thread
+    names a data source and a transform noted (`read` and `transformed` records in all, when
+    one batch of `delivered` had been taken and the cell had waited)."""
+    if not read_threads or not transform_threads:
+        raise ValueError("no thread was noted: take a batch before describing the threads.")
+    readers = sorted(set(read_threads) - {"MainThread"})
+    if readers:
+        reads = (f"its read threads ({len(readers)} of them, named "
+                 f"{readers[0].rstrip('0123456789')}N) read {read} records ahead of the cell")
+    else:
+        reads = f"the {read} records were read in this thread, inside next()"
+    if set(transform_threads) == {"MainThread"}:
+        where = (f"the operations ran in this thread (MainThread), on {transformed} records, "
+                 "inside next(): a print or breakpoint() in them behaves as in plain Python, "
+                 "whatever ReadOptions says")
+    else:
+        where = (f"the operations ran on {', '.join(sorted(set(transform_threads)))}, "
+                 f"{transformed} records")
+    return f"Grain, worker_count=0, one batch of {delivered} taken: {reads}; {where}."

@@ -117,6 +117,27 @@ def shard_step_keys(num_records: int, *, shard_count: int, num_epochs: int, seed
     return keys
 
 
+def grain_shard_step_keys(num_records: int, *, shard_count: int, num_epochs: int,
+                          seed: int) -> np.ndarray | None:
+    """What `shard_step_keys(..., own_shuffles=False)` simulates, read from Grain 0.2.18's
+    own `IndexSampler` (shard `i` answers the global positions `i, i + k, ...`), in the same
+    shape; None where Grain is not installed."""
+    try:
+        import grain.python as real_grain
+    except ImportError:
+        return None
+    keys = []
+    for index in range(shard_count):
+        sampler = real_grain.IndexSampler(
+            num_records, shard_options=real_grain.ShardOptions(index, shard_count,
+                                                               drop_remainder=True),
+            shuffle=True, num_epochs=num_epochs, seed=seed)
+        size = num_records // shard_count
+        keys.append([[sampler[(epoch * size + step) * shard_count + index].record_key
+                      for step in range(size)] for epoch in range(num_epochs)])
+    return np.array(keys)
+
+
 @dataclasses.dataclass(frozen=True)
 class PairRepeats:
     """Pairs of records that share a global step (one read by each of two processes)."""
@@ -167,12 +188,14 @@ def describe_pair_repeats(shared: PairRepeats, own: PairRepeats) -> str:
                    "often as chance makes them.")
 
 
-def plot_step_partners(shared: np.ndarray, own: np.ndarray):
-    """Per step: the record process 0 reads against the one process 1 reads, by epoch."""
+def plot_step_partners(shared: np.ndarray, own: np.ndarray, *,
+                       shared_title: str = "one shuffle for every shard, simulated"):
+    """Per step: the record process 0 reads against the one process 1 reads, by epoch.
+    `shared_title` names the left panel: say whether it was simulated or read from Grain."""
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
-    titles = ("one shuffle for every shard (Grain 0.2.18)", "each shard its own shuffle")
+    titles = (shared_title, "each shard its own shuffle (course_lib)")
     for ax, keys, title in zip(axes, (shared, own), titles, strict=True):
         for epoch in range(keys.shape[1]):
             ax.plot(keys[0, epoch], keys[1, epoch], ".", markersize=4, alpha=0.6,
