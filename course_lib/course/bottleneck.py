@@ -406,13 +406,19 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
                          "least 1.")
     loop, serial = step_period(overlapped), step_period(naive)
     wait_s, step_s = float(naive.wait_times.mean()), float(naive.step_times.mean())
-    best = max(step_s, wait_s / worker_count, serial.value / cores)
+    bounds = {"the step": step_s,
+              f"the loading split between the {worker_count} workers": wait_s / worker_count,
+              f"all the work shared by the {cores} cores": serial.value / cores}
+    binding = max(bounds, key=bounds.get)
+    best = bounds[binding]
     numbers = (f"{format_estimate(loop)} per step (means), against "
-               f"{format_estimate(serial)} for {baseline_name}'s two halves one after the "
-               f"other and a best case of {format_seconds(best)}")
-    explain = (f"(the {worker_count} workers split the loading, {format_seconds(wait_s)} "
-               f"a batch in {baseline_name}, between them, and all of it shares {cores} cores "
-               "with the step)")
+               f"{format_estimate(serial)} for {baseline_name}, its two halves one after the "
+               f"other, and a best case of {format_seconds(best)}")
+    explain = (f"(the largest of three bounds: the step, {format_seconds(step_s)}; the "
+               f"loading split between the {worker_count} workers, {format_seconds(wait_s)} / "
+               f"{worker_count} = {format_seconds(wait_s / worker_count)}; all the work shared "
+               f"by the {cores} cores, {format_seconds(serial.value)} / {cores} = "
+               f"{format_seconds(serial.value / cores)}; here {binding} sets it)")
     loop_vs_best = outcome(loop, Estimate(best, 0.0, loop.count))
     loop_vs_serial = outcome(loop, serial)
     if loop_vs_serial == "worse":
@@ -433,8 +439,9 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
                 f"the noise of the {loop.count} steps.")
     hidden = (serial.value - loop.value) / (serial.value - best)
     return (f"The loop took {numbers} {explain}: overlap hid {hidden:.0%} of what it could. "
-            "The rest went to the step and the workers competing for the cores, and to "
-            "handing each batch over to this process.")
+            "This measurement cannot say what took the rest: the step and the workers "
+            "competing for the cores, or handing each batch over to this process (a step "
+            "that leaves the CPU free separates the first).")
 
 
 def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
@@ -448,9 +455,11 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
         return (f"Speed-up over {baseline_name}: {numbers}: too noisy to tell whether the "
                 "stand-in gained more, so no cause can be named from it.")
     if verdict == "better":
-        return (f"Speed-up over {baseline_name}: {numbers}. The difference is the CPU that "
-                "the real step takes from the workers: on a GPU machine the step would not "
-                "compete with them.")
+        return (f"Speed-up over {baseline_name}: {numbers}. Only the step's use of the CPU "
+                "changed, so the difference is what the real step and the workers cost each "
+                "other on the shared cores (a slower step, a longer wait, or both: the table "
+                "shows which column moved): on a GPU machine the step would not compete with "
+                "them.")
     if verdict == "same":
         return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise. The "
                 "real step's CPU time was not what held the workers back: the hand-over of "
