@@ -231,7 +231,8 @@ def same_schedule_sentence(loader: Any, naive: Any) -> str:
     if too_noisy(loader_period, naive_period):
         return f"{said} No cause can be named from it."
     if verdict == "same":
-        return f"{said} As expected: the same work on the same schedule."
+        return (f"{said} On the same schedule, the loader's own code made no difference "
+                "beyond the noise here.")
     if not profiled:
         return (f"{said} The schedule is the same, so the difference is in the work or in "
                 "the machine; the two times alone cannot say which.")
@@ -461,9 +462,10 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
                 "shows which column moved): on a GPU machine the step would not compete with "
                 "them.")
     if verdict == "same":
-        return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise. The "
-                "real step's CPU time was not what held the workers back: the hand-over of "
-                "batches or other programs on the machine did.")
+        return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise: this "
+                "run cannot show that the real step's CPU time held the workers back. What "
+                "did is not measured here (the hand-over of each batch, or other programs: "
+                "the CPU use printed above says how much they took).")
     return (f"Speed-up over {baseline_name}: {numbers}. The stand-in gained less, which "
             "leaving the CPU free cannot cause: the machine was busier during the stand-in "
             "runs. Run the two cells again to see.")
