@@ -131,7 +131,9 @@ def test_idle_prediction_sentence_for_each_outcome():
 
 def test_same_schedule_sentence_for_each_outcome():
     naive = _profiler(0.026, 0.010, 50)  # 36 ms a step
-    assert "As expected" in course.same_schedule_sentence(_profiler(0.0255, 0.010, 50), naive)
+    same = course.same_schedule_sentence(_profiler(0.0255, 0.010, 50), naive)
+    # a tie is not "as expected": the lesson's own other branch says the loader's code can win
+    assert "made no difference beyond the noise" in same and "As expected" not in same
     faster_code = course.same_schedule_sentence(_profiler(0.020, 0.010, 50), naive)
     assert "Only next() moved beyond its noise" in faster_code
     assert "faster code than the naive loop's" in faster_code
@@ -229,14 +231,26 @@ def test_overlap_bound_sentence_with_many_cores_is_bound_by_the_split_loading():
     naive, overlapped = _profiler(0.025, 0.0076, 20), _profiler(0.0124, 0.0076, 20)
     sentence = course.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=16)
     assert "a best case of 12.50 ms" in sentence
+    assert "here the loading split between the 2 workers sets it" in sentence
+    step_bound = course.overlap_bound_sentence(_profiler(0.0031, 0.0200, 20),
+                                               _profiler(0.0100, 0.0200, 20),
+                                               worker_count=2, cores=16)
+    assert "a best case of 20.00 ms" in step_bound and "here the step sets it" in step_bound
     with pytest.raises(ValueError, match="must both be at least 1"):
         course.overlap_bound_sentence(overlapped, naive, worker_count=0, cores=2)
 
 
 def test_stand_in_sentence_for_each_outcome():
     real = _steady(1.66, 0.02)
-    assert "the CPU that the real step takes" in course.stand_in_sentence(real, _steady(2.14))
-    assert "the same within the noise" in course.stand_in_sentence(real, _steady(1.68, 0.02))
+    gained = course.stand_in_sentence(real, _steady(2.14))
+    # the stand-in frees the CPU both ways: the step is no longer slowed by the workers and the
+    # workers no longer lose CPU to the step; the sentence must not credit one side only
+    assert "cost each other" in gained and "which column moved" in gained
+    assert "the CPU that the real step takes from the workers" not in gained
+    same = course.stand_in_sentence(real, _steady(1.68, 0.02))
+    # a gain within the noise names no cause: it cannot say the hand-over held the workers back
+    assert "the same within the noise" in same and "cannot show" in same
+    assert "did." not in same and "not measured here" in same
     assert "busier during the stand-in" in course.stand_in_sentence(real, _steady(1.2, 0.02))
 
 
@@ -310,7 +324,12 @@ def test_overlap_bound_sentence_uses_the_halves_of_the_baseline_it_is_given():
     sentence = course.overlap_bound_sentence(overlapped, loader, worker_count=2, cores=2,
                                              baseline_name="the loader at num_threads=0")
     assert "a best case of 12.05 ms" in sentence
-    assert "the loader at num_threads=0's two halves" in sentence
+    assert "the loader at num_threads=0, its two halves one after the other" in sentence
+    # the three bounds are printed, with the one that sets the best case named
+    assert "18.05 ms / 2 = 9.02 ms" in sentence and "24.11 ms / 2 = 12.05 ms" in sentence
+    assert "here all the work shared by the 2 cores sets it" in sentence
+    # the hidden share alone cannot name what took the rest: the sentence says so
+    assert "cannot say what took the rest" in sentence or "reached the best case" in sentence
     assert "faster than that best case" not in sentence and "colder" not in sentence
 
 

@@ -231,7 +231,8 @@ def same_schedule_sentence(loader: Any, naive: Any) -> str:
     if too_noisy(loader_period, naive_period):
         return f"{said} No cause can be named from it."
     if verdict == "same":
-        return f"{said} As expected: the same work on the same schedule."
+        return (f"{said} On the same schedule, the loader's own code made no difference "
+                "beyond the noise here.")
     if not profiled:
         return (f"{said} The schedule is the same, so the difference is in the work or in "
                 "the machine; the two times alone cannot say which.")
@@ -406,13 +407,19 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
                          "least 1.")
     loop, serial = step_period(overlapped), step_period(naive)
     wait_s, step_s = float(naive.wait_times.mean()), float(naive.step_times.mean())
-    best = max(step_s, wait_s / worker_count, serial.value / cores)
+    bounds = {"the step": step_s,
+              f"the loading split between the {worker_count} workers": wait_s / worker_count,
+              f"all the work shared by the {cores} cores": serial.value / cores}
+    binding = max(bounds, key=bounds.get)
+    best = bounds[binding]
     numbers = (f"{format_estimate(loop)} per step (means), against "
-               f"{format_estimate(serial)} for {baseline_name}'s two halves one after the "
-               f"other and a best case of {format_seconds(best)}")
-    explain = (f"(the {worker_count} workers split the loading, {format_seconds(wait_s)} "
-               f"a batch in {baseline_name}, between them, and all of it shares {cores} cores "
-               "with the step)")
+               f"{format_estimate(serial)} for {baseline_name}, its two halves one after the "
+               f"other, and a best case of {format_seconds(best)}")
+    explain = (f"(the largest of three bounds: the step, {format_seconds(step_s)}; the "
+               f"loading split between the {worker_count} workers, {format_seconds(wait_s)} / "
+               f"{worker_count} = {format_seconds(wait_s / worker_count)}; all the work shared "
+               f"by the {cores} cores, {format_seconds(serial.value)} / {cores} = "
+               f"{format_seconds(serial.value / cores)}; here {binding} sets it)")
     loop_vs_best = outcome(loop, Estimate(best, 0.0, loop.count))
     loop_vs_serial = outcome(loop, serial)
     if loop_vs_serial == "worse":
@@ -433,8 +440,9 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
                 f"the noise of the {loop.count} steps.")
     hidden = (serial.value - loop.value) / (serial.value - best)
     return (f"The loop took {numbers} {explain}: overlap hid {hidden:.0%} of what it could. "
-            "The rest went to the step and the workers competing for the cores, and to "
-            "handing each batch over to this process.")
+            "This measurement cannot say what took the rest: the step and the workers "
+            "competing for the cores, or handing each batch over to this process (a step "
+            "that leaves the CPU free separates the first).")
 
 
 def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
@@ -448,13 +456,16 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
         return (f"Speed-up over {baseline_name}: {numbers}: too noisy to tell whether the "
                 "stand-in gained more, so no cause can be named from it.")
     if verdict == "better":
-        return (f"Speed-up over {baseline_name}: {numbers}. The difference is the CPU that "
-                "the real step takes from the workers: on a GPU machine the step would not "
-                "compete with them.")
+        return (f"Speed-up over {baseline_name}: {numbers}. Only the step's use of the CPU "
+                "changed, so the difference is what the real step and the workers cost each "
+                "other on the shared cores (a slower step, a longer wait, or both: the table "
+                "shows which column moved): on a GPU machine the step would not compete with "
+                "them.")
     if verdict == "same":
-        return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise. The "
-                "real step's CPU time was not what held the workers back: the hand-over of "
-                "batches or other programs on the machine did.")
+        return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise: this "
+                "run cannot show that the real step's CPU time held the workers back. What "
+                "did is not measured here (the hand-over of each batch, or other programs: "
+                "the CPU use printed above says how much they took).")
     return (f"Speed-up over {baseline_name}: {numbers}. The stand-in gained less, which "
             "leaving the CPU free cannot cause: the machine was busier during the stand-in "
             "runs. Run the two cells again to see.")
