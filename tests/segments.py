@@ -1,5 +1,6 @@
-"""Watching what a worker pool shares and sends: the shared memory segments a test creates,
-and the size of the payload pickled for the workers. Shared by the worker tests."""
+"""Watching what a worker pool shares, sends and leaves behind: the shared memory segments a
+test creates, the size of the payload pickled for the workers, and whether a worker process
+is still alive. Shared by the worker tests."""
 
 from __future__ import annotations
 
@@ -41,3 +42,12 @@ def record_payload_sizes(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(course_lib.workers, "_pickle_payload", measured)
     return sizes
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` still runs: a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -17,6 +17,7 @@ import pytest
 
 import course_lib as grain
 from course_lib.dataset_engine import EngineIterator
+from tests.segments import process_alive
 
 WORKERS = (0, 1, 2, 3)
 
@@ -151,14 +152,6 @@ def test_a_failing_transform_raises_at_its_element_with_index_and_traceback(num_
     assert f'{Path(__file__).name}", line' in text and "explode_at_41" in text
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _segments() -> set[str]:
     return {name for name in os.listdir("/dev/shm") if name.startswith("ftb")}
 
@@ -187,9 +180,9 @@ def test_nothing_is_left_after_close_with_or_an_abandoned_iterator(route):
     pids = _worker_pids_then_end(route)
     assert len(pids) == 2 and os.getpid() not in pids
     deadline = time.monotonic() + 5
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(process_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(process_alive(pid) for pid in pids)
     assert _segments() <= before
 
 
@@ -250,5 +243,5 @@ def test_ctrl_c_reaches_the_loop_and_leaves_no_worker_or_segment():
     assert word == "interrupted"
     pids = json.loads(pids)
     assert len(pids) == 2
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(process_alive(pid) for pid in pids)
     assert _segments() <= before

@@ -19,6 +19,7 @@ import pytest
 
 from course_lib import Batch, DataLoader, IndexSampler, MapTransform, RangeDataSource
 from course_lib.workers import JOIN_TIMEOUT_S
+from tests.segments import process_alive
 
 SCRIPTS = Path(__file__).parent / "worker_scripts"
 # 200 early breaks take 40 to 150 s on 2 busy cores (0.2 to 0.75 s per worker start-up);
@@ -32,17 +33,9 @@ def _run(script: str, *args: str, timeout: float) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _gone_within(pids, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    while any(_alive(pid) for pid in pids):
+    while any(process_alive(pid) for pid in pids):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
