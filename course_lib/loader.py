@@ -13,8 +13,9 @@ run is the only choice:
 - `worker_count=0, ReadOptions(num_threads=0)`: all of it in the calling thread, one record
   after the other, the place to debug with `pdb` or `print`;
 - `worker_count=0` with read threads (the default): steps 1 to 4 on a background thread,
-  batches made ahead while the training step runs (`read_ahead.py`), with more threads for
-  steps 2 and 3 where a record costs enough (`reader.py`);
+  batches made ahead while the training step runs, once a chunk of records is seen to take
+  at least 2 ms (a cheaper pipeline stays in the calling thread: `read_ahead.py`), with
+  more threads for steps 2 and 3 where a record costs enough (`reader.py`);
 - `worker_count>0`: steps 1 to 4 in worker processes (`workers.py`).
 
 Whichever it is, the batches come back in exactly the same order with the same contents.
@@ -95,9 +96,11 @@ class DataLoaderIterator(Iterator):
         (partly) ready by the time the loop asks for it. Calling it again does nothing.
 
         With `worker_count > 0` the workers start and begin on the first elements (they
-        already do when the iterator is made); with `worker_count=0` the read-ahead thread
-        starts, unless `ReadOptions(num_threads=0)` asked for no background work, where this
-        only checks that the iterator is usable.
+        already do when the iterator is made); with `worker_count=0` the batch thread
+        starts without waiting for the 2 ms test of `read_ahead.py`, unless
+        `ReadOptions(num_threads=0)` asked for no background work, or the iterator already
+        took its first two chunks and found them cheap enough to stay in the calling
+        thread: then this only checks that the iterator is usable.
         """
         if self._elements is None:
             self._check_usable()

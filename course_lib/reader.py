@@ -75,10 +75,14 @@ class ReadOptions:
         (see the module docstring): all `num_threads` for reads that wait, at most
         `threads_for_work(num_threads, worker_count)` (this process's share of the cores)
         for CPU work, none for cheap records.
-      prefetch_buffer_size: at most this many records are read and transformed ahead of
-        the consumer, in each process; 0 reads nothing ahead (everything runs in the calling
-        thread, as with `num_threads=0`). Below `num_threads` (and not 0) some threads have
-        nothing to do: a warning says so, as in Grain.
+      prefetch_buffer_size: about how many records are read and transformed ahead of the
+        consumer, in each process. Work moves in chunks (a whole number of batches, at least
+        64 records: `stream.chunk_size_for`), so the read-ahead holds this many records
+        rounded down to whole chunks, at least two chunks, plus the chunk being made (the
+        read threads keep fewer than this many records in flight within it). 0 reads
+        nothing ahead (everything runs in the calling thread, as with `num_threads=0`).
+        Below `num_threads` (and not 0) some threads have nothing to do: a warning says so,
+        as in Grain.
     """
 
     num_threads: int = 16

@@ -524,3 +524,30 @@ def test_a_slow_consumer_holds_at_most_about_prefetch_buffer_size_records(monkey
             chunk = 64
             bound = prefetch + (2 + 2) * chunk  # in flight, plus waiting, building and held
             assert taken < source.reads <= taken + bound
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("prefetch_buffer_size", [128, 500])
+def test_the_read_ahead_holds_about_prefetch_buffer_size_records_as_its_docstring_says(
+        prefetch_buffer_size):
+    made = []
+
+    def slow(value):  # costly enough for the batch thread and the read threads to start
+        started = time.perf_counter()
+        while time.perf_counter() - started < 1e-4:
+            pass
+        made.append(value)
+        return value
+
+    batch_size, chunk = 32, 64  # a chunk: whole batches, at least 64 records
+    dataset = (grain.MapDataset.source(np.arange(100_000)).map(slow).batch(batch_size)
+               .to_iter_dataset(grain.ReadOptions(num_threads=2,
+                                                  prefetch_buffer_size=prefetch_buffer_size)))
+    with iter(dataset) as batches:
+        for _ in range(3):
+            next(batches)
+        time.sleep(0.5)  # let the read-ahead run as far as it will
+        ahead = len(made) - 3 * batch_size
+    queued = max(2 * chunk, prefetch_buffer_size // chunk * chunk)
+    assert ahead <= queued + 2 * chunk, (ahead, queued)  # + the chunk being made, and the
+    assert ahead >= queued // 2, (ahead, queued)  # consumer's; and it does read ahead
