@@ -1,15 +1,15 @@
 """Mixing two data sets at 70/30: course_lib's Dataset API against Grain's, decode-bound.
 
 Two folders of PNG files (the digits upscaled to 64x64, written twice: `a` and `b`, each
-record tagged with its folder, each repeated 4 times so that a run lasts seconds), mixed with `MapDataset.mix([a, b], weights=[0.7, 0.3])`,
-then per record: decode with Pillow and scale to floats; batches of 32, one pass over the
-mixture. The chain is written once and run with `import course_lib as grain`
-(`course_lib_mix_w{0,2}`) and with Grain 0.2.18 (`grain_mix_w{0,2}`), `mp_prefetch(
-MultiprocessingOptions(num_workers=2))` for workers; `course_lib_one_w{0,2}` reads folder
-`a` alone through the same steps, to show what the mix itself costs. Every run is a fresh
-process, rounds interleaved; records/s count delivered records over the time from building
-the iterator to the last batch (start-up included), and the share of folder `a` in what
-was delivered is printed beside it.
+record tagged with its folder, each repeated 4 times so that a run lasts seconds), mixed
+with `MapDataset.mix([a, b], weights=[0.7, 0.3])`, then per record: decode with Pillow
+and scale to floats; batches of 32, one pass over the mixture. The chain is written once
+and run with `import course_lib as grain` (`course_lib_mix_w{0,2}`) and with Grain 0.2.18
+(`grain_mix_w{0,2}`), `mp_prefetch(MultiprocessingOptions(num_workers=2))` for workers;
+`course_lib_one_w{0,2}` reads folder `a` alone through the same steps, to show what the
+mix itself costs. Every run is a fresh process, rounds interleaved; records/s count
+delivered records over the time from building the iterator to the last batch (start-up
+included), and the share of folder `a` in what was delivered is printed beside it.
 
     .venv/bin/python benchmarks/bench_mixing.py            # 3 rounds
     .venv/bin/python benchmarks/bench_mixing.py --quick    # 1 round
@@ -164,8 +164,9 @@ def render(summaries: dict[str, dict], rows: list[dict], meta: dict) -> str:
              f"the end; whole run {meta['seconds']:.0f} s). Two folders of {SIDE}x{SIDE} PNG "
              f"files mixed {WEIGHTS[0]:.0%} / {WEIGHTS[1]:.0%} with `MapDataset.mix`, Pillow "
              f"decode and scale per record, batches of {BATCH_SIZE}, one pass over the "
-             f"mixture of the folders repeated {EPOCHS} times; `ReadOptions(num_threads=2, prefetch_buffer_size=128)`. Records/s from "
-             "building the iterator to the last batch (start-up included).", "",
+             f"mixture of the folders repeated {EPOCHS} times; `ReadOptions(num_threads=2, "
+             "prefetch_buffer_size=128)`. Records/s from building the iterator to the last "
+             "batch (start-up included).", "",
              "| configuration | records/s (median) | min | max | first batch (s) | records "
              "| share of folder a |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, summary in summaries.items():
