@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from course_lib._checks import check_bool, check_int
+from course_lib.closing import ClosesOnExit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +47,7 @@ class MultiprocessingOptions:
 T = TypeVar("T")
 
 
-class DatasetIterator(Iterator, Generic[T], abc.ABC):
+class DatasetIterator(ClosesOnExit, Iterator, Generic[T], abc.ABC):
     """Iterates an `IterDataset` and can save and restore its position.
 
     To write your own, call `super().__init__(parent_iterators)` and define `__next__`,
@@ -87,18 +88,6 @@ class DatasetIterator(Iterator, Generic[T], abc.ABC):
             self._closed = True
             for parent in self._parents:
                 parent.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            return
 
 
 def check_state(state, keys: Sequence[str], where: str) -> dict:

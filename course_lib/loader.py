@@ -31,6 +31,7 @@ from typing import Any
 from course_lib import allocator
 from course_lib._checks import check_int
 from course_lib.bucketing import ResumePoint
+from course_lib.closing import ClosesOnExit
 from course_lib.pipeline import Pipeline
 from course_lib.read_ahead import ReadAhead
 from course_lib.reader import ChunkProcessor, ReadOptions
@@ -42,7 +43,7 @@ from course_lib.transforms import Batch
 from course_lib.workers import PREFETCH, worker_elements
 
 
-class DataLoaderIterator(Iterator):
+class DataLoaderIterator(ClosesOnExit, Iterator):
     """Iterates a loader's elements and knows how to save and restore its position.
 
     An error while preparing an element (a transform's exception, a dead worker, Ctrl-C)
@@ -161,18 +162,6 @@ class DataLoaderIterator(Iterator):
         """The iterator and its state, as Grain prints its iterators."""
         state = json.dumps(json.loads(self.get_state()), indent=4)
         return f"{type(self).__name__}(state={state})"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            return
 
 
 class DataLoader:
