@@ -609,3 +609,14 @@ def test_prepare_sentences_name_no_unmeasured_cause_for_threads():
     slower = course.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2)[0]
     assert "does not say why" in same and "took turns" not in same
     assert "does not say which cost" in slower and "switching" not in slower
+
+
+def test_rule_of_thumb_memory_line_adds_up_as_printed():
+    long_run = {0: _repeated([100], [0.01]), 2: _repeated([90], [0.11])}
+    long_run[2].worker_memory_mb = {"course_lib-worker-0": 18.6, "course_lib-worker-1": 18.8}
+    lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                        vectorised=_timing(300), cores=2, usage=IDLE)
+    # 2 x 18.7 = 37.4 printed as "19 ... 37" would not add up
+    assert "each worker held about 19 MB of its own, so 2 workers would hold about 38 MB" in (
+        lines[5])
+    assert "run (1,000 records)" in lines[4]

@@ -618,12 +618,12 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
         f"Start-up: the first batch came after "
         f"{format_duration(decode[0].median_first_batch_s)} with worker_count=0 and after "
         f"{format_duration(decode[most].median_first_batch_s)} with {_workers(most)}; the "
-        f"whole decode-bound run ({decode[0].records} records) took "
+        f"whole decode-bound run ({decode[0].records:,} records) took "
         f"{format_duration(run)} at worker_count=0, {length}. Workers pay off only when a "
         f"run lasts much longer than their start-up; this one was {verdict}")
     memory_mb = decode[most].worker_memory_mb
     if memory_mb:
-        each = statistics.mean(memory_mb.values())
+        each = round(statistics.mean(memory_mb.values()))  # as printed, so the sum adds up
         lines.append(f"Memory: each worker held about {each:.0f} MB of its own, so "
                      f"{cores} workers would hold about {cores * each:.0f} MB.")
     else:
