@@ -157,6 +157,11 @@ def test_stream_speed_sentence_credits_the_disk_only_with_cold_minus_warm():
                                            stream_cold=18000, in_order_cold=7800,
                                            **{**SPEED, "random_cold": 8000.0})
     assert "does not show the disk" in no_disk and "reads ahead" not in no_disk
+    # cold a hair faster than warm in file order (lesson 9's full run): 0 µs, not "-0 µs"
+    level = lesson.stream_speed_sentence(stream_slow=9000, random_slow=190, stream_cold=18000,
+                                         in_order_cold=10_050, **SPEED)
+    assert "0 µs per read in file order" in level and "-0" not in level
+    assert "nothing in file order" in level
     assert "18,000 records/s cold: another format" in no_disk
 
 

@@ -250,8 +250,8 @@ def stream_speed_sentence(*, stream_slow: float, random_slow: float, threaded_sl
         disk += " Warm, the two orders were within 20% of each other."
     disk_in_order = us["in order, cold"] - us["in order, warm"]
     disk_random = us["random, cold"] - us["random, warm"]
-    added = (f"cold minus warm, what the disk added: {disk_in_order:,.0f} µs per read in file "
-             f"order, {disk_random:,.0f} µs at random")
+    added = (f"cold minus warm, what the disk added: {max(disk_in_order, 0):,.0f} µs per read "
+             f"in file order, {max(disk_random, 0):,.0f} µs at random")  # none, not "-0"
     if disk_random <= 0:
         disk += (f" {added[0].upper()}{added[1:]}: random reads were no slower cold, so this "
                  "run does not show the disk (the pages were not really dropped, or the disk "
