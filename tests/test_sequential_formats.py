@@ -162,6 +162,10 @@ def test_stream_speed_sentence_credits_the_disk_only_with_cold_minus_warm():
                                          in_order_cold=10_050, **SPEED)
     assert "0 µs per read in file order" in level and "-0" not in level
     assert "nothing in file order" in level
+    # a ratio of 10 or more prints without a decimal: "38x", not "38.4x"
+    far = lesson.stream_speed_sentence(stream_slow=9000, random_slow=190, stream_cold=18000,
+                                       in_order_cold=1e6 / 103, **SPEED)
+    assert "3 µs per read in file order, 208 µs at random: 69x less in file order" in far
     assert "18,000 records/s cold: another format" in no_disk
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from course_lib.course.basics import format_times
 from course_lib.course.bigger_than_memory import DigitRecords, drop_page_cache
 
 LENGTH = struct.Struct("<I")  # the 4-byte little-endian length before every record
@@ -258,12 +259,13 @@ def stream_speed_sentence(*, stream_slow: float, random_slow: float, threaded_sl
                  "answers from a cache of its own).")
     elif disk_in_order <= 0 or disk_random / disk_in_order > tie:
         less = ("nothing in file order" if disk_in_order <= 0 else
-                f"{disk_random / disk_in_order:.1f}x less in file order")
+                f"{format_times(disk_random / disk_in_order)} less in file order")
         disk += (f" {added[0].upper()}{added[1:]}: {less}. The kernel reads ahead of a file "
                  "read in order, so the next records are in memory before they are asked "
                  "for (ArrayRecord's own read-ahead is off here, readahead_buffer_size:0).")
     elif disk_in_order / disk_random > tie:
-        disk += (f" {added[0].upper()}{added[1:]}: {disk_in_order / disk_random:.1f}x more in "
+        more = format_times(disk_in_order / disk_random)
+        disk += (f" {added[0].upper()}{added[1:]}: {more} more in "
                  "file order, which the kernel's read-ahead cannot explain: the machine was "
                  "busier during the in-order run; run it again.")
     else:
