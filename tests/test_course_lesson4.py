@@ -14,6 +14,10 @@ import course_lib as grain
 from course_lib import course
 
 SHM = Path("/dev/shm")
+# CPU time over one second of wall time: the lesson's own processes busy on both cores with
+# other programs idle, and other programs using 1.5 cores
+IDLE = course.CpuUse(wall_s=1.0, own_cpu_s=1.9, machine_cpu_s=2.0)
+BUSY = course.CpuUse(wall_s=1.0, own_cpu_s=0.5, machine_cpu_s=2.0)
 
 
 def _range_loader(worker_count=0, operations=None, count=10):
@@ -112,7 +116,7 @@ def test_rule_of_thumb_follows_the_numbers():
     faster_with_workers = {0: _timing(100), 1: _timing(180), 2: _timing(300), 3: _timing(290)}
     lines = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
                                         decode=faster_with_workers,
-                                        vectorised=_timing(3000), cores=2, load=0.5)
+                                        vectorised=_timing(3000), cores=2, usage=IDLE)
     text = "\n".join(lines)
     assert "Decode-bound: 2 workers were fastest, 3.00x" in text
     assert "decoded on several cores at once" in text
@@ -122,14 +126,14 @@ def test_rule_of_thumb_follows_the_numbers():
     over = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
                                        decode={0: _timing(300), 2: _timing(200),
                                                3: _timing(100)},
-                                       vectorised=_timing(3000), cores=2, load=0.5)[3]
+                                       vectorised=_timing(3000), cores=2, usage=IDLE)[3]
     assert "decoded slower than the best count within them, worker_count=0," in over
     assert "Memory per worker was not measured" in text
 
     slower_with_workers = {0: _timing(300), 2: _timing(100)}
     lines = course.worker_rule_of_thumb(in_memory=slower_with_workers,
                                         decode=slower_with_workers,
-                                        vectorised=_timing(200), cores=4, load=0.5)
+                                        vectorised=_timing(200), cores=4, usage=IDLE)
     text = "\n".join(lines)
     assert "Decode-bound: every worker count was slower than worker_count=0" in text
     assert "gave only 0.67x the records/s of the best per-record run" in text
@@ -140,7 +144,7 @@ def test_rule_of_thumb_reads_a_difference_within_the_noise_as_none():
     noisy = {0: _repeated([100, 70, 130]), 2: _repeated([110, 60, 140], [0.2, 0.2, 0.2])}
     lines = course.worker_rule_of_thumb(in_memory=noisy, decode=noisy,
                                         vectorised=_repeated([105, 75, 125]), cores=2,
-                                        load=0.5)
+                                        usage=IDLE)
     assert lines[0].startswith("Decode-bound: too noisy to tell whether any worker count "
                                "beat worker_count=0; the best, 2 workers, gave 1.10x")
     assert "spread by up to 105%" in lines[0]  # 1000/60 - 1000/140 against 1000/110
@@ -152,7 +156,7 @@ def test_rule_of_thumb_says_when_a_run_was_too_short_to_show_workers():
     # 1000 records in 100 ms at worker_count=0; the workers need 150 ms to start
     short = {0: _repeated([10_000], [0.01]), 2: _repeated([4_000], [0.16])}
     line = course.worker_rule_of_thumb(in_memory=short, decode=short,
-                                       vectorised=_timing(20_000), cores=2, load=0.5)[0]
+                                       vectorised=_timing(20_000), cores=2, usage=IDLE)[0]
     assert "This run was too short to show what workers can do" in line
     assert "start-up of about 150 ms plus 50 ms, no less" in line
     assert "busy" not in line
@@ -163,12 +167,12 @@ def test_rule_of_thumb_judges_a_run_by_the_most_workers_measured_not_the_best():
     timings = {0: _repeated([100], [0.01]), 1: _repeated([102], [0.05]),
                2: _repeated([80], [0.06])}
     line = course.worker_rule_of_thumb(in_memory=timings, decode=timings,
-                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "the best, 1 worker, gave 1.02x" in line
     assert "too short" not in line and "share the CPU with the main process" in line
     only_one = {0: _repeated([100], [0.01]), 1: _repeated([102], [0.05])}
     line = course.worker_rule_of_thumb(in_memory=only_one, decode=only_one,
-                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "With one worker (or one core) the work is moved" in line
     assert "too short" not in line
 
@@ -176,23 +180,23 @@ def test_rule_of_thumb_judges_a_run_by_the_most_workers_measured_not_the_best():
 def test_rule_of_thumb_blames_a_busy_machine_only_when_it_was_busy():
     long_run = {0: _repeated([100], [0.01]), 2: _repeated([90], [0.11])}
     busy = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                       vectorised=_timing(300), cores=2, load=5.0)[0]
-    assert "The machine was busy before the timings (load 5.0 on 2 cores)" in busy
+                                       vectorised=_timing(300), cores=2, usage=BUSY)[0]
+    assert "Other programs used 1.5 of the 2 cores while the timings ran" in busy
     assert "too short" not in busy
     idle = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "busy" not in idle and "share the CPU with the main process" in idle
 
 
 def test_rule_of_thumb_start_up_line_weighs_the_start_up_against_the_run():
     long_run = {0: _repeated([100], [0.01]), 2: _repeated([190], [0.11])}
     lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                        vectorised=_timing(300), cores=2, load=0.5)
+                                        vectorised=_timing(300), cores=2, usage=IDLE)
     assert "100x the workers' start-up of about 100 ms" in lines[4]
     assert "long enough for the start-up to matter little" in lines[4]
     short = {0: _repeated([2000], [0.01]), 2: _repeated([3000], [0.11])}
     lines = course.worker_rule_of_thumb(in_memory=short, decode=short,
-                                        vectorised=_timing(300), cores=2, load=0.5)
+                                        vectorised=_timing(300), cores=2, usage=IDLE)
     assert "the start-up is 20% of it" in lines[4]
 
 
@@ -222,10 +226,12 @@ def test_first_batch_sentence_covers_each_outcome():
                                          1: _repeated([100], [0.1]),
                                          3: _repeated([100], [0.3])})
     assert "3 workers took longer than 1" in later
+    assert "start-up grew with the count" in later and "CPU time to start" not in later
     sooner = course.first_batch_sentence({0: _repeated([100], [0.02]),
                                           1: _repeated([100], [0.3]),
                                           2: _repeated([100], [0.1])})
-    assert "2 workers gave the first batch sooner than 1" in sooner and "the machine" in sooner
+    assert "2 workers gave the first batch sooner than 1" in sooner
+    assert "does not say what delayed" in sooner and "other programs" not in sooner
     hidden = course.first_batch_sentence({0: _repeated([100], [0.1]),
                                           2: _repeated([100], [0.102])})
     assert "not later beyond the noise" in hidden and "1 and" not in hidden
@@ -236,20 +242,20 @@ def test_first_batch_sentence_covers_each_outcome():
 def test_prepare_sentences_explain_each_outcome():
     loop = [1.0, 1.02, 0.98]
     faster = course.prepare_sentences(loop, [0.8, 0.81, 0.79], [0.5, 0.52, 0.5], cores=2,
-                                      load=0.3)
+                                      usage=IDLE)
     assert faster[0].startswith("Preparing in threads was 1.2x faster than the plain loop")
-    assert "Pillow's inflating of the pixels let go" in faster[0]
+    assert "C code that lets go of the interpreter lock" in faster[0]
     assert faster[1].startswith("Preparing in worker processes was 2.0x faster")
     assert "busy" not in " ".join(faster)
     same = course.prepare_sentences(loop, [1.01, 0.99, 1.0], [1.0, 1.03, 0.97], cores=2,
-                                    load=0.3)
+                                    usage=IDLE)
     assert all("took about as long as the plain loop" in line for line in same)
     assert "does not tell those costs from the preparing" in same[1]
     assert "start-up, which this time includes" in faster[1]
     slower = course.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2,
-                                      load=6.0)
+                                      usage=BUSY)
     assert "1.5x slower" in slower[0] and "2.0x slower" in slower[1]
-    assert all("The machine was busy (load 6.0 on 2 cores)" in line for line in slower)
+    assert all("Other programs used 1.5 of the 2 cores" in line for line in slower)
 
 
 def test_vectorise_sentence_covers_each_outcome():
@@ -398,7 +404,7 @@ def test_rule_of_thumb_names_no_cause_from_a_noisy_gap():
     noisy_short = {0: _repeated([10_000, 5_000, 15_000], [0.01]),
                    2: _repeated([4_000, 2_000, 9_000], [0.16])}
     line = course.worker_rule_of_thumb(in_memory=noisy_short, decode=noisy_short,
-                                       vectorised=_timing(20_000), cores=2, load=5.0)[0]
+                                       vectorised=_timing(20_000), cores=2, usage=BUSY)[0]
     assert "too noisy to tell" in line
     assert "too short" not in line and "busy" not in line and "share the CPU" not in line
 
@@ -549,7 +555,7 @@ def test_rule_of_thumb_calls_more_workers_than_cores_too_noisy_when_it_is():
               3: _repeated([190, 100, 250])}
     line = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
                                        decode=decode, vectorised=_timing(3000), cores=2,
-                                       load=0.5)[3]
+                                       usage=IDLE)[3]
     assert "(3) against the best count within them, 2 workers: too noisy to tell" in line
     assert "no faster than" not in line
 
@@ -572,10 +578,45 @@ def test_handover_sentence_reads_medians_and_quartiles():
 def test_rule_of_thumb_says_more_than_saved_when_workers_were_slower():
     slower = {0: _repeated([100, 101, 99], [0.01]), 2: _repeated([60, 61, 59], [0.05])}
     line = course.worker_rule_of_thumb(in_memory=slower, decode=slower,
-                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "every worker count was slower" in line
     assert "here that cost more than the workers saved" in line
     same = {0: _repeated([100, 101, 99], [0.01]), 2: _repeated([99, 100, 98], [0.05])}
     line = course.worker_rule_of_thumb(in_memory=same, decode=same,
-                                       vectorised=_timing(300), cores=2, load=0.5)[0]
+                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "here that cost as much as the workers saved" in line
+
+
+def test_busy_means_other_programs_not_the_lessons_own_workers():
+    # the lesson's own loop and workers fill both cores (a load average of 2 or more), and
+    # other programs take nothing: not busy; other programs' 1.5 cores: busy
+    long_run = {0: _repeated([100], [0.01]), 2: _repeated([90], [0.11])}
+    own_only = course.CpuUse(wall_s=1.0, own_cpu_s=2.0, machine_cpu_s=2.0)
+    line = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                       vectorised=_timing(300), cores=2, usage=own_only)[0]
+    assert "Other programs" not in line and "share the CPU with the main process" in line
+    line = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                       vectorised=_timing(300), cores=2, usage=BUSY)[0]
+    assert "Other programs used 1.5 of the 2 cores" in line
+    same = course.prepare_sentences([1.0, 1.02, 0.98], [1.01, 0.99, 1.0], [1.0, 1.03, 0.97],
+                                    cores=2, usage=own_only)
+    assert not any("Other programs" in line for line in same)
+
+
+def test_prepare_sentences_name_no_unmeasured_cause_for_threads():
+    loop = [1.0, 1.02, 0.98]
+    same = course.prepare_sentences(loop, [1.01, 0.99, 1.0], [1.0, 1.03, 0.97], cores=2)[0]
+    slower = course.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2)[0]
+    assert "does not say why" in same and "took turns" not in same
+    assert "does not say which cost" in slower and "switching" not in slower
+
+
+def test_rule_of_thumb_memory_line_adds_up_as_printed():
+    long_run = {0: _repeated([100], [0.01]), 2: _repeated([90], [0.11])}
+    long_run[2].worker_memory_mb = {"course_lib-worker-0": 18.6, "course_lib-worker-1": 18.8}
+    lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                        vectorised=_timing(300), cores=2, usage=IDLE)
+    # 2 x 18.7 = 37.4 printed as "19 ... 37" would not add up
+    assert "each worker held about 19 MB of its own, so 2 workers would hold about 38 MB" in (
+        lines[5])
+    assert "run (1,000 records)" in lines[4]

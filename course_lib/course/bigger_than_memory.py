@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from course_lib.course.basics import DIGIT_SIDE, digits, upscale
+from course_lib.course.basics import DIGIT_SIDE, Comparison, digits, upscale
 from course_lib.transforms import MapTransform
 
 # -- the records ----------------------------------------------------------------------------
@@ -303,43 +303,82 @@ def reads_per_second(make_source: Callable[[], Any], record_keys: Sequence[int],
     return len(keys) / seconds
 
 
-def read_rates(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]]],
-               num_records: int, reads: int, seed: int = 0) -> dict[str, dict[str, float]]:
+def read_rate_runs(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]]],
+                   num_records: int, reads: int, *, repeats: int = 3,
+                   seed: int = 0) -> dict[str, dict[str, list[float]]]:
     """For every format (`name: (make_source, its files)`): records/s for random and
-    sequential reads, cold (page cache dropped) then warm (the same keys again)."""
+    sequential reads, cold (page cache dropped) then warm (the same keys again), every one
+    of `repeats` runs. The runs go round all formats in turn, so that a busy moment of the
+    machine does not hit one format only."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be a whole number of at least 1, e.g. 3.")
     generator = np.random.default_rng(seed)
     random_keys = generator.choice(num_records, size=min(reads, num_records), replace=False)
     start = int(generator.integers(0, num_records - min(reads, num_records) + 1))
     patterns = {"random": random_keys, "sequential": np.arange(start, start + len(random_keys))}
-    rates: dict[str, dict[str, float]] = {}
-    for name, (make_source, paths) in formats.items():
-        rates[name] = {}
-        for pattern, keys in patterns.items():
-            rates[name][f"{pattern}, cold"] = reads_per_second(make_source, keys,
-                                                               cold_paths=paths)
-            rates[name][f"{pattern}, warm"] = reads_per_second(make_source, keys)
-    return rates
+    runs: dict[str, dict[str, list[float]]] = {
+        name: {f"{pattern}, {cache}": [] for pattern in patterns for cache in ("cold", "warm")}
+        for name in formats}
+    for _ in range(repeats):
+        for name, (make_source, paths) in formats.items():
+            for pattern, keys in patterns.items():
+                runs[name][f"{pattern}, cold"].append(
+                    reads_per_second(make_source, keys, cold_paths=paths))
+                runs[name][f"{pattern}, warm"].append(reads_per_second(make_source, keys))
+    return runs
 
 
-def plot_read_rates(rates: Mapping[str, Mapping[str, float]]):
-    """Grouped bars: one group per format, one bar per read pattern (log scale)."""
+def median_rates(runs: Mapping[str, Mapping[str, Sequence[float]]]) -> dict[str, dict[str, float]]:
+    """The median of each format's and pattern's runs (from `read_rate_runs`)."""
+    return {name: {pattern: float(np.median(values)) for pattern, values in patterns.items()}
+            for name, patterns in runs.items()}
+
+
+def read_rates(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]]],
+               num_records: int, reads: int, seed: int = 0,
+               repeats: int = 1) -> dict[str, dict[str, float]]:
+    """The medians of `read_rate_runs`: records/s per format and read pattern."""
+    return median_rates(read_rate_runs(formats, num_records, reads, repeats=repeats,
+                                       seed=seed))
+
+
+def plot_read_rates(rates: Mapping[str, Mapping[str, float]],
+                    runs: Mapping[str, Mapping[str, Sequence[float]]] | None = None):
+    """Grouped bars of µs per read: one group per format, one bar per read pattern (log
+    scale); with `runs` (from `read_rate_runs`) the bars are the medians (`rates`) and every
+    run is drawn as a dot, and the title says so."""
     import matplotlib.pyplot as plt
 
     names = list(rates)
     patterns = list(next(iter(rates.values())))
     figure, ax = plt.subplots(figsize=(9, 3.8))
     width = 0.8 / len(patterns)
+    counts = set()
     for index, pattern in enumerate(patterns):
         xs = np.arange(len(names)) + (index - (len(patterns) - 1) / 2) * width
-        ax.bar(xs, [rates[name][pattern] for name in names], width, label=pattern)
+        bars = ax.bar(xs, [1e6 / rates[name][pattern] for name in names], width, label=pattern)
+        if runs is None:
+            continue
+        for x, name in zip(xs, names, strict=True):
+            values = [1e6 / rate for rate in runs[name][pattern]]
+            counts.add(len(values))
+            offsets = np.linspace(-width / 4, width / 4, len(values)) if len(values) > 1 else [0]
+            ax.scatter(x + np.asarray(offsets), values, s=10, zorder=3, color="black",
+                       edgecolor=bars[0].get_facecolor(), linewidth=0.5)
     ax.set_xticks(np.arange(len(names)), [name.replace(", ", ",\n") for name in names],
                   fontsize="small")
     ax.set_yscale("log")
-    ax.set_ylabel("records read per second (log scale)")
-    ax.set_title("One record at a time: random and sequential, cold and warm page cache")
+    ax.set_ylabel("µs per read (log scale, lower is faster)")
+    how = (f"\nbars: the median of {' or '.join(map(str, sorted(counts)))} runs; dots: each run"
+           if counts else "\none run each")
+    ax.set_title("One record at a time: random and sequential, cold and warm page cache" + how,
+                 fontsize="medium")
     ax.legend(fontsize="small", ncols=2)
     figure.tight_layout()
     return figure
+
+
+TIE_MARGIN = 0.2  # the lesson's one margin: two rates within 20% of each other are a tie
 
 
 def cold_warm_sentence(name: str, cold: float, warm: float) -> str:
@@ -348,12 +387,12 @@ def cold_warm_sentence(name: str, cold: float, warm: float) -> str:
     (system calls, copying, decompressing), and the rest of the cold time is the disk."""
     cold_us, warm_us = 1e6 / cold, 1e6 / warm
     times = f"{cold_us:,.0f} µs per random read cold, {warm_us:,.0f} µs warm"
-    if warm > 1.2 * cold:
+    if warm > (1 + TIE_MARGIN) * cold:
         disk = 1 - cold / warm
         return (f"{name}: {times} ({warm / cold:.1f}x faster warm): {disk:.0%} of a cold "
                 f"read was waiting for the disk, the other {1 - disk:.0%} is the format's own "
                 "work, which a warm cache does not remove.")
-    if cold > 1.2 * warm:
+    if cold > (1 + TIE_MARGIN) * warm:
         return (f"{name}: {times}, {cold / warm:.1f}x slower warm: the machine was busier "
                 "during the warm run, which says nothing about the cache.")
     return (f"{name}: {times}, within 20% of each other: these reads spent their time on the "
@@ -369,21 +408,21 @@ def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
                  "group_size:1" if smaller > 1.05 else
                  f"group_size:{group_size} saved no space over group_size:1 here")
     slower = random_one / random_group
-    if slower > 1.1:
-        read_part = (f"and random reads {slower:.1f}x slower ({random_group:,.0f}/s against "
-                     f"{random_one:,.0f}/s): each one decompresses {group_size} records to "
-                     "return one")
-    elif slower < 1 / 1.1:
-        read_part = (f"and random reads were {1 / slower:.1f}x faster ({random_group:,.0f}/s "
-                     f"against {random_one:,.0f}/s), which a busy machine can do to one run; "
-                     "expect them slower, since each read decompresses the whole group")
+    reads = f"{1e6 / random_group:,.0f} µs per read against {1e6 / random_one:,.0f} µs"
+    if slower > 1 + TIE_MARGIN:
+        read_part = (f"and warm random reads {slower:.1f}x slower ({reads}): each one "
+                     f"decompresses {group_size} records to return one")
+    elif slower < 1 / (1 + TIE_MARGIN):
+        read_part = (f"and warm random reads were {1 / slower:.1f}x faster ({reads}), which a "
+                     "busy machine can do to a run; expect them slower, since each read "
+                     "decompresses the whole group")
     else:
-        read_part = (f"and random reads about as fast ({random_group:,.0f}/s against "
-                     f"{random_one:,.0f}/s): these records decompress quickly")
+        read_part = (f"and warm random reads about as fast, within 20% ({reads}): these "
+                     "records decompress quickly")
     return f"{size_part}, {read_part}. Grain asks for group_size:1, made for random access."
 
 
-WARM_CLOSE = 1.2  # warm reads within 20% of each other are too close to rank from one run
+WARM_CLOSE = 1.2  # = 1 + TIE_MARGIN: warm reads this close are too close to rank
 
 _OWN_WORK = {
     "record file": "a cached record is a memory copy through the map, with no system call",
@@ -403,21 +442,22 @@ def warm_leader(rates: Mapping[str, Mapping[str, float]]) -> tuple[list[str], fl
     return order, lead, round(lead, 1) > WARM_CLOSE
 
 
-def warm_ranking_sentence(rates: Mapping[str, Mapping[str, float]]) -> str:
-    """The formats ranked by their warm random reads (µs per read, this run), and whether the
-    fastest one is clear of the next by more than 20%, the lesson's margin for one run.
+def warm_ranking_sentence(rates: Mapping[str, Mapping[str, float]], runs: int = 1) -> str:
+    """The formats ranked by their warm random reads (µs per read: medians of `runs` runs),
+    and whether the fastest one is clear of the next by more than 20%, the lesson's margin.
 
     Warm, nothing waits for the disk, so the time is the format's own work; the sentence names
     that work for the fastest format when it leads clearly."""
     order, lead, clear = warm_leader(rates)
     listed = ", ".join(f"{name} {1e6 / rates[name]['random, warm']:,.0f} µs" for name in order)
-    head = f"Warm random reads, fastest first (µs per read, one run each): {listed}."
+    each = "one run each" if runs == 1 else f"medians of {runs} runs each"
+    head = f"Warm random reads, fastest first (µs per read, {each}): {listed}."
     if len(order) < 2:
         return head
     first, second = order[0], order[1]
     if not clear:
         return (f"{head} The first two, {first} and {second}, are within 20% of each other "
-                f"({lead:.1f}x): too close to rank from one run on a shared machine.")
+                f"({lead:.1f}x): too close to rank on a shared machine.")
     work = _OWN_WORK.get(first)
     why = f": {work}" if work else ""
     return f"{head} Fastest: {first}, {lead:.1f}x faster than {second}, the next{why}."
@@ -622,9 +662,12 @@ def warmup_records(worker_count: int) -> int:
 
 
 def plot_read_threads(rates: Mapping[int, float], latency_s: float,
-                      worker_rates: Mapping[int, float] | None = None, worker_count: int = 2):
+                      worker_rates: Mapping[int, float] | None = None, worker_count: int = 2,
+                      *, runs: Mapping[int, Sequence[float]] | None = None,
+                      worker_runs: Mapping[int, Sequence[float]] | None = None):
     """Measured records/s against the number of read threads, with the limit
-    `num_threads / latency`; optionally the same inside `worker_count` workers."""
+    `num_threads / latency`; optionally the same inside `worker_count` workers. The lines
+    go through `rates` (medians); with `runs` / `worker_runs` every run is a dot."""
     import matplotlib.pyplot as plt
 
     figure, ax = plt.subplots(figsize=(6.8, 4))
@@ -640,12 +683,21 @@ def plot_read_threads(rates: Mapping[int, float], latency_s: float,
         ax.plot(counts, [worker_rates[t] for t in counts], marker="s", color="tab:orange",
                 label=f"measured, worker_count={worker_count} "
                       f"({worker_count} x num_threads in all)")
+    counts = set()
+    for found, color in ((runs, "tab:blue"), (worker_runs, "tab:orange")):
+        for count, values in (found or {}).items():
+            counts.add(len(values))
+            ax.scatter([count] * len(values), values, s=12, color=color, edgecolor="black",
+                       linewidth=0.5, zorder=3)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(threads, [str(t) for t in threads])
     ax.set_xlabel("ReadOptions(num_threads=...), per process that reads")
     ax.set_ylabel("records per second (log scale)")
-    ax.set_title(f"Storage that waits {latency_s * 1e3:.0f} ms per read, hidden by threads")
+    how = (f"\nlines: the median of {' or '.join(map(str, sorted(counts)))} runs; dots: each run"
+           if counts else "")
+    ax.set_title(f"Storage that waits {latency_s * 1e3:.0f} ms per read, hidden by threads{how}",
+                 fontsize="medium")
     ax.legend(fontsize="small")
     figure.tight_layout()
     return figure
@@ -678,26 +730,40 @@ def latency_threads_sentence(rates: Mapping[int, float], latency_s: float) -> st
     return " ".join(parts)
 
 
-def workers_threads_sentence(in_process: float, in_workers: float, worker_count: int,
+def workers_threads_sentence(in_process: float | Sequence[float],
+                             in_workers: float | Sequence[float], worker_count: int,
                              threads_per_worker: int) -> str:
-    """The same number of read threads in total, in the main process or split over workers.
+    """The same number of read threads in total, in the main process or split over workers:
+    records/s of each run (or one rate), compared by their medians with the lesson's 20%
+    margin, widened to the runs' own spread where that is larger.
 
     `in_process` is measured with worker_count * threads_per_worker threads in one process,
     so the comparison holds the number of reads waiting at once equal."""
+    process_runs = tuple(np.atleast_1d(np.asarray(in_process, dtype=float)))
+    worker_runs = tuple(np.atleast_1d(np.asarray(in_workers, dtype=float)))
+    # seconds per record, so that Comparison's "faster" means more records/s
+    comparison = Comparison(tuple(1 / rate for rate in worker_runs),
+                            tuple(1 / rate for rate in process_runs), floor=TIE_MARGIN)
     total = worker_count * threads_per_worker
-    ratio = in_workers / in_process
+    workers_rate, process_rate = np.median(worker_runs), np.median(process_runs)
+    if len(worker_runs) == len(process_runs):
+        runs = ("one run each" if len(worker_runs) == 1 else
+                f"medians of {len(worker_runs)} runs each")
+    else:
+        runs = f"medians of {len(worker_runs)} and {len(process_runs)} runs"
     head = (f"{worker_count} workers with {threads_per_worker} read threads each ({total} in "
-            f"all) read {in_workers:,.0f} records/s, against {in_process:,.0f}/s for {total} "
-            "threads in the main process")
-    if ratio > 1.1:
-        return (f"{head}: {ratio:.1f}x more with workers. For pure waiting that is not the "
-                "threads' doing; the main process also ran the loader's other work (sampling, "
-                "batching) on the same interpreter lock, which the workers took off it.")
-    if ratio < 1 / 1.1:
-        return (f"{head}: {1 / ratio:.1f}x less with workers: for pure waiting, workers add "
-                "nothing that threads do not, and they cost start-up, memory and the trip of "
-                "every batch back to the main process.")
-    return (f"{head}: about the same (within 10%): for pure waiting, workers add nothing that "
+            f"all) read {workers_rate:,.0f} records/s, against {process_rate:,.0f}/s for "
+            f"{total} threads in the main process ({runs}; a difference under "
+            f"{comparison.margin:.0%} is a tie)")
+    ratio = comparison.ratio
+    if comparison.outcome == "faster":
+        return (f"{head}: {ratio:.1f}x more with workers. The waits were the same in number, "
+                "so the difference lies in the loader's other work; this run does not say "
+                "which part.")
+    if comparison.outcome == "slower":
+        return (f"{head}: {1 / ratio:.1f}x less with workers: for pure waiting, workers "
+                "added nothing here over the same number of threads in one process.")
+    return (f"{head}: a tie ({ratio:.2f}x): for pure waiting, workers add nothing that "
             "threads do not; waiting is waiting, whichever process does it.")
 
 
@@ -735,10 +801,10 @@ def step_need_sentence(steps_per_s: float, batch_size: int,
              f"{need:,.0f} records/s."]
     for name, rate in supplies.items():
         ratio = rate / need
-        if ratio >= 1.1:
+        if ratio >= 1 + TIE_MARGIN:
             verdict = f"enough, {ratio:.1f}x the need"
-        elif ratio > 1 / 1.1:
-            verdict = "about the need (within 10%): any slowdown makes the step wait"
+        elif ratio > 1 / (1 + TIE_MARGIN):
+            verdict = "about the need (within 20%): any slowdown makes the step wait"
         else:
             verdict = f"short by {1 / ratio:.1f}x: the step would wait for its data"
         parts.append(f"{name}: {rate:,.0f} records/s, {verdict}.")
@@ -753,18 +819,21 @@ def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
     fastest = order[0]
     slowest = min(rates, key=lambda name: rates[name]["random, cold"])
     many = max(thread_rates)
+    def per_read(name: str, pattern: str) -> str:
+        return f"{1e6 / rates[name][pattern]:,.0f} µs per read"
+
     if clear:
         warm = (f"Warm random reads were fastest from {fastest} "
-                f"({rates[fastest]['random, warm']:,.0f}/s)")
+                f"({per_read(fastest, 'random, warm')})")
     else:
         warm = (f"Warm random reads were fastest from {fastest} and {order[1]}, tied within "
-                f"20% ({rates[fastest]['random, warm']:,.0f}/s and "
-                f"{rates[order[1]]['random, warm']:,.0f}/s)")
+                f"20% ({per_read(fastest, 'random, warm')} and "
+                f"{per_read(order[1], 'random, warm')})")
     return [
         f"Reading {data_mb:.0f} MB whole cost {whole_mb:.0f} MB of the process's own memory; "
         f"reading it record by record cost {lazily_mb:.0f} MB.",
         f"{warm}; cold random reads were slowest from {slowest} "
-        f"({rates[slowest]['random, cold']:,.0f}/s).",
+        f"({per_read(slowest, 'random, cold')}).",
         "The page cache is the kernel's, shared and dropped when memory is needed: "
         "a lazy source's anonymous memory stays flat over an epoch.",
         f"With {latency_s * 1e3:.0f} ms per read, {min(thread_rates)} read thread gave "

@@ -303,6 +303,9 @@ def _own(own_processes: int, cores: int) -> str:
     return f"This lesson keeps {own_processes} processes busy on {cores} cores"
 
 
+OTHERS_BUSY_CORES = 0.25  # other programs using this many cores or more compete with us
+
+
 @dataclass(frozen=True)
 class CpuUse:
     """CPU time over one stretch of wall time: this process with its children (the
@@ -326,7 +329,7 @@ class CpuUse:
                 f"the {cores} cores and other programs {self.other_cores:.1f}, measured "
                 f"from the CPU time of the last {self.wall_s:.1f} s")
         own = f" {_own(own_processes, cores)}." if own_processes else ""
-        if self.other_cores >= 0.25:
+        if self.other_cores >= OTHERS_BUSY_CORES:
             return f"{said}: the timings competed with other programs.{own}"
         return f"{said}: other programs took next to nothing.{own}"
 
@@ -379,27 +382,41 @@ def _cpu_seconds() -> tuple[float, float] | None:
     return sum(times.get(pid, 0) for pid in ours) / tick, machine
 
 
-def _busy(load: float | None, cores: int) -> bool:
-    return load is not None and load > cores
+def _busy(usage: CpuUse | None) -> bool:
+    """Whether other programs (not this process and its workers) used a share of the cores
+    while the timings ran, measured from CPU time (`measure_cpu_use`)."""
+    return usage is not None and usage.other_cores >= OTHERS_BUSY_CORES
+
+
+def _busy_clause(usage: CpuUse | None, cores: int) -> str:
+    if not _busy(usage):
+        return ""
+    return (f" Other programs used {usage.other_cores:.1f} of the {cores} cores while these "
+            "timings ran (measured from CPU time), so the extra work found less idle CPU "
+            "than the core count promises.")
 
 
 def prepare_sentences(loop_s: Sequence[float], threads_s: Sequence[float],
                       processes_s: Sequence[float], *, cores: int | None = None,
-                      load: float | None = None) -> list[str]:
+                      usage: CpuUse | None = None) -> list[str]:
     """Section 3's two comparisons, threads and worker processes against the plain loop,
-    each with the explanation of the outcome measured (`load`: the load average then)."""
+    each with what the outcome measured says. `usage` (from `measure_cpu_use` around the
+    timings) tells other programs' CPU time from the lesson's own. Why threads do or do not
+    help is not read from this comparison: nothing in it isolates the interpreter lock, so
+    the sentences name it only where the outcome implies it (threads faster)."""
     cores = cores or os.cpu_count() or 1
-    busy = (f" The machine was busy (load {load:.1f} on {cores} cores), so no core was "
-            "idle to take the extra work." if _busy(load, cores) else "")
+    busy = _busy_clause(usage, cores)
     threads = compare_runs(
         "Preparing in threads", threads_s, "the plain loop", loop_s,
-        why={"faster": "Reading a file and Pillow's inflating of the pixels let go of the "
-                       "interpreter lock, so those parts of the work ran on several cores at "
-                       "once.",
-             "same": "The threads took turns holding the interpreter lock: the Python "
-                     "around each decode ran one thread at a time." + busy,
-             "slower": "The threads took turns holding the interpreter lock, and switching "
-                       "between them cost more than the decoding they overlapped." + busy})
+        why={"faster": "Part of the work ran on several cores at once, which Python threads "
+                       "can do only inside C code that lets go of the interpreter lock "
+                       "(some of reading and decoding); this comparison does not say which "
+                       "part.",
+             "same": "The threads gained nothing beyond the noise; this comparison does not "
+                     "say why (the interpreter lock, the cores being taken, or both)."
+                     + busy,
+             "slower": "The threads cost more than they overlapped; this comparison does "
+                       "not say which cost." + busy})
     processes = compare_runs(
         "Preparing in worker processes", processes_s, "the plain loop", loop_s,
         why={"faster": f"Each process has its own interpreter and lock, so the {cores} "
@@ -466,14 +483,15 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
                          f"the noise {spread.numbers()}: the workers start in parallel, "
                          "and the first batch is start-up plus one batch, whatever the count.")
         elif spread.outcome == "slower":
-            lines.append(f"{_workers(most)} took longer than {fewest} {spread.numbers()}: they "
-                         "start in parallel, but each needs CPU time to start, and on "
-                         f"{os.cpu_count() or 1} cores they wait for each other.")
+            lines.append(f"{_workers(most)} took longer than {fewest} {spread.numbers()}: the "
+                         "start-up grew with the count in this run. It does not say which "
+                         "part grew (forking, sending the pipeline, or more processes than "
+                         "cores taking turns).")
         else:
             lines.append(f"{_workers(most)} gave the first batch sooner than {fewest} "
                          f"{spread.numbers()}. Nothing in the design makes more workers "
-                         "sooner (the first batch is start-up plus one batch either way), "
-                         "so this is the machine: other programs' load at that moment.")
+                         "sooner (the first batch is start-up plus one batch either way); "
+                         "this run does not say what delayed the fewer.")
     return " ".join(lines)
 
 
@@ -482,7 +500,7 @@ def _workers(count: int) -> str:
 
 
 def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: float,
-                  cores: int, load: float | None, gain_reason: str) -> str:
+                  cores: int, usage: CpuUse | None, gain_reason: str) -> str:
     """One line of the rule of thumb: did any worker count beat worker_count=0, and why.
 
     A run is too short to show workers when even perfect sharing could not win: the start-up
@@ -522,9 +540,10 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
                        f"start-up of about {format_duration(startup)} plus "
                        f"{format_duration(zero.total_s / shares)}, no less. A longer run "
                        "(more records or epochs) spreads the start-up.")
-    if _busy(load, cores):
-        reasons.append(f"The machine was busy before the timings (load {load:.1f} on {cores} "
-                       "cores): the workers found no idle core to add.")
+    if _busy(usage):
+        reasons.append(f"Other programs used {usage.other_cores:.1f} of the {cores} cores "
+                       "while the timings ran (measured from CPU time, this process and its "
+                       "workers left out): the workers found less idle CPU to add.")
     if not reasons:
         than = "more than" if best_vs_zero.outcome == "slower" else "as much as"
         reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
@@ -536,19 +555,20 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
 
 def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                          decode: Mapping[int, LoaderTiming], vectorised: LoaderTiming,
-                         cores: int | None = None, load: float | None = None) -> list[str]:
+                         cores: int | None = None, usage: CpuUse | None = None) -> list[str]:
     """The lesson's rule of thumb, one sentence per limit, each built from the timings of
     `benchmark_workers` (repetitions included, for the noise), so each says what was
-    measured and why; `load` is the load average while they ran."""
+    measured and why; `usage` is the CPU time measured around them (`measure_cpu_use`):
+    other programs' share, not the lesson's own workers, is what "busy" means."""
     cores = cores or os.cpu_count() or 1
     startup = startup_s(decode)
     lines = [
-        _workers_line("Decode-bound", decode, startup=startup, cores=cores, load=load,
+        _workers_line("Decode-bound", decode, startup=startup, cores=cores, usage=usage,
                       gain_reason="Each record is expensive to decode, so there was much "
                                   "to share, and the workers decoded on several cores at "
                                   "once."),
         _workers_line("In memory", in_memory, startup=startup_s(in_memory), cores=cores,
-                      load=load,
+                      usage=usage,
                       gain_reason="The workers took the per-record transforms off the "
                                   "main process.")]
     best = max(in_memory, key=lambda n: in_memory[n].records_per_s)
@@ -598,12 +618,12 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
         f"Start-up: the first batch came after "
         f"{format_duration(decode[0].median_first_batch_s)} with worker_count=0 and after "
         f"{format_duration(decode[most].median_first_batch_s)} with {_workers(most)}; the "
-        f"whole decode-bound run ({decode[0].records} records) took "
+        f"whole decode-bound run ({decode[0].records:,} records) took "
         f"{format_duration(run)} at worker_count=0, {length}. Workers pay off only when a "
         f"run lasts much longer than their start-up; this one was {verdict}")
     memory_mb = decode[most].worker_memory_mb
     if memory_mb:
-        each = statistics.mean(memory_mb.values())
+        each = round(statistics.mean(memory_mb.values()))  # as printed, so the sum adds up
         lines.append(f"Memory: each worker held about {each:.0f} MB of its own, so "
                      f"{cores} workers would hold about {cores * each:.0f} MB.")
     else:
