@@ -556,12 +556,12 @@ def gil_sentence(decode_one: Sequence[float], decode_two: Sequence[float],
                 f"lock ({numbers}).")
     decoded, controlled = outcome(decode[1], decode[0]), outcome(control[1], control[0])
     if decoded == "better" and controlled != "better":
-        short = (", which is why two threads fell short of 2x" if gain < 1.9 else "")
+        rest = ("; the Python around it (opening the file, reading the PNG's chunks) still "
+                "takes turns, which is why two threads fell short of 2x" if gain < 1.9 else
+                "; nearly all of it, here: the Python around it was too short to show")
         return (f"Two threads decoded faster than one, beyond the noise, and the pure-Python "
                 f"control did not ({numbers}): part of each decode ran without the "
-                "interpreter lock, as Pillow's source says of its C decoder; the Python "
-                "around it (opening the file, reading the PNG's chunks) still takes turns"
-                f"{short}.")
+                f"interpreter lock, as Pillow's source says of its C decoder{rest}.")
     if decoded == "better":
         return (f"Two threads decoded faster than one, but the pure-Python control sped up "
                 f"too ({numbers}): something other than the decoder changed between the "
