@@ -315,3 +315,53 @@ def test_bar_chart_draws_each_run_as_a_dot_and_says_so():
                                            log=True).axes[0].get_title()
     with pytest.raises(ValueError, match="one entry per bar"):
         course.bar_chart({"a": 1.0, "b": 2.0}, ylabel="ms", title="t", runs={"a": [1.0]})
+
+
+def _label_clearances(figure):
+    """For each bar's value label, in pixels: how far its bottom sits above the highest dot
+    or error bar drawn over its bar (negative: they overlap), and whether it lies inside
+    the axes."""
+    figure.canvas.draw()
+    ax = figure.axes[0]
+    radius = np.sqrt(12) / 2 * figure.dpi / 72  # the dots' radius: size 12 points squared
+    drawn = [ax.transData.transform(collection.get_offsets())
+             for collection in ax.collections]  # dots, and the error bars' line ends
+    drawn += [ax.transData.transform(line.get_xydata()) for line in ax.lines]
+    points = np.concatenate(drawn) if drawn else np.empty((0, 2))
+    box = ax.get_window_extent()
+    clearances = []
+    for position, text in enumerate(ax.texts):
+        extent = text.get_window_extent()
+        left, right = ax.transData.transform([(position - 0.5, 0), (position + 0.5, 0)])[:, 0]
+        over = points[(points[:, 0] >= left) & (points[:, 0] <= right)]
+        highest = over[:, 1].max() + radius if len(over) else -np.inf
+        clearances.append((extent.y0 - highest, box.y0 <= extent.y0 and extent.y1 <= box.y1))
+    return clearances
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_bar_chart_labels_sit_above_the_runs_and_inside_the_axes(log):
+    # the old labels were centred on the bar, over the dots of runs above the middle
+    # (lesson 7's idle chart, lesson 6's step bar)
+    names = ["naive loop", "loader\n0 workers\nnum_threads=0", "loader\n2 workers"]
+    runs = {names[0]: [59, 61, 62, 63], names[1]: [55, 58, 58.5, 59], names[2]: [4, 5, 6, 20]}
+    values = {name: float(np.mean(runs[name])) for name in names}
+    figure = course.bar_chart(values, runs=runs, ylabel="%", title="t\nsecond line", log=log,
+                              value_format="{:.0f}%")
+    assert len(figure.axes[0].texts) == 3
+    for clearance, inside in _label_clearances(figure):
+        assert clearance > 0, f"a label overlaps the dots of its bar by {-clearance:.1f} px"
+        assert inside, "a label hangs outside the axes"
+    errors = course.bar_chart({"a": 1.0, "b": 2.0}, errors={"a": 0.5, "b": 0.1}, ylabel="ms",
+                              title="t", log=log)
+    for clearance, inside in _label_clearances(errors):
+        assert clearance > 0 and inside
+
+
+def test_bar_chart_title_says_a_bar_timed_once_is_its_single_run():
+    # the old title read "the median of 1 or 200 runs" for a compilation timed once
+    figure = course.bar_chart({"compile": 0.4, "step": 0.001},
+                              runs={"compile": [0.4], "step": [0.001, 0.0011, 0.0009]},
+                              ylabel="s", title="t", log=True)
+    assert figure.axes[0].get_title() == ("t\n(bar: the median of 3 runs, or the single run; "
+                                          "dots: each run; log scale)")

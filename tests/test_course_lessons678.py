@@ -34,6 +34,8 @@ def test_compilation_counted_in_steps_when_it_stands_out():
     timing = CompilationTiming(first_call=0.501, step_times=(0.001, 0.001, 0.002))
     assert timing.compile_seconds == pytest.approx(0.5)
     assert timing.sentence().startswith("One compilation cost about as much as 500 steps here")
+    # a single timing has no spread: the sentence says it was timed once
+    assert "(500.00 ms, timed once, against 1.00 ms per step, the median of 3" in timing.sentence()
 
 
 def test_compilation_in_steps_carries_no_false_precision():
@@ -121,12 +123,34 @@ def test_fastest_sentence_names_the_measure_and_the_ties():
     timings = {"x": feed("x", [40, 41, 42]), "y": feed("y", [40, 40.5, 41.5]),
                "z": feed("z", [20, 21, 22])}
     sentence = training_loop.fastest_sentence(timings)
-    assert "Judged by steps per second" in sentence and "was the x (41.0 steps/s" in sentence
-    assert "The y (40.7) is within the noise" in sentence and "z (" not in sentence
+    assert "Judged by steps per second" in sentence and "no single setup won" in sentence
+    assert "the x (41.0) and the y (40.7 steps/s) are within the noise" in sentence
+    assert "The other 1 was slower" in sentence and "z (" not in sentence
     alone = training_loop.fastest_sentence({"x": timings["x"], "z": timings["z"]})
-    assert "within the noise" not in alone
+    assert "the fastest setup here was the x (41.0 steps/s" in alone
+    assert "faster than every other beyond the noise" in alone and "within" not in alone
     tied = training_loop.fastest_sentence({"x": timings["x"], "y": timings["y"]})
-    assert "no setup stood out" in tied and "the x (41.0 steps/s)" in tied
+    assert "no setup stood out" in tied and "41.0 steps/s (the x)" in tied
+    only = training_loop.fastest_sentence({"x": timings["x"]})
+    assert "nothing to rank" in only and "fastest" not in only
+
+
+def test_fastest_sentence_names_no_winner_of_a_three_way_tie():
+    # the old sentence called the highest of three tied rates "the fastest setup here"
+    # (52.6 against 51.2 and 50.9 steps/s), where winner() and the chart named none
+    timings = {"naive": feed("naive", [27.3, 31, 33.8]),
+               "single": feed("single", [33, 35.6, 37.4]),
+               "thread": feed("thread", [47.6, 50.9, 53.6]),
+               "workers": feed("workers", [45, 51.2, 55.9]),
+               "prefetch": feed("prefetch", [48.2, 52.6, 58.3])}
+    assert training_loop.winner(timings) is None
+    sentence = training_loop.fastest_sentence(timings)
+    assert "fastest setup here was" not in sentence and "no single setup won" in sentence
+    assert ("the prefetch (52.7), the thread (50.6) and the workers (50.3 steps/s) are "
+            "within the noise of the highest rate") in sentence
+    assert "cannot rank these 3" in sentence and "The other 2 were slower" in sentence
+    for label in ("prefetch", "workers", "thread"):  # no leader is named apart
+        assert f"was the {label}" not in sentence
 
 
 def test_compare_feeds_says_what_holds_for_the_same_work():
@@ -144,6 +168,95 @@ def test_compare_feeds_says_what_holds_for_the_same_work():
     assert "cannot tell them apart" in same and "expected" not in same
     noisy = training_loop.compare_feeds(feed("b", [5, 21, 60]), naive, same_work=True)
     assert "too noisy to tell" in noisy and "names no cause" in noisy
+
+
+def test_compare_feeds_on_the_same_work_says_when_the_step_moved_too():
+    naive = feed("naive loop", [30, 31, 32], wait_ms=18.6, step_ms=12.4)
+    still = training_loop.compare_feeds(feed("loader", [35, 35.6, 36], wait_ms=15.0,
+                                             step_ms=12.4), naive, same_work=True)
+    assert "the loader's code made a batch faster" in still
+    assert "conditions the step ran in" not in still
+    moved = training_loop.compare_feeds(feed("loader", [35, 35.6, 36], wait_ms=15.0,
+                                             step_ms=11.0), naive, same_work=True)
+    assert "moved beyond its noise too" in moved and "conditions the step ran in" in moved
+
+
+def test_overlap_sentence_compares_like_with_like_and_names_the_columns_that_moved():
+    # the old lesson set 2 workers against the naive loop (1.65x), which includes the
+    # loader's own 1.15x; like for like is against the same loader at num_threads=0
+    single = feed("single", [33, 35.6, 37.4], wait_ms=15.0, step_ms=11.5)
+    workers = feed("loader, 2 workers", [45, 51.2, 55.9], wait_ms=0.95, step_ms=16.5)
+    both = training_loop.overlap_sentence(workers, single, cores=2)
+    assert both.startswith("Like with like, the loader, 2 workers ran 1.43x faster than the "
+                           "same loader at num_threads=0")
+    assert "The wait fell beyond its noise" in both and "(overlap)" in both
+    assert "the step slowed beyond its noise: the loading ran on the 2 cores" in both
+    wait_only = training_loop.overlap_sentence(
+        feed("w", [45, 51.2, 55.9], wait_ms=0.95, step_ms=11.5), single, cores=2)
+    assert "(overlap)" in wait_only and "step slowed" not in wait_only
+    slow_loop = feed("single", [20, 21, 22], wait_ms=15.0, step_ms=11.5)  # the loop's own time
+    neither = training_loop.overlap_sentence(
+        feed("w", [28, 29, 30], wait_ms=15.2, step_ms=11.4), slow_loop, cores=2)
+    assert "Neither column moved beyond its noise" in neither and "overlap" not in neither
+    slower = training_loop.overlap_sentence(
+        feed("w", [20, 21, 22], wait_ms=1.0, step_ms=40.0), single, cores=2)
+    assert "slower than the same loader" in slower and "step slowed" in slower
+    same = training_loop.overlap_sentence(feed("w", [35, 35.5, 36]), single, cores=2)
+    assert "within the noise of each other" in same and "overlap" not in same
+    noisy = training_loop.overlap_sentence(feed("w", [5, 35, 90]), single, cores=2)
+    assert "too noisy to tell" in noisy and "names no cause" in noisy
+
+
+def test_gains_sentence_splits_the_speed_up_into_code_and_making_batches_ahead():
+    naive = feed("naive loop", [31.0])
+    single = feed("single", [35.65])
+    workers = feed("loader, 2 workers", [51.2])
+    sentence = training_loop.gains_sentence(workers, single, naive)
+    assert sentence.startswith("Against the naive loop, the loader, 2 workers ran at 1.65x the "
+                               "speed (faster) = 1.15x from the loader's own code")
+    assert "x 1.44x from making batches ahead" in sentence
+    assert "the same schedule: faster) x" in sentence and "the same code: faster)" in sentence
+    tie = training_loop.gains_sentence(workers, feed("single", [31.5]), naive)
+    assert "the same schedule: within the noise)" in tie
+
+
+def test_time_in_threads_splits_the_items_among_the_threads():
+    import threading
+
+    seen = []
+
+    def work(share):
+        seen.append((threading.get_ident(), list(share)))
+
+    times = training_loop.time_in_threads(work, list(range(10)), threads=2, repeats=3)
+    assert len(times) == 3 and min(times) > 0
+    timed = seen[1:]  # after the warm-up share
+    assert len(timed) == 6 and sorted(x for _, share in timed[:2] for x in share) == list(range(10))
+    assert {len(share) for _, share in timed} == {5}
+    with pytest.raises(ValueError, match="threads=0"):
+        training_loop.time_in_threads(work, [1], threads=0, repeats=1)
+
+
+def test_gil_sentence_follows_the_decode_and_the_control():
+    one, control_one = [0.158, 0.160, 0.157, 0.159], [0.078, 0.077, 0.079, 0.078]
+    released = training_loop.gil_sentence(one, [0.114, 0.115, 0.113, 0.116],
+                                          control_one, [0.099, 0.098, 0.1, 0.099])
+    assert released.startswith("Two threads decoded faster than one, beyond the noise, and the "
+                               "pure-Python control did not")
+    assert "fell short of 2x" in released
+    assert "1.38x the speed" in released and "medians of 4 repetitions" in released
+    nearly = training_loop.gil_sentence(one, [0.08, 0.081, 0.079, 0.08],
+                                        control_one, [0.099, 0.098, 0.1, 0.099])
+    assert "nearly all of it" in nearly and "fell short" not in nearly
+    both = training_loop.gil_sentence(one, [0.114, 0.115, 0.113, 0.116],
+                                      control_one, [0.04, 0.041, 0.039, 0.04])
+    assert "control sped up too" in both and "cannot credit the decoder" in both
+    held = training_loop.gil_sentence(one, [0.158, 0.161, 0.157, 0.16],
+                                      control_one, [0.099, 0.098, 0.1, 0.099])
+    assert held.startswith("Two threads decoded no faster than one")
+    noisy = training_loop.gil_sentence(one, [0.05, 0.3, 0.1, 0.2],
+                                       control_one, [0.099, 0.098, 0.1, 0.099])
+    assert noisy.startswith("Too noisy to tell")
 
 
 def test_workers_sentence_names_the_columns_and_no_unisolated_cause():

@@ -452,49 +452,93 @@ def bar_chart(values: Mapping[str, float], *, ylabel: str, title: str, ax=None,
               highlight: str | None = None, log: bool = False,
               runs: Mapping[str, Sequence[float]] | None = None,
               errors: Mapping[str, float] | None = None, statistic: str = "median"):
-    """One labelled bar per entry of `values`, with the value written on each bar.
+    """One labelled bar per entry of `values`, with the value written above each bar.
 
     `value_format` is a format string or a function (e.g. `format_seconds`); `log=True`
     uses a logarithmic axis, for values of very different sizes. A timing shows its
     spread: `runs` draws every repetition as a dot on its bar (in the unit of `values`),
     `errors` draws error bars of that half-width (a standard error, say), and the title
-    gains a line that says which, and that each bar is the `statistic` of its runs."""
-    figure, ax = _axes(ax, (max(4.0, 1.3 * len(values)), 3.4 if runs or errors else 3.2))
+    gains a line that says which, and that each bar is the `statistic` of its runs. The
+    value sits above the highest thing its bar draws (the bar, its error bar, its highest
+    dot), so that it never hides a run."""
     names = list(values)
-    colors = ["tab:orange" if name == highlight else "tab:blue" for name in names]
-    heights = [values[name] for name in names]
-    yerr = None
-    if errors is not None:
-        _check_keys("errors", errors, names)
-        yerr = [errors[name] for name in names]
-    bars = ax.bar(names, heights, color=colors, yerr=yerr, capsize=4 if yerr else 0,
-                  ecolor="black")
-    label = value_format if callable(value_format) else value_format.format
-    ax.bar_label(bars, labels=[label(values[name]) for name in names],
-                 label_type="center" if runs or errors else "edge", color="black")
-    notes = []
     if runs is not None:
         _check_keys("runs", runs, names)
+    if errors is not None:
+        _check_keys("errors", errors, names)
+    notes = _spread_notes(runs, errors, statistic, log)
+    heading = f"{title}\n({'; '.join(notes)})" if notes else title
+    width = max(4.0, 1.3 * len(values), 1.2 + 0.08 * max(map(len, heading.splitlines())))
+    figure, ax = _axes(ax, (width, 3.4 if runs or errors else 3.2))
+    colors = ["tab:orange" if name == highlight else "tab:blue" for name in names]
+    yerr = None if errors is None else [errors[name] for name in names]
+    ax.bar(names, [values[name] for name in names], color=colors, yerr=yerr,
+           capsize=4 if yerr else 0, ecolor="black")
+    label = value_format if callable(value_format) else value_format.format
+    texts = [ax.annotate(label(values[name]), xy=(position, _top(name, values, runs, errors)),
+                         xytext=(0, 3), textcoords="offset points", ha="center", va="bottom")
+             for position, name in enumerate(names)]  # above all its bar draws, never on a dot
+    if runs is not None:
         spread = np.random.default_rng(0)  # a fixed jitter: the same picture every run
         for position, name in enumerate(names):
             ys = np.asarray(runs[name], dtype=np.float64)
             xs = position + spread.uniform(-0.2, 0.2, size=len(ys))
             ax.scatter(xs, ys, s=12, color="black", zorder=3,
                        label="each run" if position == 0 else None)
-        counts = sorted({len(runs[name]) for name in names})
-        notes.append(f"bar: the {statistic} of {' or '.join(map(str, counts))} runs; "
-                     "dots: each run")
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(heading, fontsize="medium" if notes else None)
+    ax.margins(y=0.15)
+    figure.tight_layout()
+    _room_for(ax, texts)
+    return figure
+
+
+def _spread_notes(runs: Mapping[str, Sequence[float]] | None,
+                  errors: Mapping[str, float] | None, statistic: str, log: bool) -> list[str]:
+    """The title's second line: what a bar, a dot and an error bar are, and a log axis."""
+    notes = []
+    if runs is not None:
+        counts = sorted({len(runs[name]) for name in runs})
+        if len(counts) > 1 and counts[0] == 1:  # one bar timed once: its bar is that run
+            notes.append(f"bar: the {statistic} of "
+                         f"{' or '.join(map(str, counts[1:]))} runs, or the single run; "
+                         "dots: each run")
+        else:
+            notes.append(f"bar: the {statistic} of {' or '.join(map(str, counts))} runs; "
+                         "dots: each run")
     if errors is not None:
         notes.append(f"bar: the {statistic}; error bar: ± its standard error")
     if log:
-        ax.set_yscale("log")
         notes.append("log scale")
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"{title}\n({'; '.join(notes)})" if notes else title,
-                 fontsize="medium" if notes else None)
-    ax.margins(y=0.15)
-    figure.tight_layout()
-    return figure
+    return notes
+
+
+def _room_for(ax, texts: Sequence[Any]) -> None:
+    """Raise the top of the y axis until every label sits inside the axes: a label hangs a
+    fixed number of points above its anchor, which the axis limits do not count."""
+    scale = ax.yaxis.get_transform()  # the identity, or log10 on a log axis
+    box = ax.get_window_extent()
+    bottom, top = (float(value) for value in scale.transform(np.asarray(ax.get_ylim())))
+    needed = top
+    for text in texts:
+        anchor = float(scale.transform(np.asarray([text.xy[1]]))[0])
+        anchor_px = ax.transData.transform((0, text.xy[1]))[1]
+        above = (text.get_window_extent().y1 - anchor_px + 2) / box.height
+        if above < 1:  # share of the axes' height the label needs above its anchor
+            needed = max(needed, bottom + (anchor - bottom) / (1 - above))
+    if needed > top:
+        ax.set_ylim(top=float(scale.inverted().transform(np.asarray([needed]))[0]))
+
+
+def _top(name: str, values: Mapping[str, float], runs: Mapping[str, Sequence[float]] | None,
+         errors: Mapping[str, float] | None) -> float:
+    """The highest point a bar draws: the bar, its error bar, its highest run."""
+    top = values[name] + (errors[name] if errors is not None else 0.0)
+    if runs is not None and len(runs[name]):
+        top = max(top, float(np.max(runs[name])))
+    return top
 
 
 def _check_keys(name: str, given: Mapping[str, Any], names: Sequence[str]) -> None:

@@ -98,7 +98,7 @@ class CompilationTiming:
                     "held this program would explain it; time a shape never seen before.")
         in_steps = self.compile_seconds / self.step_seconds
         return (f"One compilation cost {about(in_steps)} steps here "
-                f"({format_seconds(self.compile_seconds)} against "
+                f"({format_seconds(self.compile_seconds)}, timed once, against "
                 f"{format_seconds(self.step_seconds)} per step, the median of "
                 f"{len(self.step_times)}; the slowest step took "
                 f"{format_seconds(self.slowest_step)}).")

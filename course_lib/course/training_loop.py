@@ -248,6 +248,10 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
                        "the loader's own bookkeeping (sampler, reader, batching) cost more "
                        "than it saved"}[verdict]
         why += f"; {_columns(timing, baseline)}"
+        if _column(timing, baseline, "step_ms") in ("less", "more"):
+            why += (". The step, the same computation in both, moved beyond its noise too: "
+                    "that part is the conditions the step ran in (the setups ran in turn), "
+                    "not the loader's code")
     else:
         why = {FASTER: "the loading moved off the step's path",
                SLOWER: f"the loading running beside the step took the {cores} cores from "
@@ -257,25 +261,98 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
 
 
 def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
-    """Which setup trained fastest, by steps/s, and which ones this run cannot tell from it."""
+    """Which setup trained fastest, by steps/s: a winner only where `winner` finds one (faster
+    than every other beyond the noise); otherwise the setups this run cannot tell from the
+    highest rate, named together and none of them first."""
     if not timings:
         raise ValueError("timings is empty: pass {label: FeedTiming} from the runs.")
-    best = max(timings.values(), key=lambda timing: timing.rate)
-    ties = [timing for timing in timings.values()
-            if timing is not best and speed_outcome(best, timing) != FASTER]
     measure = ("Judged by steps per second, which is what training time is made of (a run "
                "of N steps takes N / steps-per-second)")
-    if len(timings) > 1 and len(ties) == len(timings) - 1:
-        return (f"{measure}, no setup stood out: the fastest, the {best.label} "
-                f"({best.rate:.1f} steps/s), was not faster than the others beyond the "
-                "noise. This run cannot rank them; rerun on a quieter machine, or with "
-                "more steps.")
-    sentence = f"{measure}, the fastest setup here was the {best.label} ({best.rate_text()})."
-    if ties:
-        names = " and the ".join(f"{timing.label} ({timing.rate:.1f})" for timing in ties)
-        sentence += (f" The {names} {'is' if len(ties) == 1 else 'are'} within the noise of "
-                     "it, or too noisy to tell: this run cannot rank them, so either will do.")
-    return sentence
+    best = max(timings.values(), key=lambda timing: timing.rate)
+    if len(timings) == 1:
+        return (f"{measure}, there is nothing to rank: only the {best.label} was measured "
+                f"({best.rate_text()}).")
+    won = winner(timings)
+    if won is not None:
+        return (f"{measure}, the fastest setup here was the {won} "
+                f"({timings[won].rate_text()}), faster than every other beyond the noise.")
+    ties = [timing for timing in timings.values()
+            if timing is not best and speed_outcome(best, timing) != FASTER]
+    if len(ties) == len(timings) - 1:
+        return (f"{measure}, no setup stood out: the highest rate, {best.rate:.1f} steps/s "
+                f"(the {best.label}), was not faster than the others beyond the noise. This "
+                "run cannot rank them; rerun on a quieter machine, or with more steps.")
+    leaders = sorted([best, *ties], key=lambda timing: -timing.rate)
+    names = ", ".join(f"the {timing.label} ({timing.rate:.1f})" for timing in leaders[:-1])
+    names += f" and the {leaders[-1].label} ({leaders[-1].rate:.1f} steps/s)"
+    slower = len(timings) - len(leaders)
+    return (f"{measure}, no single setup won: {names} are within the noise of the highest "
+            f"rate, or too noisy to tell from it, so this run cannot rank these "
+            f"{len(leaders)}, and any of them will do. The other {slower} "
+            f"{'was' if slower == 1 else 'were'} slower beyond the noise.")
+
+
+def _column(timing: FeedTiming, baseline: FeedTiming, column: str) -> str:
+    """How one column of the table ("wait_ms" or "step_ms") of `timing` compares with
+    `baseline`'s, from the runs' means: "less", "more", "same" or "too noisy"."""
+    new = Estimate.mean_of(getattr(timing, column))
+    old = Estimate.mean_of(getattr(baseline, column))
+    if too_noisy(new, old):
+        return "too noisy"
+    return {"better": "less", "worse": "more", "same": "same"}[outcome(new, old)]
+
+
+def overlap_sentence(timing: FeedTiming, single_threaded: FeedTiming,
+                     cores: int | None = None) -> str:
+    """A setup that makes batches ahead (worker processes, say) against the same loader at
+    `worker_count=0, ReadOptions(num_threads=0)`: like with like, the same code making each
+    batch, only where and when it runs changed. A cause is named only from the column that
+    moved: less waiting is overlap; a slower step is the cores the loading shares with it."""
+    cores = cores or os.cpu_count() or 1
+    verdict = speed_outcome(timing, single_threaded)
+    numbers = f"{timing.rate_text()}, against {single_threaded.rate_text()}"
+    against = "the same loader at num_threads=0"
+    if verdict == NOISY:
+        return _noisy(f"The {timing.label}", against, numbers, timing, single_threaded)
+    if verdict == SAME:
+        return (f"The {timing.label} and {against} ran within the noise of each other "
+                f"({numbers}): this run cannot tell them apart.")
+    wait, step = _column(timing, single_threaded, "wait_ms"), _column(
+        timing, single_threaded, "step_ms")
+    said = (f"Like with like, the {timing.label} ran {_ratio_text(timing, single_threaded)} "
+            f"{verdict} than {against}, which runs the same code in the loop's thread when "
+            f"next() asks ({numbers}); {_columns(timing, single_threaded)}")
+    causes = []
+    if wait == "less":
+        causes.append("the wait fell beyond its noise: the batches were made while the step "
+                      "ran (overlap)")
+    elif wait == "more":
+        causes.append("the wait grew beyond its noise")
+    if step == "more":
+        causes.append(f"the step slowed beyond its noise: the loading ran on the {cores} "
+                      "cores the step computes on")
+    elif step == "less":
+        causes.append("the step got faster beyond its noise, although it computes the same")
+    if not causes:
+        return (f"{said}. Neither column moved beyond its noise, so this run cannot say "
+                "which made the difference.")
+    joined = "; ".join(causes)
+    return f"{said}. {joined[0].upper()}{joined[1:]}."
+
+
+def gains_sentence(timing: FeedTiming, single_threaded: FeedTiming, naive: FeedTiming) -> str:
+    """`timing` against the naive loop, split into its two factors: the loader's own code
+    (num_threads=0 against the naive loop, the same schedule) and overlap (`timing` against
+    num_threads=0, the same code). The ratios are of steps/s, so the two multiply."""
+    code = single_threaded.rate / naive.rate
+    ahead = timing.rate / single_threaded.rate
+    total = timing.rate / naive.rate
+    return (f"Against the naive loop, the {timing.label} ran at {total:.2f}x the speed "
+            f"({speed_outcome(timing, naive)}) = {code:.2f}x from the loader's own code "
+            "(num_threads=0 against the naive loop, the same schedule: "
+            f"{speed_outcome(single_threaded, naive)}) x {ahead:.2f}x from making batches "
+            f"ahead (against num_threads=0, the same code: "
+            f"{speed_outcome(timing, single_threaded)}).")
 
 
 def workers_sentence(workers: FeedTiming, thread: FeedTiming,
@@ -323,8 +400,9 @@ def batch_thread_sentence(thread: FeedTiming, single_threaded: FeedTiming,
         sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
                     f"faster than num_threads=0 at 0 workers ({numbers}); "
                     f"{_columns(thread, single_threaded)}, {idle}: the thread made the "
-                    "next batches while the step ran, since the jitted step and Pillow's "
-                    "decoder give the interpreter lock back while they compute.")
+                    "next batches while the step ran, which a thread in this process can "
+                    "do only while the step and the decoding run without the interpreter "
+                    "lock.")
     elif verdict == SLOWER:
         sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
                     f"slower than num_threads=0 at 0 workers ({numbers}); "
@@ -427,3 +505,68 @@ def read_ahead_feed_sentence(read_ahead: FeedTiming, single_threaded: FeedTiming
                              cores: int | None = None) -> str:
     """The earlier name of `batch_thread_sentence`, kept for the callers that import it."""
     return batch_thread_sentence(read_ahead, single_threaded, cores)
+
+
+# -- does Pillow's decoder give the interpreter lock back? -----------------------------------
+# A thread helps a loop only while the work beside it runs without the interpreter lock.
+# Pillow's C `decode` (src/decode.c) wraps each call of a decoder in ImagingSectionEnter /
+# ImagingSectionLeave, which are PyEval_SaveThread / PyEval_RestoreThread (src/_imaging.c),
+# unless the decoder pulls from the file itself; opening a file and parsing a PNG's chunks
+# are Python and hold the lock. Two threads tell which side wins for a given file: the same
+# work split in two halves, against a pure-Python control that can never run in parallel.
+
+
+def time_in_threads(work: Callable[[Sequence[Any]], Any], items: Sequence[Any], threads: int,
+                    repeats: int) -> list[float]:
+    """Seconds to run `work` over all `items`, split into `threads` interleaved shares, each
+    share in its own thread; `repeats` times, after one untimed warm-up share."""
+    import threading
+    import time
+
+    if threads < 1 or repeats < 1 or not items:
+        raise ValueError(f"threads={threads!r} and repeats={repeats!r} must be at least 1 and "
+                         f"items must not be empty (got {len(items)}).")
+    work(items[:threads])
+    shares = [items[index::threads] for index in range(threads)]
+    times = []
+    for _ in range(repeats):
+        workers = [threading.Thread(target=work, args=(share,)) for share in shares]
+        start = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def gil_sentence(decode_one: Sequence[float], decode_two: Sequence[float],
+                 control_one: Sequence[float], control_two: Sequence[float]) -> str:
+    """Whether decoding in two threads beat one, read against a pure-Python control in the
+    same two settings: the medians of the repetitions, with the course's margin rule."""
+    decode = [Estimate.median_of(times) for times in (decode_one, decode_two)]
+    control = [Estimate.median_of(times) for times in (control_one, control_two)]
+    gain, control_gain = (pair[0].value / pair[1].value for pair in (decode, control))
+    numbers = (f"decoding took {decode[0].value * 1e3:.1f} ms in one thread and "
+               f"{decode[1].value * 1e3:.1f} ms in two, {gain:.2f}x the speed; the pure-Python "
+               f"control {control[0].value * 1e3:.1f} and {control[1].value * 1e3:.1f} ms, "
+               f"{control_gain:.2f}x; medians of {decode[0].count} repetitions")
+    if too_noisy(decode[1], decode[0]) or too_noisy(control[1], control[0]):
+        return (f"Too noisy to tell whether Pillow's decoder ran without the interpreter "
+                f"lock ({numbers}).")
+    decoded, controlled = outcome(decode[1], decode[0]), outcome(control[1], control[0])
+    if decoded == "better" and controlled != "better":
+        rest = ("; the Python around it (opening the file, reading the PNG's chunks) still "
+                "takes turns, which is why two threads fell short of 2x" if gain < 1.9 else
+                "; nearly all of it, here: the Python around it was too short to show")
+        return (f"Two threads decoded faster than one, beyond the noise, and the pure-Python "
+                f"control did not ({numbers}): part of each decode ran without the "
+                f"interpreter lock, as Pillow's source says of its C decoder{rest}.")
+    if decoded == "better":
+        return (f"Two threads decoded faster than one, but the pure-Python control sped up "
+                f"too ({numbers}): something other than the decoder changed between the "
+                "runs, so this run cannot credit the decoder.")
+    return (f"Two threads decoded no faster than one ({numbers}): here the decode spent "
+            "too little time without the interpreter lock for a second thread to help; a "
+            "thread beside the step would then gain only from the step's own time without "
+            "the lock.")
