@@ -453,3 +453,82 @@ def test_the_throughput_chart_shows_every_pass_and_highlights_only_a_clear_winne
     assert plt.matplotlib.colors.to_rgb("tab:orange") not in [
         bar.get_facecolor()[:3] for bar in figure.axes[0].patches]
     plt.close(figure)
+
+
+def test_points_between_subtracts_the_figures_as_printed():
+    # 87.464% and 86.646% print as 87.5% and 86.6%: 0.9 points apart as a reader adds them,
+    # although the unrounded shares are 0.818 points apart
+    assert course.variable_length.shown_percent(0.87464, 1) == 87.5
+    assert course.variable_length.points_between(0.87464, 0.86646, decimals=1) == 0.9
+    assert course.variable_length.points_between(0.4951, 0.2349) == 27  # 50% and 23%
+    assert course.variable_length.points_between(0.2349, 0.4951) == -27
+    assert course.variable_length.format_points(1) == "1 point"
+    assert course.variable_length.format_points(0.9, 1) == "0.9 points"
+
+
+def test_best_fit_s_saving_adds_up_with_the_fills_printed_beside_it():
+    sentence = course.grain_packers_sentence(packers_report(first=0.86646, best=0.87464), 0.86)
+    assert "first fit 86.6%, best fit 87.5%" in sentence
+    assert "saves 0.9 points" in sentence, sentence  # 87.5 - 86.6, not the unrounded 0.8
+    worse = course.grain_packers_sentence(packers_report(first=0.87464, best=0.86646), 0.86)
+    assert "pads 0.9 points more" in worse
+    # 86.64% and 87.06% print as 86.6% and 87.1%: half a point, no longer "within"
+    assert "saves 0.5 points" in course.grain_packers_sentence(
+        packers_report(first=0.8664, best=0.8706), 0.86)
+    assert "within half a point" in course.grain_packers_sentence(
+        packers_report(first=0.8664, best=0.8704), 0.86)
+
+
+def test_bucket_sentence_s_points_add_up_with_the_shares_printed():
+    sentence = course.bucket_sentence(tradeoff(0.4951, 0.2349), 0.14, 4, 32)
+    assert "50% of the slots are padding" in sentence and "32 batches, 23%" in sentence
+    assert "cut the padding by 27 points" in sentence, sentence  # unrounded: 26.02
+    assert "cut the padding by 1 point," in course.bucket_sentence(
+        tradeoff(0.50, 0.49), 0.14, 4, 32)
+
+
+def test_context_sentence_s_padding_points_add_up_with_the_shares_printed():
+    report = _context(500, 700)
+    report["split, then first fit"]["fill"] = 0.9249  # 7.51% padding: "8%"
+    report["concatenate then split"]["fill"] = 0.9951  # 0.49%: "0%"
+    sentence = course.context_sentence(report)
+    assert "with 8% of the slots padding" in sentence and "with 0% of the slots" in sentence
+    assert "for 8 points less padding" in sentence, sentence  # unrounded: 7.02
+    report["concatenate then split"]["fill"] = 0.9249
+    assert "for the same padding" in course.context_sentence(report)
+    report["concatenate then split"]["fill"] = 0.91
+    assert "for 1 point more padding" in course.context_sentence(report)
+    fewer = course.context_sentence(_context(700, 500))
+    assert "(500 against 700) and 8 points less padding" in fewer
+    same = course.context_sentence(_context(500, 520))
+    assert "the padding: 8 points less padding when concatenating" in same
+
+
+def _overlapping_texts(figure) -> list[tuple[str, str]]:
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    texts = [text for text in figure.axes[0].texts if text.get_visible()]
+    boxes = [text.get_window_extent(renderer) for text in texts]
+    return [(texts[i].get_text(), texts[j].get_text()) for i in range(len(texts))
+            for j in range(i + 1, len(texts)) if boxes[i].overlaps(boxes[j])]
+
+
+def test_the_trade_off_chart_s_labels_do_not_overlap_where_the_lines_meet():
+    import matplotlib.pyplot as plt
+
+    # one bucket is one fixed length in either order: both lines start at the same point
+    figure = course.plot_bucket_tradeoff(tradeoff(0.50, 0.23), 0.14)
+    assert _overlapping_texts(figure) == []
+    labels = [text.get_text() for text in figure.axes[0].texts]
+    assert labels.count("1") == 1 and labels.count("4") == 2 and labels.count("longest") == 2
+    plt.close(figure)
+
+
+def test_the_lengths_chart_says_which_docstrings_it_counts():
+    import matplotlib.pyplot as plt
+
+    figure = course.plot_lengths([10, 50, 128])
+    title = figure.axes[0].get_title()
+    assert "The 3 docstrings of this run" in title and "top-level modules" in title
+    assert "fit a row of 128 bytes" in title
+    plt.close(figure)

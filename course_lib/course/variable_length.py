@@ -161,7 +161,9 @@ def plot_lengths(lengths: Sequence[int], row_length: int = ROW_LENGTH):
     ax.axvline(row_length, color="black", linestyle=":", label=f"row length {row_length}")
     ax.set_xlabel("sequence length (bytes)")
     ax.set_ylabel("number of sequences")
-    ax.set_title(f"Docstrings of the standard library that fit a row of {row_length} bytes")
+    ax.set_title(f"The {len(lengths):,} docstrings of this run: from the standard library's "
+                 f"top-level modules,\nthose that fit a row of {row_length} bytes",
+                 fontsize="medium")
     ax.legend()
     figure.tight_layout()
     return figure
@@ -261,6 +263,24 @@ def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
 def _spread(values: Sequence[float]) -> float:
     """The range of repeated measurements, relative to their median."""
     return (max(values) - min(values)) / statistics.median(values)
+
+
+def shown_percent(share: float, decimals: int = 0) -> float:
+    """A share as the lesson prints it, in percent: `shown_percent(0.8664, 1)` is 86.6, the
+    number behind "86.6%"."""
+    return float(f"{share:.{decimals}%}".rstrip("%"))
+
+
+def points_between(larger: float, smaller: float, decimals: int = 0) -> float:
+    """The difference of two shares in percentage points, from the figures as printed (each
+    rounded to `decimals`), so that a difference printed beside them adds up: 87.5% and
+    86.6% are 0.9 points apart even when the unrounded shares are 0.8 apart."""
+    return round(shown_percent(larger, decimals) - shown_percent(smaller, decimals), decimals)
+
+
+def format_points(points: float, decimals: int = 0) -> str:
+    """ "1 point", "27 points", "0.9 points": a difference of percentages, as printed."""
+    return f"{points:.{decimals}f} point{'' if points == 1 else 's'}"
 
 
 def _possessive(name: str) -> str:
@@ -451,6 +471,7 @@ def plot_bucket_tradeoff(results: Mapping[int, Mapping[int | None, Mapping[str, 
 
     figure, ax = plt.subplots(figsize=(8, 4))
     colors = iter(["tab:red", "tab:blue", "tab:purple", "tab:orange"])
+    labels: dict[tuple, tuple] = {}  # label -> (its point, the colours of lines through it)
     for window, by_count in results.items():
         color = next(colors)
         counts = list(by_count)
@@ -460,9 +481,14 @@ def plot_bucket_tradeoff(results: Mapping[int, Mapping[int | None, Mapping[str, 
                 [100 * by_count[c]["padding"] for c in counts], marker="o", color=color,
                 label=label)
         for count in counts:
-            ax.annotate("longest" if count is None else str(count),
-                        (by_count[count]["traces"], 100 * by_count[count]["padding"]),
-                        textcoords="offset points", xytext=(4, 5), fontsize=8, color=color)
+            text = "longest" if count is None else str(count)
+            point = (by_count[count]["traces"], 100 * by_count[count]["padding"])
+            key = (text, point[0], round(point[1]))  # the same label at the same place
+            labels.setdefault(key, (point, []))[1].append(color)
+    for (text, *_), (point, lines) in labels.items():
+        color = lines[0] if len(lines) == 1 else "black"  # lines that meet: one label
+        ax.annotate(text, point, textcoords="offset points", xytext=(4, 5), fontsize=8,
+                    color=color)
     ax.plot([1], [100 * packed_padding], marker="*", markersize=14, color="tab:green",
             linestyle="none", label="packing")
     ax.set_xscale("log")
@@ -489,13 +515,13 @@ def bucket_sentence(results: Mapping[int, Mapping[int | None, Mapping[str, float
     parts = [f"With {count} buckets in stream order, {stream['padding']:.0%} of the slots are "
              f"padding{fixed}: {stream['in_largest']:.0%} of the batches hold a sequence long "
              "enough for the largest bucket."]
-    difference = stream["padding"] - grouped["padding"]
-    if difference > 0.01:
+    difference = points_between(stream["padding"], grouped["padding"])
+    if difference >= 1:
         parts.append(f"Grouped by length in windows of {window} batches, {grouped['padding']:.0%}"
                      f", for {grouped['traces']} traces: grouping cut the padding by "
-                     f"{100 * difference:.0f} points, because a batch now holds sequences of "
+                     f"{format_points(difference)}, because a batch now holds sequences of "
                      "similar length.")
-    elif difference < -0.01:
+    elif difference <= -1:
         parts.append(f"Grouped by length in windows of {window} batches, "
                      f"{grouped['padding']:.0%}: grouping padded more here, so these lengths "
                      "gain nothing from it.")
@@ -826,15 +852,15 @@ def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
     parts = [f"Rows filled with real tokens: first fit {first['fill']:.1%}, best fit "
              f"{best['fill']:.1%}, concatenate then split {split['fill']:.1%} (course_lib's "
              f"first fit above: {course_fill:.1%})."]
-    gain = best["fill"] - first["fill"]
-    if abs(gain) < 0.005:
+    gain = points_between(best["fill"], first["fill"], decimals=1)
+    if abs(gain) < 0.5:
         parts.append("Best fit and first fit are within half a point of each other on these "
                      "lengths: with a few open rows, both find room for almost the same "
                      "sequences.")
     elif gain > 0:
-        parts.append(f"Best fit saves {100 * gain:.1f} points of padding over first fit.")
+        parts.append(f"Best fit saves {format_points(gain, 1)} of padding over first fit.")
     else:
-        parts.append(f"Best fit pads {100 * -gain:.1f} points more than first fit here.")
+        parts.append(f"Best fit pads {format_points(-gain, 1)} more than first fit here.")
     if split["cut"]:
         parts.append(f"Concatenate then split leaves almost no padding, but it cut "
                      f"{split['cut']} of these sequences across two rows: the piece in the "
@@ -923,6 +949,15 @@ def context_cuts(documents: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
             for name, make in packers.items()}
 
 
+def _padding_change(points_saved: float) -> str:
+    """What concatenating did to the padding, in points as printed."""
+    if points_saved > 0:
+        return f"{format_points(points_saved)} less padding"
+    if points_saved < 0:
+        return f"{format_points(-points_saved)} more padding"
+    return "the same padding"
+
+
 def context_sentence(report: Mapping[str, Mapping[str, Any]] | None) -> str:
     """Splitting long documents against concatenating then splitting, from `context_cuts`:
     documents cut, tokens trained without the start of their document, and padding."""
@@ -940,7 +975,7 @@ def context_sentence(report: Mapping[str, Mapping[str, Any]] | None) -> str:
              f"alike from the packed rows: split into rows, then first fit, "
              f"{counted(split)}; concatenate then split {counted(concat)}."]
     lost, base = concat["without_context"], split["without_context"]
-    padding_saved = 100 * (concat["fill"] - split["fill"])
+    padding_saved = points_between(1 - split["fill"], 1 - concat["fill"])
     if base == 0 and lost == 0:
         parts.append("Neither cut a document: every one fits a row.")
     elif lost > 1.1 * base:
@@ -949,19 +984,19 @@ def context_sentence(report: Mapping[str, Mapping[str, Any]] | None) -> str:
             f"({concat['short_cut']:,} of those it cut fit a row, which splitting leaves "
             "whole) and left "
             + (f"{lost / base:.1f}x the tokens" if base else "tokens")
-            + f" without their start, for {padding_saved:.0f} points less padding. Both cut "
+            + f" without their start, for {_padding_change(padding_saved)}. Both cut "
             "the long documents and train each piece alone; the choice is padding against "
             "context, and this run puts a number on each.")
     elif lost < base / 1.1:
         parts.append(
             f"Concatenating left fewer tokens without their start ({lost:,} against "
-            f"{base:,}) and {padding_saved:.0f} points less padding: on these documents it "
+            f"{base:,}) and {_padding_change(padding_saved)}: on these documents it "
             "loses less context than splitting, not more.")
     else:
         parts.append(
             "Both left about as many tokens without their start (within 10%): the long "
-            "documents are cut either way, so what sets the two apart is the padding, "
-            f"{padding_saved:.0f} points less when concatenating.")
+            "documents are cut either way, so what sets the two apart is the padding: "
+            f"{_padding_change(padding_saved)} when concatenating.")
     if not (split["every_token_once"] and concat["every_token_once"]):
         parts.append("One of them did not deliver every token exactly once.")
     return " ".join(parts)
