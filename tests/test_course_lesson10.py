@@ -532,3 +532,34 @@ def test_the_lengths_chart_says_which_docstrings_it_counts():
     assert "The 3 docstrings of this run" in title and "top-level modules" in title
     assert "fit a row of 128 bytes" in title
     plt.close(figure)
+
+
+def chain_report(main=("a", "a", "equal"), workers=("a", "b", "KeyError: 'parent'"), leaked=0):
+    """Made-up results of `grain_chain_packing`: digests at 0 and 2 workers, the resume."""
+    def place(values):
+        return dict(zip(("0", "2", "resume"), values, strict=True))
+
+    return {"main": place(main), "workers": place(workers), "leaked_segments": leaked}
+
+
+def test_grain_chain_sentence_says_what_grain_did_in_each_place_of_mp_prefetch():
+    assert "not installed" in course.grain_chain_sentence(None, True, True)
+    sentence = course.grain_chain_sentence(chain_report(), True, True)
+    assert ("same chain (mp_prefetch below the packer) gave the same batches at 0 and 2 "
+            "workers, and a state saved at 2 workers continued exactly at 0") in sentence
+    assert ("after the packer, where each worker packs its own share, Grain gave other "
+            "batches at 2 workers than at 0, and a state saved at 2 workers did not restore "
+            "at 0 (KeyError: 'parent')") in sentence
+    assert "leaked" not in sentence
+    assert "course_lib gave the same batches at 0, 1 and 2 workers and resumed" in sentence
+    other = course.grain_chain_sentence(
+        chain_report(main=("a", "b", "other"), workers=("a", "a", "equal"), leaked=3),
+        True, True)
+    assert "gave other batches at 2 workers than at 0, and a state saved at 2 workers gave "\
+           "other batches at 0" in other
+    assert "Grain gave the same batches at 0 and 2 workers, and a state saved at 2 workers " \
+           "continued exactly" in other
+    assert "reported 3 leaked shared memory segments" in other
+    for ours in ((False, True), (True, False)):
+        assert "a bug to report" in course.grain_chain_sentence(chain_report(), *ours)
+

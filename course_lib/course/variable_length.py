@@ -797,6 +797,122 @@ def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, An
     return " ".join(parts)
 
 
+# -- Grain's FirstFitPackIterDataset under mp_prefetch, the lesson's chain on Grain ----------
+_GRAIN_CHAIN_SCRIPT = """
+import json, sys
+from absl import flags
+flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
+import numpy as np
+import grain.python as grain
+from course_lib.course.variable_length import SequenceSource, digest, docstring_sequences
+limit, row_length, batch_size, resume_after = (int(argument) for argument in sys.argv[1:])
+source = SequenceSource(docstring_sequences(row_length, limit or None))
+
+def to_batch(rows):
+    missing = batch_size - len(rows)
+    return tuple(np.pad(np.stack([row[key] for row in rows]), ((0, missing), (0, 0)))
+                 for key in ("tokens", "tokens_segment_ids", "tokens_positions"))
+
+def packed(num_workers, where):
+    options = grain.MultiprocessingOptions(num_workers=num_workers)
+    stream = (grain.MapDataset.source(source).shuffle(seed=0)
+              .map(lambda tokens: {"tokens": tokens}).to_iter_dataset())
+    if where == "main":  # the lesson's chain: workers below the packer
+        stream = stream.mp_prefetch(options)
+    rows = grain.experimental.FirstFitPackIterDataset(
+        stream, length_struct={"tokens": row_length}, num_packing_bins=batch_size, seed=0)
+    batches = rows.batch(batch_size, batch_fn=to_batch)
+    return batches.mp_prefetch(options) if where == "workers" else batches
+
+def run(num_workers, where, state=None, take=None):
+    iterator = iter(packed(num_workers, where))
+    try:
+        if state is not None:
+            iterator.set_state(state)
+        if take is None:
+            return [tuple(batch) for batch in iterator]
+        for _ in range(take):
+            next(iterator)
+        return iterator.get_state()
+    finally:
+        iterator.close()
+
+report = {}
+for where in ("main", "workers"):
+    everything = run(0, where)
+    report[where] = {str(count): digest(everything if count == 0 else run(count, where))
+                     for count in (0, 2)}
+    state = run(2, where, take=resume_after)
+    try:
+        rest = run(0, where, state=state)
+        report[where]["resume"] = ("equal" if digest(rest) == digest(everything[resume_after:])
+                                   else "other")
+    except Exception as error:  # what Grain raises is the measurement
+        report[where]["resume"] = f"{type(error).__name__}: {error}"
+print(json.dumps(report))
+"""
+
+
+def grain_chain_packing(limit: int | None, row_length: int = ROW_LENGTH,
+                        batch_size: int = BATCH_SIZE, resume_after: int = 5,
+                        timeout: float = 600.0) -> dict | None:
+    """The lesson's packing chain on Grain itself, in a new process (Grain's workers need
+    absl's flags parsed): `FirstFitPackIterDataset` with `mp_prefetch` below the packer
+    ("main": the packer runs in the main process) and after it ("workers": each worker
+    packs its share), each at 0 and 2 workers, and a state saved at 2 workers restored at 0
+    ("equal", "other", or the error Grain raised). None where Grain is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("grain") is None:
+        return None
+    result = subprocess.run(
+        [sys.executable, "-c", _GRAIN_CHAIN_SCRIPT,
+         *map(str, (limit or 0, row_length, batch_size, resume_after))],
+        capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+        raise RuntimeError(f"Grain exited with code {result.returncode}: {last}")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report["leaked_segments"] = _leaked_segments(result.stderr)
+    return report
+
+
+def grain_chain_sentence(report: Mapping[str, Any] | None, ours_same: bool,
+                         ours_resumed: bool) -> str:
+    """The lesson's chain on Grain against course_lib's, from `grain_chain_packing`:
+    the batches at 0 and 2 workers in each place of `mp_prefetch`, and a resume at another
+    worker count. `ours_same`, `ours_resumed`: course_lib's results, measured above."""
+    if report is None:
+        return ("Grain is not installed here, so the chain cannot run on it (`pip install "
+                "grain` to see it); course_lib's results above stand alone.")
+
+    def outcome(result: Mapping[str, str]) -> tuple[str, str]:
+        same = ("the same batches at 0 and 2 workers" if result["0"] == result["2"] else
+                "other batches at 2 workers than at 0")
+        resume = result["resume"]
+        if resume == "equal":
+            restored = "a state saved at 2 workers continued exactly at 0"
+        elif resume == "other":
+            restored = "a state saved at 2 workers gave other batches at 0"
+        else:
+            restored = f"a state saved at 2 workers did not restore at 0 ({resume})"
+        return same, restored
+
+    main_same, main_restored = outcome(report["main"])
+    workers_same, workers_restored = outcome(report["workers"])
+    parts = [f"On Grain, the same chain (mp_prefetch below the packer) gave {main_same}, and "
+             f"{main_restored}. With mp_prefetch after the packer, where each worker packs "
+             f"its own share, Grain gave {workers_same}, and {workers_restored}."]
+    leaked = report.get("leaked_segments", 0)
+    if leaked:
+        parts.append(f"Python's resource tracker reported {leaked} leaked shared memory "
+                     "segments at exit.")
+    parts.append("course_lib gave the same batches at 0, 1 and 2 workers and resumed exactly "
+                 "at another worker count." if ours_same and ours_resumed else
+                 "course_lib did not hold its promises here either: that is a bug to report.")
+    return " ".join(parts)
+
+
 # -- Grain's current packers (the Dataset API) -----------------------------------------------
 GRAIN_PACKERS = {
     "FirstFitPackIterDataset": "first fit over num_packing_bins open rows; when a sequence "
