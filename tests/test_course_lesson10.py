@@ -377,26 +377,42 @@ def test_loader_of_packs_with_the_operation_given():
     assert {batch[0].shape for batch in batches} == {(4, 32)}
 
 
-def packers_report(first=0.855, best=0.859, cut=179, every=True):
+def packers_report(first=0.855, best=0.859, cut=179, every=True, digests=("f", "b")):
     return {"FirstFitPackIterDataset": {"rows": 213, "fill": first, "cut": 0,
-                                        "every_token_once": True},
+                                        "rows_digest": digests[0], "every_token_once": True},
             "BestFitPackIterDataset": {"rows": 212, "fill": best, "cut": 0,
-                                       "every_token_once": True},
+                                       "rows_digest": digests[1], "every_token_once": True},
             "ConcatThenSplitIterDataset": {"rows": 183, "fill": 0.995, "cut": cut,
-                                           "every_token_once": every}}
+                                           "rows_digest": "c", "every_token_once": every}}
+
+
+OUR_ROWS = {"FirstFitPackIterDataset": "f", "BestFitPackIterDataset": "b"}
 
 
 def test_grain_packers_sentence_follows_the_numbers():
-    assert "not installed" in course.grain_packers_sentence(None, 0.84)
-    close = course.grain_packers_sentence(packers_report(), 0.843)
-    assert "first fit 85.5%, best fit 85.9%" in close and "within half a point" in close
-    assert "cut 179 of these sequences" in close and "every token exactly once" in close
-    assert "as every piece after the first of a split long document is" in close
-    assert "saves 2.0 points" in course.grain_packers_sentence(packers_report(best=0.875), 0.8)
-    assert "pads 2.0 points more" in course.grain_packers_sentence(
-        packers_report(best=0.835), 0.8)
-    uncut = course.grain_packers_sentence(packers_report(cut=0, every=False), 0.8)
+    assert "not installed" in course.grain_packers_sentence(None, OUR_ROWS)
+    same = course.grain_packers_sentence(packers_report(), OUR_ROWS)
+    assert "first fit 85.5%, best fit 85.9%, concatenate then split 99.5%" in same
+    assert "made exactly course_lib's rows" in same
+    assert "cut 179 of these sequences" in same and "every token exactly once" in same
+    assert "as every piece after the first of a split long document is" in same
+    other = course.grain_packers_sentence(packers_report(digests=("f", "x")), OUR_ROWS)
+    assert "Grain's BestFitPackIterDataset made other rows" in other
+    assert "exactly course_lib's rows" not in other
+    uncut = course.grain_packers_sentence(packers_report(cut=0, every=False), OUR_ROWS)
     assert "cut no sequence" in uncut and "ConcatThenSplitIterDataset did not deliver" in uncut
+
+
+def test_rows_digest_ignores_the_order_of_rows_and_empty_rows_but_not_a_value():
+    batch = (np.array([[5, 6, 0], [7, 0, 0]]), np.array([[1, 2, 0], [1, 0, 0]]),
+             np.array([[0, 0, 0], [0, 0, 0]]))
+    swapped = tuple(part[::-1] for part in batch)
+    padded = tuple(np.vstack([part, np.zeros((1, 3), int)]) for part in batch)
+    rows = course.rows_digest(course.rows_of([batch]))
+    assert rows == course.rows_digest(course.rows_of([swapped]))
+    assert rows == course.rows_digest(course.rows_of([padded]))
+    changed = (batch[0] + 1, *batch[1:])
+    assert rows != course.rows_digest(course.rows_of([changed]))
 
 
 def test_grain_packers_run_on_real_grain():
@@ -408,6 +424,21 @@ def test_grain_packers_run_on_real_grain():
     assert report["ConcatThenSplitIterDataset"]["fill"] > report["FirstFitPackIterDataset"]["fill"]
     assert report["FirstFitPackIterDataset"]["cut"] == 0
     assert report["ConcatThenSplitIterDataset"]["cut"] > 0
+
+
+def test_given_one_stream_grain_s_fit_packers_make_course_lib_s_rows():
+    pytest.importorskip("grain")
+    sequences = course.docstring_sequences(64, limit=80)
+    report = course.grain_packers(sequences, 64, 4, shuffle=False)
+    for name in ("FirstFitPackIterDataset", "BestFitPackIterDataset"):
+        stream = grain.MapDataset.source(sequences).map(lambda t: {"tokens": t})
+        rows = getattr(grain.experimental, name)(
+            stream.to_iter_dataset(), length_struct={"tokens": 64}, num_packing_bins=4, seed=0)
+        ours = course.rows_digest((row["tokens"], row["tokens_segment_ids"],
+                                   row["tokens_positions"]) for row in rows)
+        assert report[name]["rows_digest"] == ours, name
+    assert report["FirstFitPackIterDataset"]["rows_digest"] != report[
+        "BestFitPackIterDataset"]["rows_digest"]  # the two rules differ on these lengths
 
 
 def test_the_training_step_lowers_the_loss_and_the_loss_parts_agree():
@@ -467,16 +498,13 @@ def test_points_between_subtracts_the_figures_as_printed():
 
 
 def test_best_fit_s_saving_adds_up_with_the_fills_printed_beside_it():
-    sentence = course.grain_packers_sentence(packers_report(first=0.86646, best=0.87464), 0.86)
+    sentence = course.best_fit_sentence(0.86646, 0.87464)
     assert "first fit 86.6%, best fit 87.5%" in sentence
     assert "saves 0.9 points" in sentence, sentence  # 87.5 - 86.6, not the unrounded 0.8
-    worse = course.grain_packers_sentence(packers_report(first=0.87464, best=0.86646), 0.86)
-    assert "pads 0.9 points more" in worse
+    assert "pads 0.9 points more" in course.best_fit_sentence(0.87464, 0.86646)
     # 86.64% and 87.06% print as 86.6% and 87.1%: half a point, no longer "within"
-    assert "saves 0.5 points" in course.grain_packers_sentence(
-        packers_report(first=0.8664, best=0.8706), 0.86)
-    assert "within half a point" in course.grain_packers_sentence(
-        packers_report(first=0.8664, best=0.8704), 0.86)
+    assert "saves 0.5 points" in course.best_fit_sentence(0.8664, 0.8706)
+    assert "within half a point" in course.best_fit_sentence(0.8664, 0.8704)
 
 
 def test_bucket_sentence_s_points_add_up_with_the_shares_printed():

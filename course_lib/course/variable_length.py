@@ -26,7 +26,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -924,11 +924,13 @@ GRAIN_PACKERS = {
 
 
 def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
-                  bins: int = BATCH_SIZE, seed: int = 0) -> dict[str, dict] | None:
-    """Grain's three Dataset API packers on `sequences`, shuffled by `MapDataset.shuffle`:
-    for each, the rows, the share of slots holding real tokens, how many sequences were cut
-    (segments in all rows minus sequences: each cut adds a segment), and whether every token
-    came out once. None where Grain is not installed."""
+                  bins: int = BATCH_SIZE, seed: int = 0,
+                  shuffle: bool = True) -> dict[str, dict] | None:
+    """Grain's three Dataset API packers on `sequences`, shuffled by Grain's
+    `MapDataset.shuffle` (or in the order given, `shuffle=False`): for each, the rows, the
+    share of slots holding real tokens, how many sequences were cut (segments in all rows
+    minus sequences: each cut adds a segment), the rows' `rows_digest`, and whether every
+    token came out once. None where Grain is not installed."""
     import importlib.util
 
     if importlib.util.find_spec("grain") is None:
@@ -936,8 +938,9 @@ def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
     import grain
 
     source = SequenceSource(sequences)
-    dataset = (grain.MapDataset.source(source).shuffle(seed=seed)
-               .map(lambda tokens: {"tokens": tokens}).to_iter_dataset())
+    dataset = grain.MapDataset.source(source)
+    dataset = dataset.shuffle(seed=seed) if shuffle else dataset
+    dataset = dataset.map(lambda tokens: {"tokens": tokens}).to_iter_dataset()
     packers = {
         "FirstFitPackIterDataset": lambda: grain.experimental.FirstFitPackIterDataset(
             dataset, length_struct={"tokens": row_length}, num_packing_bins=bins, seed=seed),
@@ -953,30 +956,62 @@ def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
         starts = (segments > 0) & (np.diff(segments, axis=1, prepend=0) != 0)
         report[name] = {"rows": len(rows), "fill": float(np.mean(segments > 0)),
                         "cut": int(np.count_nonzero(starts)) - len(source),
+                        "rows_digest": rows_digest(
+                            (row["tokens"], row["tokens_segment_ids"], row["tokens_positions"])
+                            for row in rows),
                         "every_token_once": int(np.count_nonzero(segments)) == len(
                             source.tokens)}
     return report
 
 
+def best_fit_sentence(first_fill: float, best_fit_fill: float) -> str:
+    """Best fit against first fit on the same stream, in points of padding as printed."""
+    head = (f"Rows filled with real tokens: first fit {first_fill:.1%}, best fit "
+            f"{best_fit_fill:.1%}.")
+    gain = points_between(best_fit_fill, first_fill, decimals=1)
+    if abs(gain) < 0.5:
+        return (f"{head} Best fit and first fit are within half a point of each other on "
+                "these lengths: with a few open rows, both find room for almost the same "
+                "sequences.")
+    if gain > 0:
+        return f"{head} Best fit saves {format_points(gain, 1)} of padding over first fit."
+    return f"{head} Best fit pads {format_points(-gain, 1)} more than first fit here."
+
+
+def rows_digest(rows: Iterable[tuple]) -> str:
+    """A fingerprint of a set of packed rows, `(tokens, segment_ids, positions)` each,
+    whatever order they come in; rows holding no sequence are left out."""
+    found = sorted(b"".join(np.ascontiguousarray(part, np.int32).tobytes() for part in row)
+                   for row in rows if np.any(row[1]))
+    return hashlib.sha256(b"|".join(found)).hexdigest()[:12]
+
+
+def rows_of(batches: Sequence[tuple]) -> Iterator[tuple]:
+    """The rows of packed batches, one `(tokens, segment_ids, positions)` each."""
+    for tokens, segment_ids, positions in batches:
+        yield from zip(tokens, segment_ids, positions, strict=True)
+
+
 def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
-                           course_fill: float) -> str:
-    """Grain's packers against each other and course_lib's, from `grain_packers`."""
+                           ours: Mapping[str, str]) -> str:
+    """Grain's packers on course_lib's stream, from `grain_packers`: their fills, whether
+    they made course_lib's rows (`ours`: `rows_digest` by Grain's class name), what
+    concatenating cut, and whether every token came out once."""
     if report is None:
         return ("Grain is not installed here, so its packers cannot run (`pip install grain` "
                 "to see them).")
     first, best, split = (report[name] for name in GRAIN_PACKERS)
-    parts = [f"Rows filled with real tokens: first fit {first['fill']:.1%}, best fit "
-             f"{best['fill']:.1%}, concatenate then split {split['fill']:.1%} (course_lib's "
-             f"first fit above: {course_fill:.1%})."]
-    gain = points_between(best["fill"], first["fill"], decimals=1)
-    if abs(gain) < 0.5:
-        parts.append("Best fit and first fit are within half a point of each other on these "
-                     "lengths: with a few open rows, both find room for almost the same "
-                     "sequences.")
-    elif gain > 0:
-        parts.append(f"Best fit saves {format_points(gain, 1)} of padding over first fit.")
+    parts = [f"Grain's packers, given the same stream: first fit {first['fill']:.1%}, best fit "
+             f"{best['fill']:.1%}, concatenate then split {split['fill']:.1%} of the slots "
+             "filled."]
+    same = [name for name in ours if report[name]["rows_digest"] == ours[name]]
+    if len(same) == len(ours):
+        parts.append("Grain's first fit and best fit made exactly course_lib's rows (compared "
+                     "as sets: the shuffled order the rows come out in is drawn differently).")
     else:
-        parts.append(f"Best fit pads {format_points(-gain, 1)} more than first fit here.")
+        other = [name for name in ours if name not in same]
+        parts.append(f"Grain's {' and '.join(other)} made other rows than course_lib's from "
+                     "the same stream: the packers disagree, a bug to report.")
     if split["cut"]:
         parts.append(f"Concatenate then split leaves almost no padding, but it cut "
                      f"{split['cut']} of these sequences across two rows: the piece in the "
