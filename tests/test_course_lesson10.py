@@ -362,7 +362,7 @@ def test_grain_sentence_reports_what_differs_and_what_agrees():
     same_count = {**broken, "2": {"batches": 19, "digest": "y", "fill": 0.9}}
     assert "as many batches (19), but not the same ones" in course.grain_sentence(
         same_count, OURS)
-    assert "bug to report" in course.grain_sentence(fixed, {**OURS, "resumed_equal": False})
+    assert "its own sampler, filled 90.0% of the slots (course_lib's chain: 90.0%)" in sentence
 
 
 def test_digest_changes_with_any_value():
