@@ -219,8 +219,9 @@ class FirstFitPacker:
                         f"the sequence at index {position} has length {len(leaf)} at "
                         f"length_struct{operation._where[feature]}, longer than its row of "
                         f"{room}: a sequence must fit in one row. Cut sequences before "
-                        f"packing, raise the row length, or pass truncate=True to keep the "
-                        f"first {room} tokens.")
+                        f"packing (split them into rows, or keep the first {room} tokens "
+                        "with a map before the packer), raise the row length, or pass "
+                        "truncate=True (PackAndBatchOperation only) to let the packer cut.")
                 leaves[feature] = leaf[:room]
         return leaves
 

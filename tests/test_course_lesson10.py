@@ -362,7 +362,7 @@ def test_grain_sentence_reports_what_differs_and_what_agrees():
     same_count = {**broken, "2": {"batches": 19, "digest": "y", "fill": 0.9}}
     assert "as many batches (19), but not the same ones" in course.grain_sentence(
         same_count, OURS)
-    assert "bug to report" in course.grain_sentence(fixed, {**OURS, "resumed_equal": False})
+    assert "its own sampler, filled 90.0% of the slots (course_lib's chain: 90.0%)" in sentence
 
 
 def test_digest_changes_with_any_value():
@@ -377,26 +377,42 @@ def test_loader_of_packs_with_the_operation_given():
     assert {batch[0].shape for batch in batches} == {(4, 32)}
 
 
-def packers_report(first=0.855, best=0.859, cut=179, every=True):
+def packers_report(first=0.855, best=0.859, cut=179, every=True, digests=("f", "b")):
     return {"FirstFitPackIterDataset": {"rows": 213, "fill": first, "cut": 0,
-                                        "every_token_once": True},
+                                        "rows_digest": digests[0], "every_token_once": True},
             "BestFitPackIterDataset": {"rows": 212, "fill": best, "cut": 0,
-                                       "every_token_once": True},
+                                       "rows_digest": digests[1], "every_token_once": True},
             "ConcatThenSplitIterDataset": {"rows": 183, "fill": 0.995, "cut": cut,
-                                           "every_token_once": every}}
+                                           "rows_digest": "c", "every_token_once": every}}
+
+
+OUR_ROWS = {"FirstFitPackIterDataset": "f", "BestFitPackIterDataset": "b"}
 
 
 def test_grain_packers_sentence_follows_the_numbers():
-    assert "not installed" in course.grain_packers_sentence(None, 0.84)
-    close = course.grain_packers_sentence(packers_report(), 0.843)
-    assert "first fit 85.5%, best fit 85.9%" in close and "within half a point" in close
-    assert "cut 179 of these sequences" in close and "every token exactly once" in close
-    assert "as every piece after the first of a split long document is" in close
-    assert "saves 2.0 points" in course.grain_packers_sentence(packers_report(best=0.875), 0.8)
-    assert "pads 2.0 points more" in course.grain_packers_sentence(
-        packers_report(best=0.835), 0.8)
-    uncut = course.grain_packers_sentence(packers_report(cut=0, every=False), 0.8)
+    assert "not installed" in course.grain_packers_sentence(None, OUR_ROWS)
+    same = course.grain_packers_sentence(packers_report(), OUR_ROWS)
+    assert "first fit 85.5%, best fit 85.9%, concatenate then split 99.5%" in same
+    assert "made exactly course_lib's rows" in same
+    assert "cut 179 of these sequences" in same and "every token exactly once" in same
+    assert "as every piece after the first of a split long document is" in same
+    other = course.grain_packers_sentence(packers_report(digests=("f", "x")), OUR_ROWS)
+    assert "Grain's BestFitPackIterDataset made other rows" in other
+    assert "exactly course_lib's rows" not in other
+    uncut = course.grain_packers_sentence(packers_report(cut=0, every=False), OUR_ROWS)
     assert "cut no sequence" in uncut and "ConcatThenSplitIterDataset did not deliver" in uncut
+
+
+def test_rows_digest_ignores_the_order_of_rows_and_empty_rows_but_not_a_value():
+    batch = (np.array([[5, 6, 0], [7, 0, 0]]), np.array([[1, 2, 0], [1, 0, 0]]),
+             np.array([[0, 0, 0], [0, 0, 0]]))
+    swapped = tuple(part[::-1] for part in batch)
+    padded = tuple(np.vstack([part, np.zeros((1, 3), int)]) for part in batch)
+    rows = course.rows_digest(course.rows_of([batch]))
+    assert rows == course.rows_digest(course.rows_of([swapped]))
+    assert rows == course.rows_digest(course.rows_of([padded]))
+    changed = (batch[0] + 1, *batch[1:])
+    assert rows != course.rows_digest(course.rows_of([changed]))
 
 
 def test_grain_packers_run_on_real_grain():
@@ -408,6 +424,21 @@ def test_grain_packers_run_on_real_grain():
     assert report["ConcatThenSplitIterDataset"]["fill"] > report["FirstFitPackIterDataset"]["fill"]
     assert report["FirstFitPackIterDataset"]["cut"] == 0
     assert report["ConcatThenSplitIterDataset"]["cut"] > 0
+
+
+def test_given_one_stream_grain_s_fit_packers_make_course_lib_s_rows():
+    pytest.importorskip("grain")
+    sequences = course.docstring_sequences(64, limit=80)
+    report = course.grain_packers(sequences, 64, 4, shuffle=False)
+    for name in ("FirstFitPackIterDataset", "BestFitPackIterDataset"):
+        stream = grain.MapDataset.source(sequences).map(lambda t: {"tokens": t})
+        rows = getattr(grain.experimental, name)(
+            stream.to_iter_dataset(), length_struct={"tokens": 64}, num_packing_bins=4, seed=0)
+        ours = course.rows_digest((row["tokens"], row["tokens_segment_ids"],
+                                   row["tokens_positions"]) for row in rows)
+        assert report[name]["rows_digest"] == ours, name
+    assert report["FirstFitPackIterDataset"]["rows_digest"] != report[
+        "BestFitPackIterDataset"]["rows_digest"]  # the two rules differ on these lengths
 
 
 def test_the_training_step_lowers_the_loss_and_the_loss_parts_agree():
@@ -453,3 +484,110 @@ def test_the_throughput_chart_shows_every_pass_and_highlights_only_a_clear_winne
     assert plt.matplotlib.colors.to_rgb("tab:orange") not in [
         bar.get_facecolor()[:3] for bar in figure.axes[0].patches]
     plt.close(figure)
+
+
+def test_points_between_subtracts_the_figures_as_printed():
+    # 87.464% and 86.646% print as 87.5% and 86.6%: 0.9 points apart as a reader adds them,
+    # although the unrounded shares are 0.818 points apart
+    assert course.variable_length.shown_percent(0.87464, 1) == 87.5
+    assert course.variable_length.points_between(0.87464, 0.86646, decimals=1) == 0.9
+    assert course.variable_length.points_between(0.4951, 0.2349) == 27  # 50% and 23%
+    assert course.variable_length.points_between(0.2349, 0.4951) == -27
+    assert course.variable_length.format_points(1) == "1 point"
+    assert course.variable_length.format_points(0.9, 1) == "0.9 points"
+
+
+def test_best_fit_s_saving_adds_up_with_the_fills_printed_beside_it():
+    sentence = course.best_fit_sentence(0.86646, 0.87464)
+    assert "first fit 86.6%, best fit 87.5%" in sentence
+    assert "saves 0.9 points" in sentence, sentence  # 87.5 - 86.6, not the unrounded 0.8
+    assert "pads 0.9 points more" in course.best_fit_sentence(0.87464, 0.86646)
+    # 86.64% and 87.06% print as 86.6% and 87.1%: half a point, no longer "within"
+    assert "saves 0.5 points" in course.best_fit_sentence(0.8664, 0.8706)
+    assert "within half a point" in course.best_fit_sentence(0.8664, 0.8704)
+
+
+def test_bucket_sentence_s_points_add_up_with_the_shares_printed():
+    sentence = course.bucket_sentence(tradeoff(0.4951, 0.2349), 0.14, 4, 32)
+    assert "50% of the slots are padding" in sentence and "32 batches, 23%" in sentence
+    assert "cut the padding by 27 points" in sentence, sentence  # unrounded: 26.02
+    assert "cut the padding by 1 point," in course.bucket_sentence(
+        tradeoff(0.50, 0.49), 0.14, 4, 32)
+
+
+def test_context_sentence_s_padding_points_add_up_with_the_shares_printed():
+    report = _context(500, 700)
+    report["split, then first fit"]["fill"] = 0.9249  # 7.51% padding: "8%"
+    report["concatenate then split"]["fill"] = 0.9951  # 0.49%: "0%"
+    sentence = course.context_sentence(report)
+    assert "with 8% of the slots padding" in sentence and "with 0% of the slots" in sentence
+    assert "for 8 points less padding" in sentence, sentence  # unrounded: 7.02
+    report["concatenate then split"]["fill"] = 0.9249
+    assert "for the same padding" in course.context_sentence(report)
+    report["concatenate then split"]["fill"] = 0.91
+    assert "for 1 point more padding" in course.context_sentence(report)
+    fewer = course.context_sentence(_context(700, 500))
+    assert "(500 against 700) and 8 points less padding" in fewer
+    same = course.context_sentence(_context(500, 520))
+    assert "the padding: 8 points less padding when concatenating" in same
+
+
+def _overlapping_texts(figure) -> list[tuple[str, str]]:
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    texts = [text for text in figure.axes[0].texts if text.get_visible()]
+    boxes = [text.get_window_extent(renderer) for text in texts]
+    return [(texts[i].get_text(), texts[j].get_text()) for i in range(len(texts))
+            for j in range(i + 1, len(texts)) if boxes[i].overlaps(boxes[j])]
+
+
+def test_the_trade_off_chart_s_labels_do_not_overlap_where_the_lines_meet():
+    import matplotlib.pyplot as plt
+
+    # one bucket is one fixed length in either order: both lines start at the same point
+    figure = course.plot_bucket_tradeoff(tradeoff(0.50, 0.23), 0.14)
+    assert _overlapping_texts(figure) == []
+    labels = [text.get_text() for text in figure.axes[0].texts]
+    assert labels.count("1") == 1 and labels.count("4") == 2 and labels.count("longest") == 2
+    plt.close(figure)
+
+
+def test_the_lengths_chart_says_which_docstrings_it_counts():
+    import matplotlib.pyplot as plt
+
+    figure = course.plot_lengths([10, 50, 128])
+    title = figure.axes[0].get_title()
+    assert "The 3 docstrings of this run" in title and "top-level modules" in title
+    assert "fit a row of 128 bytes" in title
+    plt.close(figure)
+
+
+def chain_report(main=("a", "a", "equal"), workers=("a", "b", "KeyError: 'parent'"), leaked=0):
+    """Made-up results of `grain_chain_packing`: digests at 0 and 2 workers, the resume."""
+    def place(values):
+        return dict(zip(("0", "2", "resume"), values, strict=True))
+
+    return {"main": place(main), "workers": place(workers), "leaked_segments": leaked}
+
+
+def test_grain_chain_sentence_says_what_grain_did_in_each_place_of_mp_prefetch():
+    assert "not installed" in course.grain_chain_sentence(None, True, True)
+    sentence = course.grain_chain_sentence(chain_report(), True, True)
+    assert ("same chain (mp_prefetch below the packer) gave the same batches at 0 and 2 "
+            "workers, and a state saved at 2 workers continued exactly at 0") in sentence
+    assert ("after the packer, where each worker packs its own share, Grain gave other "
+            "batches at 2 workers than at 0, and a state saved at 2 workers did not restore "
+            "at 0 (KeyError: 'parent')") in sentence
+    assert "leaked" not in sentence
+    assert "course_lib gave the same batches at 0, 1 and 2 workers and resumed" in sentence
+    other = course.grain_chain_sentence(
+        chain_report(main=("a", "b", "other"), workers=("a", "a", "equal"), leaked=3),
+        True, True)
+    assert "gave other batches at 2 workers than at 0, and a state saved at 2 workers gave "\
+           "other batches at 0" in other
+    assert "Grain gave the same batches at 0 and 2 workers, and a state saved at 2 workers " \
+           "continued exactly" in other
+    assert "reported 3 leaked shared memory segments" in other
+    for ours in ((False, True), (True, False)):
+        assert "a bug to report" in course.grain_chain_sentence(chain_report(), *ours)
+

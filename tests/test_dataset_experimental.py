@@ -93,6 +93,19 @@ def test_unsupported_packing_options_are_refused_by_name():
             padding_struct={"tokens": -1})
 
 
+@pytest.mark.parametrize("name", ["FirstFitPackIterDataset", "BestFitPackIterDataset"])
+def test_a_sequence_longer_than_its_row_is_refused_with_a_fix_the_dataset_accepts(name):
+    packer = getattr(grain.experimental, name)
+    with pytest.raises(ValueError, match="has length 7") as refused:
+        list(packer(sequences(grain), length_struct={"tokens": 6}, num_packing_bins=2))
+    message = str(refused.value)
+    assert "a map before the packer" in message, message  # what a Dataset chain can do
+    # truncate=True is PackAndBatchOperation's alone: the dataset refuses it
+    with pytest.raises(TypeError):
+        packer(sequences(grain), length_struct={"tokens": 6}, num_packing_bins=2, truncate=True)
+    assert "truncate=True" not in message or "PackAndBatchOperation only" in message, message
+
+
 def test_window_shuffle_permutes_each_window_and_resumes():
     ds = grain.experimental.WindowShuffleIterDataset(
         grain.MapDataset.range(10).to_iter_dataset(), window_size=4, seed=1)

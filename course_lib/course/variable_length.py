@@ -26,7 +26,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +161,9 @@ def plot_lengths(lengths: Sequence[int], row_length: int = ROW_LENGTH):
     ax.axvline(row_length, color="black", linestyle=":", label=f"row length {row_length}")
     ax.set_xlabel("sequence length (bytes)")
     ax.set_ylabel("number of sequences")
-    ax.set_title(f"Docstrings of the standard library that fit a row of {row_length} bytes")
+    ax.set_title(f"The {len(lengths):,} docstrings of this run: from the standard library's "
+                 f"top-level modules,\nthose that fit a row of {row_length} bytes",
+                 fontsize="medium")
     ax.legend()
     figure.tight_layout()
     return figure
@@ -261,6 +263,24 @@ def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
 def _spread(values: Sequence[float]) -> float:
     """The range of repeated measurements, relative to their median."""
     return (max(values) - min(values)) / statistics.median(values)
+
+
+def shown_percent(share: float, decimals: int = 0) -> float:
+    """A share as the lesson prints it, in percent: `shown_percent(0.8664, 1)` is 86.6, the
+    number behind "86.6%"."""
+    return float(f"{share:.{decimals}%}".rstrip("%"))
+
+
+def points_between(larger: float, smaller: float, decimals: int = 0) -> float:
+    """The difference of two shares in percentage points, from the figures as printed (each
+    rounded to `decimals`), so that a difference printed beside them adds up: 87.5% and
+    86.6% are 0.9 points apart even when the unrounded shares are 0.8 apart."""
+    return round(shown_percent(larger, decimals) - shown_percent(smaller, decimals), decimals)
+
+
+def format_points(points: float, decimals: int = 0) -> str:
+    """ "1 point", "27 points", "0.9 points": a difference of percentages, as printed."""
+    return f"{points:.{decimals}f} point{'' if points == 1 else 's'}"
 
 
 def _possessive(name: str) -> str:
@@ -451,6 +471,7 @@ def plot_bucket_tradeoff(results: Mapping[int, Mapping[int | None, Mapping[str, 
 
     figure, ax = plt.subplots(figsize=(8, 4))
     colors = iter(["tab:red", "tab:blue", "tab:purple", "tab:orange"])
+    labels: dict[tuple, tuple] = {}  # label -> (its point, the colours of lines through it)
     for window, by_count in results.items():
         color = next(colors)
         counts = list(by_count)
@@ -460,9 +481,14 @@ def plot_bucket_tradeoff(results: Mapping[int, Mapping[int | None, Mapping[str, 
                 [100 * by_count[c]["padding"] for c in counts], marker="o", color=color,
                 label=label)
         for count in counts:
-            ax.annotate("longest" if count is None else str(count),
-                        (by_count[count]["traces"], 100 * by_count[count]["padding"]),
-                        textcoords="offset points", xytext=(4, 5), fontsize=8, color=color)
+            text = "longest" if count is None else str(count)
+            point = (by_count[count]["traces"], 100 * by_count[count]["padding"])
+            key = (text, point[0], round(point[1]))  # the same label at the same place
+            labels.setdefault(key, (point, []))[1].append(color)
+    for (text, *_), (point, lines) in labels.items():
+        color = lines[0] if len(lines) == 1 else "black"  # lines that meet: one label
+        ax.annotate(text, point, textcoords="offset points", xytext=(4, 5), fontsize=8,
+                    color=color)
     ax.plot([1], [100 * packed_padding], marker="*", markersize=14, color="tab:green",
             linestyle="none", label="packing")
     ax.set_xscale("log")
@@ -489,13 +515,13 @@ def bucket_sentence(results: Mapping[int, Mapping[int | None, Mapping[str, float
     parts = [f"With {count} buckets in stream order, {stream['padding']:.0%} of the slots are "
              f"padding{fixed}: {stream['in_largest']:.0%} of the batches hold a sequence long "
              "enough for the largest bucket."]
-    difference = stream["padding"] - grouped["padding"]
-    if difference > 0.01:
+    difference = points_between(stream["padding"], grouped["padding"])
+    if difference >= 1:
         parts.append(f"Grouped by length in windows of {window} batches, {grouped['padding']:.0%}"
                      f", for {grouped['traces']} traces: grouping cut the padding by "
-                     f"{100 * difference:.0f} points, because a batch now holds sequences of "
+                     f"{format_points(difference)}, because a batch now holds sequences of "
                      "similar length.")
-    elif difference < -0.01:
+    elif difference <= -1:
         parts.append(f"Grouped by length in windows of {window} batches, "
                      f"{grouped['padding']:.0%}: grouping padded more here, so these lengths "
                      "gain nothing from it.")
@@ -737,15 +763,16 @@ def _leaked_segments(stderr: str) -> int:
 def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, Any]) -> str:
     """Grain's operation against course_lib's, on the same sequences, from both reports.
 
-    `ours` holds `batches` and `digest` at 0 and 2 workers (keys 0 and 2), `resumed_equal`
-    and `fill`."""
+    `ours` holds course_lib's `fill`; `grain_chain_sentence` says course_lib's other
+    results."""
     if grain_report is None:
         return ("Grain is not installed here, so its operation cannot run side by side "
                 "(`pip install grain` to see it); course_lib's results above stand alone.")
     theirs = {int(key): value for key, value in grain_report.items() if key.isdigit()}
     same_batches = theirs[0]["digest"] == theirs[2]["digest"]
-    parts = [f"Grain's PackAndBatchOperation on the same sequences filled "
-             f"{theirs[0]['fill']:.1%} of the slots (course_lib: {ours['fill']:.1%})."]
+    parts = [f"Grain's DataLoader with its PackAndBatchOperation, on the same sequences in "
+             f"the order of its own sampler, filled {theirs[0]['fill']:.1%} of the slots "
+             f"(course_lib's chain: {ours['fill']:.1%})."]
     if same_batches:
         parts.append("Its batches were the same at 0 and 2 workers.")
     else:
@@ -764,10 +791,122 @@ def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, An
                  f"tracker reported {leaked} leaked shared memory segments." if leaked else
                  "With every batch and iterator released before exit, Python's resource "
                  "tracker reported no leaked shared memory segment.")
-    ours_fine = ours[0]["digest"] == ours[2]["digest"] and ours["resumed_equal"]
-    parts.append("course_lib gave the same batches at 0 and 2 workers and resumed exactly."
-                 if ours_fine else "course_lib did not hold its promises here either: "
-                 "that is a bug to report.")
+    return " ".join(parts)
+
+
+# -- Grain's FirstFitPackIterDataset under mp_prefetch, the lesson's chain on Grain ----------
+_GRAIN_CHAIN_SCRIPT = """
+import json, sys
+from absl import flags
+flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
+import numpy as np
+import grain.python as grain
+from course_lib.course.variable_length import SequenceSource, digest, docstring_sequences
+limit, row_length, batch_size, resume_after = (int(argument) for argument in sys.argv[1:])
+source = SequenceSource(docstring_sequences(row_length, limit or None))
+
+def to_batch(rows):
+    missing = batch_size - len(rows)
+    return tuple(np.pad(np.stack([row[key] for row in rows]), ((0, missing), (0, 0)))
+                 for key in ("tokens", "tokens_segment_ids", "tokens_positions"))
+
+def packed(num_workers, where):
+    options = grain.MultiprocessingOptions(num_workers=num_workers)
+    stream = (grain.MapDataset.source(source).shuffle(seed=0)
+              .map(lambda tokens: {"tokens": tokens}).to_iter_dataset())
+    if where == "main":  # the lesson's chain: workers below the packer
+        stream = stream.mp_prefetch(options)
+    rows = grain.experimental.FirstFitPackIterDataset(
+        stream, length_struct={"tokens": row_length}, num_packing_bins=batch_size, seed=0)
+    batches = rows.batch(batch_size, batch_fn=to_batch)
+    return batches.mp_prefetch(options) if where == "workers" else batches
+
+def run(num_workers, where, state=None, take=None):
+    iterator = iter(packed(num_workers, where))
+    try:
+        if state is not None:
+            iterator.set_state(state)
+        if take is None:
+            return [tuple(batch) for batch in iterator]
+        for _ in range(take):
+            next(iterator)
+        return iterator.get_state()
+    finally:
+        iterator.close()
+
+report = {}
+for where in ("main", "workers"):
+    everything = run(0, where)
+    report[where] = {str(count): digest(everything if count == 0 else run(count, where))
+                     for count in (0, 2)}
+    state = run(2, where, take=resume_after)
+    try:
+        rest = run(0, where, state=state)
+        report[where]["resume"] = ("equal" if digest(rest) == digest(everything[resume_after:])
+                                   else "other")
+    except Exception as error:  # what Grain raises is the measurement
+        report[where]["resume"] = f"{type(error).__name__}: {error}"
+print(json.dumps(report))
+"""
+
+
+def grain_chain_packing(limit: int | None, row_length: int = ROW_LENGTH,
+                        batch_size: int = BATCH_SIZE, resume_after: int = 5,
+                        timeout: float = 600.0) -> dict | None:
+    """The lesson's packing chain on Grain itself, in a new process (Grain's workers need
+    absl's flags parsed): `FirstFitPackIterDataset` with `mp_prefetch` below the packer
+    ("main": the packer runs in the main process) and after it ("workers": each worker
+    packs its share), each at 0 and 2 workers, and a state saved at 2 workers restored at 0
+    ("equal", "other", or the error Grain raised). None where Grain is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("grain") is None:
+        return None
+    result = subprocess.run(
+        [sys.executable, "-c", _GRAIN_CHAIN_SCRIPT,
+         *map(str, (limit or 0, row_length, batch_size, resume_after))],
+        capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+        raise RuntimeError(f"Grain exited with code {result.returncode}: {last}")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report["leaked_segments"] = _leaked_segments(result.stderr)
+    return report
+
+
+def grain_chain_sentence(report: Mapping[str, Any] | None, ours_same: bool,
+                         ours_resumed: bool) -> str:
+    """The lesson's chain on Grain against course_lib's, from `grain_chain_packing`:
+    the batches at 0 and 2 workers in each place of `mp_prefetch`, and a resume at another
+    worker count. `ours_same`, `ours_resumed`: course_lib's results, measured above."""
+    if report is None:
+        return ("Grain is not installed here, so the chain cannot run on it (`pip install "
+                "grain` to see it); course_lib's results above stand alone.")
+
+    def outcome(result: Mapping[str, str]) -> tuple[str, str]:
+        same = ("the same batches at 0 and 2 workers" if result["0"] == result["2"] else
+                "other batches at 2 workers than at 0")
+        resume = result["resume"]
+        if resume == "equal":
+            restored = "a state saved at 2 workers continued exactly at 0"
+        elif resume == "other":
+            restored = "a state saved at 2 workers gave other batches at 0"
+        else:
+            restored = f"a state saved at 2 workers did not restore at 0 ({resume})"
+        return same, restored
+
+    main_same, main_restored = outcome(report["main"])
+    workers_same, workers_restored = outcome(report["workers"])
+    parts = [f"On Grain, the same chain (mp_prefetch below the packer) gave {main_same}, and "
+             f"{main_restored}. With mp_prefetch after the packer, where each worker packs "
+             f"its own share, Grain gave {workers_same}, and {workers_restored}."]
+    leaked = report.get("leaked_segments", 0)
+    if leaked:
+        parts.append(f"Python's resource tracker reported {leaked} leaked shared memory "
+                     "segments at exit.")
+    parts.append("course_lib gave the same batches at 0, 1 and 2 workers and resumed exactly "
+                 "at another worker count." if ours_same and ours_resumed else
+                 "course_lib did not hold its promises here either: that is a bug to report.")
     return " ".join(parts)
 
 
@@ -782,11 +921,13 @@ GRAIN_PACKERS = {
 
 
 def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
-                  bins: int = BATCH_SIZE, seed: int = 0) -> dict[str, dict] | None:
-    """Grain's three Dataset API packers on `sequences`, shuffled by `MapDataset.shuffle`:
-    for each, the rows, the share of slots holding real tokens, how many sequences were cut
-    (segments in all rows minus sequences: each cut adds a segment), and whether every token
-    came out once. None where Grain is not installed."""
+                  bins: int = BATCH_SIZE, seed: int = 0,
+                  shuffle: bool = True) -> dict[str, dict] | None:
+    """Grain's three Dataset API packers on `sequences`, shuffled by Grain's
+    `MapDataset.shuffle` (or in the order given, `shuffle=False`): for each, the rows, the
+    share of slots holding real tokens, how many sequences were cut (segments in all rows
+    minus sequences: each cut adds a segment), the rows' `rows_digest`, and whether every
+    token came out once. None where Grain is not installed."""
     import importlib.util
 
     if importlib.util.find_spec("grain") is None:
@@ -794,8 +935,9 @@ def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
     import grain
 
     source = SequenceSource(sequences)
-    dataset = (grain.MapDataset.source(source).shuffle(seed=seed)
-               .map(lambda tokens: {"tokens": tokens}).to_iter_dataset())
+    dataset = grain.MapDataset.source(source)
+    dataset = dataset.shuffle(seed=seed) if shuffle else dataset
+    dataset = dataset.map(lambda tokens: {"tokens": tokens}).to_iter_dataset()
     packers = {
         "FirstFitPackIterDataset": lambda: grain.experimental.FirstFitPackIterDataset(
             dataset, length_struct={"tokens": row_length}, num_packing_bins=bins, seed=seed),
@@ -811,30 +953,62 @@ def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
         starts = (segments > 0) & (np.diff(segments, axis=1, prepend=0) != 0)
         report[name] = {"rows": len(rows), "fill": float(np.mean(segments > 0)),
                         "cut": int(np.count_nonzero(starts)) - len(source),
+                        "rows_digest": rows_digest(
+                            (row["tokens"], row["tokens_segment_ids"], row["tokens_positions"])
+                            for row in rows),
                         "every_token_once": int(np.count_nonzero(segments)) == len(
                             source.tokens)}
     return report
 
 
+def best_fit_sentence(first_fill: float, best_fit_fill: float) -> str:
+    """Best fit against first fit on the same stream, in points of padding as printed."""
+    head = (f"Rows filled with real tokens: first fit {first_fill:.1%}, best fit "
+            f"{best_fit_fill:.1%}.")
+    gain = points_between(best_fit_fill, first_fill, decimals=1)
+    if abs(gain) < 0.5:
+        return (f"{head} Best fit and first fit are within half a point of each other on "
+                "these lengths: with a few open rows, both find room for almost the same "
+                "sequences.")
+    if gain > 0:
+        return f"{head} Best fit saves {format_points(gain, 1)} of padding over first fit."
+    return f"{head} Best fit pads {format_points(-gain, 1)} more than first fit here."
+
+
+def rows_digest(rows: Iterable[tuple]) -> str:
+    """A fingerprint of a set of packed rows, `(tokens, segment_ids, positions)` each,
+    whatever order they come in; rows holding no sequence are left out."""
+    found = sorted(b"".join(np.ascontiguousarray(part, np.int32).tobytes() for part in row)
+                   for row in rows if np.any(row[1]))
+    return hashlib.sha256(b"|".join(found)).hexdigest()[:12]
+
+
+def rows_of(batches: Sequence[tuple]) -> Iterator[tuple]:
+    """The rows of packed batches, one `(tokens, segment_ids, positions)` each."""
+    for tokens, segment_ids, positions in batches:
+        yield from zip(tokens, segment_ids, positions, strict=True)
+
+
 def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
-                           course_fill: float) -> str:
-    """Grain's packers against each other and course_lib's, from `grain_packers`."""
+                           ours: Mapping[str, str]) -> str:
+    """Grain's packers on course_lib's stream, from `grain_packers`: their fills, whether
+    they made course_lib's rows (`ours`: `rows_digest` by Grain's class name), what
+    concatenating cut, and whether every token came out once."""
     if report is None:
         return ("Grain is not installed here, so its packers cannot run (`pip install grain` "
                 "to see them).")
     first, best, split = (report[name] for name in GRAIN_PACKERS)
-    parts = [f"Rows filled with real tokens: first fit {first['fill']:.1%}, best fit "
-             f"{best['fill']:.1%}, concatenate then split {split['fill']:.1%} (course_lib's "
-             f"first fit above: {course_fill:.1%})."]
-    gain = best["fill"] - first["fill"]
-    if abs(gain) < 0.005:
-        parts.append("Best fit and first fit are within half a point of each other on these "
-                     "lengths: with a few open rows, both find room for almost the same "
-                     "sequences.")
-    elif gain > 0:
-        parts.append(f"Best fit saves {100 * gain:.1f} points of padding over first fit.")
+    parts = [f"Grain's packers, given the same stream: first fit {first['fill']:.1%}, best fit "
+             f"{best['fill']:.1%}, concatenate then split {split['fill']:.1%} of the slots "
+             "filled."]
+    same = [name for name in ours if report[name]["rows_digest"] == ours[name]]
+    if len(same) == len(ours):
+        parts.append("Grain's first fit and best fit made exactly course_lib's rows (compared "
+                     "as sets: the shuffled order the rows come out in is drawn differently).")
     else:
-        parts.append(f"Best fit pads {100 * -gain:.1f} points more than first fit here.")
+        other = [name for name in ours if name not in same]
+        parts.append(f"Grain's {' and '.join(other)} made other rows than course_lib's from "
+                     "the same stream: the packers disagree, a bug to report.")
     if split["cut"]:
         parts.append(f"Concatenate then split leaves almost no padding, but it cut "
                      f"{split['cut']} of these sequences across two rows: the piece in the "
@@ -923,6 +1097,15 @@ def context_cuts(documents: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
             for name, make in packers.items()}
 
 
+def _padding_change(points_saved: float) -> str:
+    """What concatenating did to the padding, in points as printed."""
+    if points_saved > 0:
+        return f"{format_points(points_saved)} less padding"
+    if points_saved < 0:
+        return f"{format_points(-points_saved)} more padding"
+    return "the same padding"
+
+
 def context_sentence(report: Mapping[str, Mapping[str, Any]] | None) -> str:
     """Splitting long documents against concatenating then splitting, from `context_cuts`:
     documents cut, tokens trained without the start of their document, and padding."""
@@ -940,7 +1123,7 @@ def context_sentence(report: Mapping[str, Mapping[str, Any]] | None) -> str:
              f"alike from the packed rows: split into rows, then first fit, "
              f"{counted(split)}; concatenate then split {counted(concat)}."]
     lost, base = concat["without_context"], split["without_context"]
-    padding_saved = 100 * (concat["fill"] - split["fill"])
+    padding_saved = points_between(1 - split["fill"], 1 - concat["fill"])
     if base == 0 and lost == 0:
         parts.append("Neither cut a document: every one fits a row.")
     elif lost > 1.1 * base:
@@ -949,19 +1132,19 @@ def context_sentence(report: Mapping[str, Mapping[str, Any]] | None) -> str:
             f"({concat['short_cut']:,} of those it cut fit a row, which splitting leaves "
             "whole) and left "
             + (f"{lost / base:.1f}x the tokens" if base else "tokens")
-            + f" without their start, for {padding_saved:.0f} points less padding. Both cut "
+            + f" without their start, for {_padding_change(padding_saved)}. Both cut "
             "the long documents and train each piece alone; the choice is padding against "
             "context, and this run puts a number on each.")
     elif lost < base / 1.1:
         parts.append(
             f"Concatenating left fewer tokens without their start ({lost:,} against "
-            f"{base:,}) and {padding_saved:.0f} points less padding: on these documents it "
+            f"{base:,}) and {_padding_change(padding_saved)}: on these documents it "
             "loses less context than splitting, not more.")
     else:
         parts.append(
             "Both left about as many tokens without their start (within 10%): the long "
-            "documents are cut either way, so what sets the two apart is the padding, "
-            f"{padding_saved:.0f} points less when concatenating.")
+            "documents are cut either way, so what sets the two apart is the padding: "
+            f"{_padding_change(padding_saved)} when concatenating.")
     if not (split["every_token_once"] and concat["every_token_once"]):
         parts.append("One of them did not deliver every token exactly once.")
     return " ".join(parts)
