@@ -70,13 +70,33 @@ def test_speed_sentence_blames_the_waiting_when_the_slower_feed_waited_more():
     assert "course_lib, 2 workers left the step waiting" in reverse
 
 
-def test_speed_sentence_blames_the_shared_cores_when_the_slower_step_took_longer():
+def test_speed_sentence_blames_the_loader_beside_the_step_only_against_the_control():
     fast = summary("course_lib, 0 workers", [8.0, 8.1], idle=0.4, step_s=0.05)
     slow = summary("Grain Dataset, 0 workers", [3.0, 3.1], idle=0.0, step_s=0.3)
-    sentence = lesson.speed_sentence(slow, fast, cores=2)
+    sentence = lesson.speed_sentence(slow, fast, cores=2, step_alone_s=0.04)
     assert "slower than course_lib, 0 workers" in sentence
     assert "its step itself took 300.00 ms against 50.00 ms" in sentence
-    assert "same 2 CPU cores" in sentence and "low idle share" in sentence
+    assert "and 40.00 ms with no loader running" in sentence
+    assert "the step slowed while this loader ran beside it, on the same 2 CPU cores" in sentence
+    assert "low idle share" in sentence and "not isolated here" in sentence
+
+
+def test_speed_sentence_names_no_cause_for_a_longer_step_without_the_control():
+    fast = summary("a", [8.0, 8.1], idle=0.4, step_s=0.05)
+    slow = summary("b", [3.0, 3.1], idle=0.0, step_s=0.3)
+    sentence = lesson.speed_sentence(slow, fast, cores=2)
+    assert "its step itself took 300.00 ms against 50.00 ms" in sentence
+    assert "this run does not isolate why" in sentence
+    assert "CPU cores" not in sentence and "slowed while" not in sentence
+
+
+def test_speed_sentence_says_when_the_slower_step_is_no_slower_than_the_step_alone():
+    fast = summary("a", [8.0, 8.1], idle=0.4, step_s=0.05)
+    slow = summary("b", [3.0, 3.1], idle=0.0, step_s=0.3)
+    sentence = lesson.speed_sentence(slow, fast, cores=2, step_alone_s=0.29)
+    assert "and 290.00 ms with no loader running" in sentence
+    assert "no slower than the step alone" in sentence and "does not explain" in sentence
+    assert "slowed while this loader ran" not in sentence
 
 
 def test_speed_sentence_names_the_overhead_when_neither_phase_explains_it():
@@ -317,7 +337,9 @@ def test_lesson_runs_top_to_bottom_without_grain(tmp_path):
                       if cell.cell_type == "code" for output in cell.outputs)
     assert "Grain is not installed" in printed and lesson.GRAIN_INSTALL in printed
     assert "Skipped: this cell needs Grain" in printed
-    assert "course_lib, 2 workers" in printed and "Grain DataLoader, 0 workers" not in printed
+    assert "course_lib DataLoader, 2 workers" in printed
+    assert "course_lib Dataset, 2 workers" in printed
+    assert "Grain DataLoader, 0 workers" not in printed
     assert "The Grain checkpoint was not tried here" in printed
 
 
@@ -343,7 +365,8 @@ def test_measure_feeds_trains_and_times_each_feed_in_rounds():
     summaries = lesson.summarise(runs)
     assert len(summaries["a"].steps_per_s) == 2 and summaries["a"].step_s > 0
     table = lesson.summary_table(summaries)
-    assert table.splitlines()[0].startswith("feed") and len(table.splitlines()) == 3
+    assert table.splitlines()[0] == "median of 2 runs per feed"
+    assert table.splitlines()[1].startswith("feed") and len(table.splitlines()) == 4
     with pytest.raises(ValueError, match="repeats"):
         lesson.train_on_feeds({"a": loader}, repeats=0, num_steps=1, warmup_steps=0,
                              held_out=held_out)
@@ -415,12 +438,106 @@ def test_name_map_and_placement_name_every_feed_and_name_once():
         assert feed in feeds
 
 
-def test_the_side_by_side_picture_shows_every_run_of_every_feed():
+def test_the_side_by_side_picture_shows_every_run_of_every_feed_in_every_panel():
     import matplotlib.pyplot as plt
 
     summaries = {"a": summary("a", [10.0, 20.0]), "b": summary("b", [15.0, 16.0])}
+    summaries["a"].idle_fractions, summaries["b"].idle_fractions = [0.1, 0.3], [0.05, 0.07]
+    summaries["a"].first_batches_s, summaries["b"].first_batches_s = [0.5, 0.7], [2.0, 3.0]
     figure = lesson.plot_side_by_side(summaries)
-    dots = [line for line in figure.axes[0].get_lines() if line.get_marker() == "o"]
-    assert sorted(y for line in dots for y in line.get_ydata()) == [10.0, 15.0, 16.0, 20.0]
-    assert "dots: each run" in figure._suptitle.get_text()
+
+    def dots(ax):
+        return sorted(round(float(y), 6) for line in ax.get_lines()
+                      if line.get_marker() == "o" for y in line.get_ydata())
+
+    steps, idle, first = figure.axes
+    assert dots(steps) == [10.0, 15.0, 16.0, 20.0]
+    assert dots(idle) == [5.0, 7.0, 10.0, 30.0]  # percent
+    assert dots(first) == [0.5, 0.7, 2.0, 3.0]
+    assert "bars: median of 2 runs; dots: each run, in every panel" in figure._suptitle.get_text()
     plt.close(figure)
+    one = lesson.plot_side_by_side({"a": summary("a", [10.0])})
+    assert "the one run of each feed" in one._suptitle.get_text()
+    assert "median" not in one._suptitle.get_text()
+    plt.close(one)
+
+
+def test_summary_table_names_its_statistic_and_the_run_count():
+    two = lesson.summary_table({"a": summary("a", [10.0, 12.0])})
+    assert two.splitlines()[0] == "median of 2 runs per feed"
+    assert "11.0" in two.splitlines()[2]  # the median of 10 and 12
+    assert lesson.summary_table({"a": summary("a", [10.0])}).splitlines()[0] == (
+        "one run per feed")
+
+
+def test_summarise_keeps_every_runs_idle_share_and_first_batch():
+    profiler = course_lib.StepProfiler(warmup_steps=0)
+    profiler.measure(iter([1, 2, 3]), lambda batch: batch, 3)
+    runs = [lesson.FeedMeasurement("feed", seconds, profiler, [0], 0.5) for seconds in (0.1, 0.3)]
+    summarised = lesson.summarise({"feed": runs})["feed"]
+    assert summarised.first_batches_s == [0.1, 0.3] and summarised.first_batch_s == 0.2
+    assert summarised.idle_fractions == [profiler.idle_fraction] * 2
+
+
+# -- one chain, two libraries ---------------------------------------------------------------
+def test_next_times_times_each_call_and_refuses_too_few():
+    times = lesson.next_times(iter(range(5)), 3)
+    assert len(times) == 3 and all(seconds >= 0 for seconds in times)
+    with pytest.raises(ValueError, match="count"):
+        lesson.next_times(iter(range(5)), 1)
+
+
+def test_handout_sentence_counts_the_batches_already_made_then_the_wait():
+    line = lesson.handout_sentence("x", [1.3] + [1e-5] * 63 + [0.9, 1e-5])
+    assert "the first next() took 1.30 s, then the next 63 batches were already made" in line
+    assert "call 65 waited 900.00 ms" in line
+
+
+def test_handout_sentence_says_when_every_call_waited():
+    line = lesson.handout_sentence("x", [0.06, 0.027, 0.03, 0.02])
+    assert "every later call waited for its batch (median 27.00 ms per next())" in line
+    assert "already made" not in line
+
+
+def test_handout_sentence_says_when_all_timed_calls_found_their_batch_made():
+    line = lesson.handout_sentence("x", [0.5, 1e-5, 2e-5])
+    assert "the next 2 batches were already made" in line
+    assert "all 2 calls timed after the first" in line and "waited" not in line
+    assert "the next 1 batch was already made" in lesson.handout_sentence("x", [0.5, 1e-5, 0.2])
+
+
+def test_handout_sentence_refuses_what_is_not_a_timing():
+    with pytest.raises(ValueError):
+        lesson.handout_sentence("x", [0.1])
+    with pytest.raises(ValueError):
+        lesson.handout_sentence("x", [0.1, -1.0])
+
+
+@pytest.mark.parametrize("outcome, expected", [
+    (True, "went on with the uninterrupted run's next batch"),
+    (False, "went on with another batch than the uninterrupted run's"),
+    ("KeyError: 'next_index'", "failed: KeyError: 'next_index'"),
+])
+def test_restore_outcome_says_what_the_restore_did(outcome, expected):
+    assert lesson.restore_outcome(outcome) == expected
+
+
+def test_restore_outcome_refuses_anything_else():
+    for outcome in ("", None, 1):
+        with pytest.raises(ValueError):
+            lesson.restore_outcome(outcome)
+
+
+def test_what_to_remember_gives_each_restore_its_advice():
+    lines = lesson.what_to_remember(
+        {"a": summary("a", [10.0])}, resumed_exactly=True,
+        restores={("course_lib", 2, 0): True, ("Grain", 2, 0): "KeyError: 'next_index'",
+                  ("Other", 0, 2): False})
+    text = "\n".join(lines)
+    assert ("course_lib Dataset chain, a state saved with 2 workers restored with 0: went on "
+            "with the uninterrupted run's next batch: the worker count may change at a "
+            "restart.") in text
+    assert ("Grain Dataset chain, a state saved with 2 workers restored with 0: failed: "
+            "KeyError: 'next_index': keep the worker count for the whole run") in text
+    assert "Other Dataset chain, a state saved with 0 workers restored with 2: went on with " \
+           "another batch" in text

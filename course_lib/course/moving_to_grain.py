@@ -100,6 +100,10 @@ PLACEMENT: tuple[tuple[str, str], ...] = (
     ("Grain DataLoader, num_threads=2",
      "read threads only fetch records (source[key]); decode, shift, floats and Batch run "
      "in the caller's thread inside next(), after the step returns"),
+    ("course_lib Dataset API, to_iter_dataset(num_threads=2)",
+     "the chain runs on the DataLoader's engine with the chain's elements (here batches) as "
+     "its records: a background thread (with read threads where an element costs enough) "
+     "makes them in chunks of at least 64 elements; next() takes finished ones"),
     ("Grain Dataset API, to_iter_dataset(num_threads=2)",
      "each read thread computes ds[i] of the MapDataset chain: 64 reads, decodes, shifts "
      "and the batch, up to prefetch_buffer_size elements (here batches) ahead of next()"),
@@ -295,6 +299,9 @@ class FeedSummary:
     first_batch_s: float
     accuracy: float
     window_s: list[float] = dataclasses.field(default_factory=list)  # each run's timed span
+    # each run's idle share and time to the first batch, to draw every run
+    idle_fractions: list[float] = dataclasses.field(default_factory=list)
+    first_batches_s: list[float] = dataclasses.field(default_factory=list)
     # each run's steps/s over the first and the second half of its window
     first_half_steps_per_s: list[float] = dataclasses.field(default_factory=list)
     second_half_steps_per_s: list[float] = dataclasses.field(default_factory=list)
@@ -315,15 +322,21 @@ def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSu
         first_batch_s=statistics.median(run.first_batch_s for run in measured),
         accuracy=statistics.median(run.accuracy for run in measured),
         window_s=[run.profiler.wall_time for run in measured],
+        idle_fractions=[run.idle_fraction for run in measured],
+        first_batches_s=[run.first_batch_s for run in measured],
         first_half_steps_per_s=[run.half_steps_per_s[0] for run in measured],
         second_half_steps_per_s=[run.half_steps_per_s[1] for run in measured])
         for label, measured in runs.items()}
 
 
 def summary_table(summaries: Mapping[str, FeedSummary]) -> str:
-    """A few aligned lines: steps/s, idle share, first batch and held-out accuracy."""
+    """A few aligned lines: steps/s, idle share, first batch and held-out accuracy, each
+    the median of a feed's runs, as the header says."""
     width = max(len(label) for label in summaries)
-    lines = [f"{'feed':<{width}}  steps/s   idle  first batch  held-out accuracy"]
+    counts = sorted({len(summary.steps_per_s) for summary in summaries.values()})
+    runs = " or ".join(str(count) for count in counts)
+    lines = ["one run per feed" if counts == [1] else f"median of {runs} runs per feed",
+             f"{'feed':<{width}}  steps/s   idle  first batch  held-out accuracy"]
     for label, summary in summaries.items():
         lines.append(f"{label:<{width}}  {summary.median_steps_per_s:7.1f}  "
                      f"{100 * summary.idle_fraction:4.0f}%  "
@@ -332,42 +345,82 @@ def summary_table(summaries: Mapping[str, FeedSummary]) -> str:
 
 
 def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
-    """Three panels, one bar per feed: steps per second (a bar at the median, a dot for
-    every run, so the spread shows), idle share and first batch (medians)."""
+    """Three panels, one bar per feed at the median of its runs and a dot for every run, so
+    that each panel shows its spread: steps per second, idle share, time to the first batch.
+    Blue bars are course_lib, orange Grain; hatched bars the Dataset API."""
     import matplotlib.pyplot as plt
 
     labels = list(summaries)
     colors = ["tab:blue" if label.startswith("course_lib") else "tab:orange"
               for label in labels]
+    hatches = ["//" if "Dataset" in label else "" for label in labels]
     panels = (
-        ("training steps per second\n(higher is better)", "steps / s",
-         [summaries[label].median_steps_per_s for label in labels], "{:.1f}"),
-        ("accelerator idle\n(lower is better)", "% of wall time",
-         [100 * summaries[label].idle_fraction for label in labels], "{:.0f}%"),
-        ("time to the first batch\n(lower is better)", "seconds",
-         [summaries[label].first_batch_s for label in labels], "{:.2f}"),
+        ("training steps per second\n(higher is better)", "steps / s", "{:.1f}",
+         lambda summary: summary.median_steps_per_s, lambda summary: summary.steps_per_s),
+        ("accelerator idle\n(lower is better)", "% of wall time", "{:.0f}%",
+         lambda summary: 100 * summary.idle_fraction,
+         lambda summary: [100 * value for value in summary.idle_fractions]),
+        ("time to the first batch\n(lower is better)", "seconds", "{:.2f}",
+         lambda summary: summary.first_batch_s, lambda summary: summary.first_batches_s),
     )
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4.8))
-    for ax, (title, ylabel, values, value_format) in zip(axes, panels, strict=True):
-        bars = ax.bar(range(len(labels)), values, color=colors)
-        ax.bar_label(bars, labels=[value_format.format(value) for value in values],
-                     **({"label_type": "center", "color": "white"} if ax is axes[0] else {}))
-        if ax is axes[0]:  # every run of every feed, on its bar (the value sits inside)
-            for index, label in enumerate(labels):
-                runs = summaries[label].steps_per_s
-                ax.plot([index] * len(runs), runs, "o", color="black", markersize=4,
-                        label="one run" if index == 0 else None)
-            ax.legend(loc="upper right", fontsize="small")
-        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
-        ax.set_xlabel("feed (blue: course_lib, orange: Grain)")
+    figure, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    for ax, (title, ylabel, value_format, median, each_run) in zip(axes, panels, strict=True):
+        medians = [median(summaries[label]) for label in labels]
+        ax.bar(range(len(labels)), medians, color=colors, hatch=hatches, edgecolor="white")
+        for index, label in enumerate(labels):
+            runs = each_run(summaries[label])
+            ax.plot([index] * len(runs), runs, "o", color="black", markersize=4,
+                    label="one run" if index == 0 else None)
+            ax.annotate(value_format.format(medians[index]),
+                        (index, max([medians[index], *runs])), xytext=(0, 4),
+                        textcoords="offset points", ha="center", fontsize="small")
+        ax.legend(loc="upper left", fontsize="small")
+        ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right")
+        ax.set_xlabel("feed (blue: course_lib, orange: Grain; hatched: Dataset API)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.margins(y=0.15)
-    runs = len(next(iter(summaries.values())).steps_per_s)
-    figure.suptitle(f"Lesson 7's loop, fed by course_lib and by Grain (bars: median of {runs} "
-                    "runs; dots: each run)")
+    runs = sorted({len(summary.steps_per_s) for summary in summaries.values()})
+    drawn = ("bars and dots: the one run of each feed" if runs == [1] else
+             f"bars: median of {' or '.join(map(str, runs))} runs; dots: each run, in every "
+             "panel")
+    figure.suptitle(f"Lesson 7's loop, fed by course_lib and by Grain ({drawn})")
     figure.tight_layout()
     return figure
+
+
+def next_times(iterator: Iterator, count: int) -> list[float]:
+    """Seconds each of the first `count` calls of `next(iterator)` took, nothing else in
+    between: when a loader hands out its batches, one at a time or several at once."""
+    if not isinstance(count, int) or count < 2:
+        raise ValueError(f"count={count!r} must be an integer of at least 2 calls.")
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        next(iterator)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def handout_sentence(label: str, times: Sequence[float]) -> str:
+    """How a feed handed out its first batches, from `next_times`: the first call, then how
+    many calls found their batch already made (each under a twentieth of the first call and
+    under 1 ms) before one had to wait, or that each call waited for its batch."""
+    if len(times) < 2 or min(times) < 0:
+        raise ValueError(f"times={list(times)!r} must be at least 2 non-negative durations "
+                         "from next_times().")
+    first, rest = times[0], list(times[1:])
+    ready = min(first / 20, 1e-3)
+    made = next((index for index, seconds in enumerate(rest) if seconds > ready), len(rest))
+    head = f"{label}: the first next() took {format_seconds(first)}"
+    if made == 0:
+        return (f"{head}; every later call waited for its batch (median "
+                f"{format_seconds(statistics.median(rest))} per next()).")
+    found = (f"then the next {made} batch{'es were' if made > 1 else ' was'} already made "
+             f"(median {format_seconds(statistics.median(rest[:made]))} per next())")
+    if made == len(rest):
+        return f"{head}, {found}: all {len(rest)} calls timed after the first."
+    return f"{head}, {found}; call {made + 2} waited {format_seconds(rest[made])}."
 
 
 # -- sentences from the numbers -------------------------------------------------------------
@@ -393,27 +446,44 @@ def verdict(speeds: Sequence[float], baseline_speeds: Sequence[float]) -> str:
     return "faster" if mine > theirs else "slower"
 
 
-def _why(slow: FeedSummary, fast: FeedSummary, cores: int) -> str:
-    """Which phase of the loop made `slow` slower than `fast`, from their numbers."""
+def _why(slow: FeedSummary, fast: FeedSummary, cores: int,
+         step_alone_s: float | None = None) -> str:
+    """Which phase of the loop made `slow` slower than `fast`, from their numbers.
+
+    A longer step is blamed on the loader beside it only against the control
+    `step_alone_s` (the same step with no loader running); without it, or where the
+    control does not show it, the sentence says that this run does not isolate the cause."""
     if slow.idle_fraction > fast.idle_fraction + 0.05:
         return (f"{slow.label} left the step waiting for batches "
                 f"{100 * slow.idle_fraction:.0f}% of the time against "
                 f"{100 * fast.idle_fraction:.0f}%: its loader did not keep up")
     if slow.step_s > 1.1 * fast.step_s:
-        return (f"{slow.label} kept the step no less busy, but its step itself took "
-                f"{format_seconds(slow.step_s)} against {format_seconds(fast.step_s)} "
-                f"(median): its loader's threads and processes ran on the same {cores} CPU "
-                "cores as the step, since on this machine the 'accelerator' is the CPU that "
-                "also loads, so a low idle share here does not mean a fast loop")
+        head = (f"{slow.label} kept the step no less busy, but its step itself took "
+                f"{format_seconds(slow.step_s)} against {format_seconds(fast.step_s)} (median)")
+        if step_alone_s is None:
+            return (f"{head}; this run does not isolate why, since it did not time the step "
+                    "without a loader beside it")
+        alone = (f", and {format_seconds(step_alone_s)} with no loader running (the same step "
+                 "on one batch held in memory)")
+        if slow.step_s > 1.1 * step_alone_s:
+            return (f"{head}{alone}: the step slowed while this loader ran beside it, on the "
+                    f"same {cores} CPU cores (here the 'accelerator' is the CPU that also "
+                    "loads), so a low idle share does not mean a fast loop; which of the "
+                    "loader's threads or processes took the time is not isolated here")
+        return (f"{head}{alone}: its step was no slower than the step alone, so the gap is "
+                f"the other feed's step running faster than that, which this run does not "
+                "explain")
     return (f"neither the waiting ({100 * slow.idle_fraction:.0f}% against "
             f"{100 * fast.idle_fraction:.0f}%) nor the step time alone explains it; the rest "
             "is the loop's own overhead, such as handing batches between processes")
 
 
 def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
-                   cores: int | None = None) -> str:
+                   cores: int | None = None, step_alone_s: float | None = None) -> str:
     """How the steps per second of `feed` compare with those of `baseline` and why, in a
-    sentence decided by the numbers (each summary holds a list of repetitions)."""
+    sentence decided by the numbers (each summary holds a list of repetitions);
+    `step_alone_s`, the median step with no loader running, is the control that a longer
+    step is checked against."""
     cores = cores or os.cpu_count() or 1
     outcome = verdict(feed.steps_per_s, baseline.steps_per_s)
     mine, theirs = feed.median_steps_per_s, baseline.median_steps_per_s
@@ -428,10 +498,10 @@ def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
                 "which here also run the step, so neither library has more to work with.")
     if outcome == "faster":
         head = f"{feed.label} ran {mine / theirs:.2f}x as fast as {baseline.label}"
-        why = _why(baseline, feed, cores)
+        why = _why(baseline, feed, cores, step_alone_s)
     else:
         head = f"{feed.label} ran {theirs / mine:.2f}x slower than {baseline.label}"
-        why = _why(feed, baseline, cores)
+        why = _why(feed, baseline, cores, step_alone_s)
     return f"{head} ({numbers}): {why}.{_start_up_check(feed, baseline, outcome)}"
 
 
@@ -602,13 +672,28 @@ def same_first_batches(runs: Mapping[str, Sequence[FeedMeasurement]],
             for name, (one, other) in pairs.items()}
 
 
+def restore_outcome(outcome: bool | str) -> str:
+    """What a restore at another worker count did: True (the batch after the restore is
+    the uninterrupted run's next one), False (another batch), or the error it raised."""
+    if outcome is True:
+        return "went on with the uninterrupted run's next batch"
+    if outcome is False:
+        return "went on with another batch than the uninterrupted run's"
+    if isinstance(outcome, str) and outcome:
+        return f"failed: {outcome}"
+    raise ValueError(f"outcome={outcome!r} must be True, False or the error's text.")
+
+
 def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: bool | None,
                      same_batches: Mapping[str, bool] | None = None,
+                     restores: Mapping[tuple[str, int, int], bool | str] | None = None,
                      cores: int | None = None) -> list[str]:
     """The lesson's conclusions, each from this run's numbers and comparisons.
 
     `same_batches` maps a library to whether its first batch was the same with and without
-    workers; `resumed_exactly` is None where the Grain checkpoint was not tried."""
+    workers; `restores` maps (library, workers saved with, workers restored with) to what
+    the Dataset chain's restore did (see `restore_outcome`); `resumed_exactly` is None where
+    the Grain checkpoint was not tried."""
     cores = cores or os.cpu_count() or 1
     fastest = max(summaries, key=lambda label: summaries[label].median_steps_per_s)
     best = summaries[fastest]
@@ -630,6 +715,11 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
         lines.append(f"{name}: {'the same' if same else 'other'} batches with workers as "
                      "without" + ("." if same else ": a run is reproduced only at the same "
                                   "worker count."))
+    for (name, saved_with, restored_with), outcome in (restores or {}).items():
+        advice = ("the worker count may change at a restart" if outcome is True else
+                  "keep the worker count for the whole run, or restart the data")
+        lines.append(f"{name} Dataset chain, a state saved with {saved_with} workers restored "
+                     f"with {restored_with}: {restore_outcome(outcome)}: {advice}.")
     if resumed_exactly is None:
         lines.append("The Grain checkpoint was not tried here (Grain is not installed).")
     elif resumed_exactly:
