@@ -214,3 +214,18 @@ def test_the_notebook_shows_the_scripts_own_loader_and_resume():
     with pytest.raises(ValueError, match="make_loader"):
         capstone.script_function("nothing")
     assert callable(train_lm.fingerprint)
+
+
+def test_records_longer_than_the_row_stop_the_loader_instead_of_losing_their_tail(toy_data):
+    from course_lib.scripts import train_lm
+
+    fits = train_lm.parse_args(["--data", str(toy_data), "--out", "o", "--batch-size", "2",
+                                "--row-length", "32"])
+    with iter(train_lm.make_loader(toy_data, fits)) as batches:
+        tokens, _, _ = next(batches)
+    assert tokens.shape == (2, 32)
+    too_short = train_lm.parse_args(["--data", str(toy_data), "--out", "o", "--row-length",
+                                     "16"])  # the toy data was cut into pieces of 32 bytes
+    with (iter(train_lm.make_loader(toy_data, too_short)) as batches,
+          pytest.raises(ValueError, match="longer than its row of 16")):
+        next(batches)

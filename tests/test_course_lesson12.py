@@ -154,24 +154,79 @@ def test_the_unigram_entropy_is_the_entropy_of_the_byte_frequencies():
     assert capstone.unigram_entropy([b"ab", b"ab"]) == pytest.approx(math.log(2))
 
 
-@pytest.mark.parametrize(("on_disk", "verdict"), [
-    (2000, "2.0x larger"), (500, "0.5x smaller"), (1010, "the text's size, within 5%")])
-@pytest.mark.parametrize("whole_blocks", [True, False])
-def test_the_size_sentence_compares_with_the_text_and_groups_of_64(on_disk, verdict,
-                                                                   whole_blocks):
-    sizes = {"bytes_on_disk": on_disk, "tokens": 1000, "bytes_group_64": 600, "files": 4,
-             "whole_blocks": whole_blocks}
+def _layout(records=1400, padding=500, footer=60, rest=40) -> dict:
+    return {"records": records, "footer": footer, "padding": padding, "postscript": rest // 2,
+            "signature": rest // 4, "block_headers": rest // 4}
+
+
+def _sizes(layout, tokens=1000, records=10, grouped=600) -> dict:
+    return {"bytes_on_disk": sum(layout.values()), "tokens": tokens, "records": records,
+            "files": 2, "layout": layout, "bytes_group_64": grouped}
+
+
+@pytest.mark.parametrize(("layout", "verdict"), [
+    (_layout(), "2.0x larger"), (_layout(records=300, padding=100), "0.5x smaller"),
+    (_layout(records=700, padding=210), "the text's size, within 5%")])
+def test_the_size_sentence_compares_with_the_text_and_groups_of_64(layout, verdict):
+    sentence = capstone.size_sentence(_sizes(layout))
+    assert verdict in sentence
+    assert "group_size:64 take 600 bytes, padding included (0.6x the text)" in sentence
+    assert f"padding {layout['padding']:,} bytes" in sentence
+    assert f"({layout['padding'] / 2 / 1024:.0f} KiB per file" in sentence
+
+
+def test_the_size_sentence_says_which_outweighs_the_other_chunk_header_or_compression():
+    larger = capstone.size_sentence(_sizes(_layout(records=1400)))
+    assert "(140 per record for 100 bytes of text: with group_size:1" in larger
+    assert "outweigh what compressing one short record saves" in larger
+    smaller = capstone.size_sentence(_sizes(_layout(records=800)))
+    assert "(80 per record for 100 bytes of text: compressing even one record" in smaller
+
+
+def test_the_size_sentence_says_so_when_the_parts_do_not_add_up():
+    sizes = _sizes(_layout())
+    sizes["bytes_on_disk"] += 7
     sentence = capstone.size_sentence(sizes)
-    assert verdict in sentence and "group_size:64 take 600 bytes (0.6x the text)" in sentence
-    assert ("each of the 4 files carries up to that much padding" in sentence) == whole_blocks
+    assert "account for 2,000 of those bytes, not all of them" in sentence
+    assert "padding" not in sentence
+
+
+@pytest.mark.parametrize("count", [1, 400, 800])
+def test_an_array_record_file_is_records_footer_padding_and_postscript(tmp_path, count):
+    from course_lib.array_record import write_array_record_shards
+
+    path = write_array_record_shards([bytes(range(100))] * count, tmp_path, 1)[0]
+    layout = capstone.file_layout(path)
+    size = path.stat().st_size
+    assert sum(layout[part] for part in capstone.LAYOUT_PARTS) == size == layout["file_size"]
+    assert layout["record_chunks"] == count
+    assert layout["records"] == count * (capstone.CHUNK_HEADER_BYTES + 123)  # 100 raw bytes
+    assert layout["block_headers"] == size // capstone.BLOCK_BYTES * 24
+    assert layout["signature"] == capstone.CHUNK_HEADER_BYTES
+    # The postscript sits in the file's last 64 KiB; the padding fills the blocks up.
+    chunks = capstone.file_chunks(path)
+    assert [kind for kind, _, _ in chunks[-3:]] == ["p", "r", "p"]
+    assert chunks[-2][1] == size - capstone.BLOCK_BYTES
+    assert capstone.BLOCK_BYTES < layout["padding"] < 2 * capstone.BLOCK_BYTES
+
+
+def test_a_file_with_padding_after_every_chunk_has_more_padding_chunks(tmp_path):
+    from course_lib.array_record import write_array_record_shards
+
+    plain = write_array_record_shards([b"x" * 100] * 3, tmp_path / "a", 1)[0]
+    padded = write_array_record_shards([b"x" * 100] * 3, tmp_path / "b", 1,
+                                       options="group_size:1,pad_to_block_boundary:true")[0]
+    kinds = [[kind for kind, _, _ in capstone.file_chunks(path)] for path in (plain, padded)]
+    assert kinds[0] == ["s", "r", "r", "r", "r", "p", "r", "p"]
+    assert kinds[1].count("p") == 5 and padded.stat().st_size == 5 * capstone.BLOCK_BYTES
 
 
 def test_the_corpus_reports_its_sizes_as_the_files_have_them(tmp_path):
     sizes = capstone.write_corpus(tmp_path, row_length=32, num_shards=2, limit=20)
     files = sorted(tmp_path.glob("*.array_record"))
     assert sizes["bytes_on_disk"] == sum(path.stat().st_size for path in files)
-    assert sizes["whole_blocks"] == all(path.stat().st_size % capstone.BLOCK_BYTES == 0
-                                        for path in files)
+    assert sizes["layout"]["record_chunks"] == sizes["records"]
+    assert sum(sizes["layout"][part] for part in capstone.LAYOUT_PARTS) == sizes["bytes_on_disk"]
     assert sizes["bytes_group_64"] > 0 and sizes["files"] == 2
 
 

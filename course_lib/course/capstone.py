@@ -32,9 +32,6 @@ def text_pieces(row_length: int, limit: int | None = None) -> list[bytes]:
     return pieces
 
 
-BLOCK_BYTES = 65536  # the unit the array_record writer's file sizes come in, measured here
-
-
 def unigram_entropy(pieces: Sequence[bytes]) -> float:
     """Entropy of the bytes' frequencies, in nats: the loss of a model that knows how common
     each byte is but not which bytes come before it."""
@@ -48,8 +45,9 @@ def unigram_entropy(pieces: Sequence[bytes]) -> float:
 def write_corpus(directory: str | Path, row_length: int, num_shards: int,
                  limit: int | None = None) -> dict[str, float]:
     """Write the pieces into `num_shards` ArrayRecord files; return their counts and sizes,
-    the size the same records take with `group_size:64` (written to a scratch folder and
-    removed) and the bytes' unigram entropy."""
+    where the files' bytes go (`file_layout`, summed over the files), the size the same
+    records take with `group_size:64` (written to a scratch folder and removed) and the
+    bytes' unigram entropy."""
     from course_lib.array_record import write_array_record_shards
 
     pieces = text_pieces(row_length, limit)
@@ -58,33 +56,137 @@ def write_corpus(directory: str | Path, row_length: int, num_shards: int,
         grouped = write_array_record_shards(pieces, scratch, num_shards, prefix="grouped",
                                             options="group_size:64")
         bytes_grouped = sum(path.stat().st_size for path in grouped)
-    sizes = [path.stat().st_size for path in paths]
+    layout = Counter()
+    for path in paths:
+        layout.update(file_layout(path))
     return {"documents": len(_stdlib_docstrings()[:limit]), "records": len(pieces),
             "tokens": sum(len(piece) for piece in pieces), "files": len(paths),
-            "bytes_on_disk": sum(sizes),
-            "whole_blocks": all(size % BLOCK_BYTES == 0 for size in sizes),
-            "bytes_group_64": bytes_grouped, "unigram_nats": unigram_entropy(pieces)}
+            "bytes_on_disk": sum(path.stat().st_size for path in paths),
+            "layout": dict(layout), "bytes_group_64": bytes_grouped,
+            "unigram_nats": unigram_entropy(pieces)}
 
 
-def size_sentence(sizes: Mapping[str, float]) -> str:
-    """The files' size against the text's, and against the same records in groups of 64."""
+# -- where an ArrayRecord file's bytes go ------------------------------------------------
+# An ArrayRecord file is a Riegeli file (google/riegeli, doc/riegeli_records_file_format.md):
+# a sequence of chunks, each a 40-byte chunk header and its data, interrupted by a 24-byte
+# block header at every multiple of 64 KiB. ArrayRecord (google/array_record,
+# cpp/array_record_writer.cc and cpp/layout.proto) writes a file signature chunk, one chunk
+# per group of `group_size` records, then a footer chunk (one entry per record chunk: its
+# offset and record count) and a postscript chunk (where the footer starts); it pads after
+# the footer and after the postscript to the next 64 KiB boundary with padding chunks
+# ("Footer and postscript must pad to block boundary") whatever `pad_to_block_boundary`
+# says (false by default; true pads after every record chunk as well), so that a reader
+# finds the postscript in the file's last 64 KiB.
+BLOCK_BYTES = 1 << 16  # Riegeli's block size
+BLOCK_HEADER_BYTES = 24
+CHUNK_HEADER_BYTES = 40
+LAYOUT_PARTS = ("records", "footer", "padding", "postscript", "signature", "block_headers")
+
+
+def _chunk_end(begin: int, data_size: int, num_records: int) -> int:
+    """Where a chunk that begins at `begin` ends (Riegeli's format, "Implementation notes"):
+    after its header, its data and the block headers in between, and never before
+    `begin + num_records` (so that every record has a position of its own)."""
+    usable = BLOCK_BYTES - BLOCK_HEADER_BYTES
+    size = CHUNK_HEADER_BYTES + data_size
+    block_headers = (size + (begin + usable - 1) % BLOCK_BYTES) // usable
+    end = begin + size + block_headers * BLOCK_HEADER_BYTES
+    ahead = begin + num_records
+    room = BLOCK_BYTES - 1 - (ahead + BLOCK_BYTES - 1) % BLOCK_BYTES
+    return max(end, ahead + max(room - (usable - 1), 0))
+
+
+def _read_skipping_block_headers(data: bytes, position: int, count: int) -> bytes:
+    out = bytearray()
+    while len(out) < count:
+        if position % BLOCK_BYTES == 0:
+            position += BLOCK_HEADER_BYTES
+        take = min(count - len(out), BLOCK_BYTES - position % BLOCK_BYTES)
+        out += data[position:position + take]
+        position += take
+    return bytes(out)
+
+
+def file_chunks(path: str | Path) -> list[tuple[str, int, int]]:
+    """Every chunk of a Riegeli (ArrayRecord) file: (type, begin, end) in file order; the
+    type is one letter: "s" signature, "r" records, "p" padding."""
+    data = Path(path).read_bytes()
+    chunks, position = [], 0
+    while position < len(data):
+        header = _read_skipping_block_headers(data, position, CHUNK_HEADER_BYTES)
+        data_size = int.from_bytes(header[8:16], "little")
+        kind = chr(header[24])
+        num_records = int.from_bytes(header[25:32], "little")
+        end = _chunk_end(position, data_size, num_records)
+        chunks.append((kind, position, end))
+        position = end
+    return chunks
+
+
+def file_layout(path: str | Path) -> dict[str, int]:
+    """An ArrayRecord file's bytes by what holds them, read from its chunks: the record
+    chunks, the footer, the padding chunks, the postscript, the file signature and the
+    block headers. The parts add up to the file's size (`file_size`)."""
+    chunks = file_chunks(path)
+    record_chunks = [i for i, (kind, _, _) in enumerate(chunks) if kind == "r"]
+    if len(record_chunks) < 2:
+        raise ValueError(f"{str(path)!r} has {len(record_chunks)} record chunk(s); an "
+                         "ArrayRecord file ends with a footer and a postscript chunk.")
+    footer, postscript = record_chunks[-2:]
+    layout = dict.fromkeys(LAYOUT_PARTS, 0)
+    layout["record_chunks"] = len(record_chunks) - 2
+    for i, (kind, begin, end) in enumerate(chunks):
+        headers = len(range(-(-begin // BLOCK_BYTES) * BLOCK_BYTES, end, BLOCK_BYTES))
+        layout["block_headers"] += headers * BLOCK_HEADER_BYTES
+        part = {"s": "signature", "p": "padding"}.get(kind)
+        if part is None:
+            part = {footer: "footer", postscript: "postscript"}.get(i, "records")
+        layout[part] += end - begin - headers * BLOCK_HEADER_BYTES
+    layout["file_size"] = Path(path).stat().st_size
+    return layout
+
+
+def size_sentence(sizes: Mapping) -> str:
+    """The files' size against the text's, where the bytes go (from `file_layout`), and
+    the same records in groups of 64."""
+    layout, files = sizes["layout"], sizes["files"]
     ratio = sizes["bytes_on_disk"] / sizes["tokens"]
-    grouped = sizes["bytes_group_64"] / sizes["tokens"]
     head = (f"{sizes['bytes_on_disk']:,} bytes on disk for {sizes['tokens']:,} bytes of "
             f"text: {ratio:.1f}x ")
     if ratio > 1.05:
-        head += ("larger. With group_size:1 every record is a chunk of its own, compressed "
-                 "alone, and a chunk's fixed overhead is large next to a short record")
+        head += "larger"
     elif ratio < 0.95:
-        head += "smaller: even one record at a time, compression wins"
+        head += "smaller"
     else:
         head += "the text's size, within 5%"
-    if sizes["whole_blocks"]:
-        head += (f"; and every file's size is a whole number of {BLOCK_BYTES:,}-byte blocks, "
-                 f"so each of the {sizes['files']} files carries up to that much padding")
-    return (head + f"; the same records with group_size:64 take {sizes['bytes_group_64']:,} "
-            f"bytes ({grouped:.1f}x the text). group_size:1 is kept because every random "
-            "read then touches one record only (lesson 9).")
+    known = sum(layout[part] for part in LAYOUT_PARTS)
+    if known != sizes["bytes_on_disk"]:
+        return head + (f". The chunks read back account for {known:,} of those bytes, not "
+                       "all of them: this file is not laid out as the Riegeli format says.")
+    per_record = layout["records"] / sizes["records"]
+    text_per_record = sizes["tokens"] / sizes["records"]
+    if per_record > text_per_record:
+        chunks = (f"with group_size:1 each record is a chunk of its own, and the chunk's "
+                  f"{CHUNK_HEADER_BYTES}-byte header and compression frame outweigh what "
+                  "compressing one short record saves")
+    else:
+        chunks = (f"compressing even one record at a time saves more than the chunk's "
+                  f"{CHUNK_HEADER_BYTES}-byte header costs")
+    head += (f". Read back chunk by chunk: the {sizes['records']:,} records' chunks take "
+             f"{layout['records']:,} bytes ({per_record:.0f} per record for "
+             f"{text_per_record:.0f} bytes of text: {chunks}); padding {layout['padding']:,} "
+             "bytes "
+             f"({layout['padding'] / files / 1024:.0f} KiB per file: the writer always pads "
+             "after the footer and after the postscript to the next 64 KiB boundary, "
+             "whatever pad_to_block_boundary says); the footers (the index of the chunks) "
+             f"{layout['footer']:,}; the postscripts, file signatures and "
+             f"{BLOCK_HEADER_BYTES}-byte block headers "
+             f"{layout['postscript'] + layout['signature'] + layout['block_headers']:,}")
+    grouped = sizes["bytes_group_64"] / sizes["tokens"]
+    return (head + f". The same records with group_size:64 take "
+            f"{sizes['bytes_group_64']:,} bytes, padding included ({grouped:.1f}x the text). "
+            "group_size:1 is "
+            "kept because every random read then touches one record only (lesson 9).")
 
 
 LOSS_MARGIN = 0.05  # nats: closer than this to a baseline counts as "about" it

@@ -99,7 +99,10 @@ def make_loader(data: Path, args: argparse.Namespace):
     sampler = grain.IndexSampler(
         len(source), shard_options=grain.ShardByJaxProcess(drop_remainder=True),
         shuffle=True, seed=args.seed, num_epochs=None)  # endless: every rank runs --steps
-    packer = PackAndBatchOperation(args.row_length, args.batch_size, truncate=True)
+    # No truncate=True: the corpus is cut into pieces of at most --row-length bytes when it
+    # is written, so a longer record means data cut for another row length, and the
+    # packer stops with an error naming it instead of silently dropping its tail.
+    packer = PackAndBatchOperation(args.row_length, args.batch_size)
     return grain.DataLoader(data_source=source, sampler=sampler,
                             operations=[DecodeBytes(), packer], worker_count=0)
 
@@ -223,9 +226,9 @@ def main(argv=None) -> None:
                 log.write(json.dumps(record) + "\n")
                 log.flush()
             if step % args.checkpoint_every == 0:
-                save_started = profiler._now()  # the profiler's clock, for the timeline
+                save_started = profiler.now()  # the profiler's clock, for the timeline
                 save_training(manager, step, model, optimizer, iterator)
-                save_spans.append((step, save_started, profiler._now()))
+                save_spans.append((step, save_started, profiler.now()))
             if info.process_id == args.kill_rank and step == args.kill_at_step:
                 print(f"rank {info.process_id}: killing itself with SIGKILL after step "
                       f"{step}", flush=True)
@@ -239,8 +242,8 @@ def main(argv=None) -> None:
               "start_step": start_step, "steps": step, "traces": len(traces),
               "seconds": time.perf_counter() - started,
               "idle_share": profiler.idle_fraction if profiler.num_steps else None,
-              "wait_spans": profiler._spans(profiler._wait_spans).tolist(),
-              "step_spans": profiler._spans(profiler._step_spans).tolist(),
+              "wait_spans": profiler.wait_spans.tolist(),
+              "step_spans": profiler.step_spans.tolist(),
               "save_spans": save_spans, "local_checksums": local_checksums, **shapes,
               "devices": jax.device_count(), "local_rows": args.batch_size,
               "fingerprint": fingerprint(model, optimizer)}
