@@ -244,3 +244,60 @@ def test_text_pieces_cover_every_docstring_byte_in_row_length_pieces(tmp_path):
     assert b"".join(pieces) == joined
     (tmp_path / "steps.jsonl").write_text("\n".join(json.dumps(s) for s in _steps([1.0], [7])))
     assert capstone.read_steps(tmp_path)[0]["checksum"] == 7
+
+
+def _mixture_report(counts, mix=0.7) -> dict:
+    return {"rank": 1, "mix": mix, "mixture": counts}
+
+
+def test_the_mixture_check_follows_the_rule_prefix_by_prefix():
+    # weights [0.7, 1 - 0.7] -> 233/99 (integer_weights): of 10 records 2 are code, of 20: 5
+    on_rule = capstone.mixture_check(_mixture_report([[8, 2, 800, 200], [6, 4, 600, 400]]))
+    assert on_rule["on_rule"] == 1 and on_rule["records"] == [14, 6]
+    exact = capstone.mixture_check(_mixture_report([[8, 2, 800, 200], [6, 4, 600, 400]][:1]))
+    assert exact["on_rule"] == 1 and exact["steps"] == 1
+    assert on_rule["batch_share"] == (0.6, 0.8) and on_rule["records_per_batch"] == 10
+
+
+@pytest.mark.parametrize(("tokens", "verdict"), [
+    ([1500, 500], "about their share of records (within 2%)"),
+    ([3000, 500], "more than their share of records, because a docstrings record holds 200 "
+                  "bytes on average and a code record 100"),
+    ([750, 500], "less than their share of records, because a docstrings record holds 50")])
+def test_the_mixture_sentence_says_how_tokens_follow_records(tokens, verdict):
+    check = capstone.mixture_check(_mixture_report([[15, 5, *tokens]]))
+    sentence = capstone.mixture_sentence(check)
+    assert "15 docstrings and 5 code records, 75.0% docstrings" in sentence
+    assert verdict in sentence
+    assert "exactly the mix's rule" in sentence  # 20 records, 20 * 99 // 332 = 5 code
+
+
+def test_the_mixture_sentence_says_when_the_records_stray_from_the_rule():
+    check = capstone.mixture_check(_mixture_report([[10, 10, 100, 100], [14, 6, 140, 60]]))
+    sentence = capstone.mixture_sentence(check)
+    assert "only after 0 of 2 steps" in sentence
+    assert "between 50% and 70% docstrings" in sentence
+
+
+def test_the_mixed_unigram_entropy_weights_each_corpus_byte_distribution():
+    import math
+
+    only_a, only_b = [0] * 256, [0] * 256
+    only_a[ord("a")], only_b[ord("b")] = 5, 9
+    assert capstone.mixed_unigram_entropy([only_a, only_b], [1.0, 0.0]) == 0.0
+    assert capstone.mixed_unigram_entropy([only_a, only_b], [0.5, 0.5]) == pytest.approx(
+        math.log(2))
+    with pytest.raises(ValueError, match="adding up to 1"):
+        capstone.mixed_unigram_entropy([only_a, only_b], [0.5, 0.6])
+
+
+def test_both_corpora_are_written_in_their_own_files(tmp_path):
+    sizes = capstone.write_corpora(tmp_path, 64, 2, {"docstrings": 10, "code": 1})
+    assert list(sizes) == list(capstone.CORPORA)
+    for name in capstone.CORPORA:
+        assert len(list(tmp_path.glob(f"{name}-*.array_record"))) == 2
+    assert sizes["code"]["tokens"] == len(capstone._stdlib_sources()[0])
+    assert sum(sizes["code"]["byte_counts"]) == sizes["code"]["tokens"]
+    assert b"".join(capstone.code_pieces(64, 1)) == capstone._stdlib_sources()[0]
+    with pytest.raises(ValueError, match="corpus='images'"):
+        capstone.write_corpus(tmp_path, 64, 2, corpus="images")
