@@ -34,7 +34,9 @@ class IteratorHandler(ocp.CheckpointHandler):
     """Writes and reads one loader iterator's state per JAX process."""
 
     def save(self, directory, args: IteratorSave) -> None:
-        state = json.loads(args.iterator.get_state())
+        state = args.iterator.get_state()
+        if isinstance(state, str | bytes):  # a DataLoaderIterator's state is JSON already
+            state = json.loads(state)
         _state_file(directory).write_text(json.dumps(state, indent=2, sort_keys=True))
 
     def restore(self, directory, args: IteratorRestore):
@@ -43,7 +45,11 @@ class IteratorHandler(ocp.CheckpointHandler):
             raise FileNotFoundError(
                 f"{path} is missing: this checkpoint was saved by a different number of JAX "
                 f"processes than the {jax.process_count()} running now.")
-        args.iterator.set_state(path.read_text())
+        text = path.read_text()
+        # A DataLoaderIterator takes its state as JSON text, a DatasetIterator as a dict (as
+        # in Grain): give each what its own get_state() returns.
+        as_text = isinstance(args.iterator.get_state(), str | bytes)
+        args.iterator.set_state(text if as_text else json.loads(text))
         return args.iterator
 
 

@@ -16,6 +16,14 @@ share of wall time the accelerator would sit idle.
     profiler.plot_timeline()
 
 or, when the step is a function of the batch alone, `profiler.measure(loader, step_fn, 100)`.
+
+Anything else the loop does (saving a checkpoint, writing a log) can be timed on the same
+clock with `profiler.now()`, so that it lines up with `wait_spans` and `step_spans` on a
+timeline:
+
+    started = profiler.now()
+    save_checkpoint(...)
+    save_spans.append((started, profiler.now()))
 """
 
 from __future__ import annotations
@@ -59,7 +67,10 @@ class StepProfiler:
         self._synced = False
         self._warned_unsynced = False
 
-    def _now(self) -> float:
+    def now(self) -> float:
+        """Seconds on the profiler's clock: `time.perf_counter()` from the profiler's first
+        reading (0.0 then). Every span the profiler records is on this clock, so a span the
+        loop times itself with `now()` (a checkpoint save) can be drawn beside them."""
         now = time.perf_counter()
         if self._origin is None:
             self._origin = now
@@ -89,12 +100,12 @@ class StepProfiler:
             bar = tqdm(total=num_steps, unit="step")
         try:
             for _ in itertools.repeat(None) if num_steps is None else range(num_steps):
-                start = self._now()
+                start = self.now()
                 try:
                     batch = next(iterator)
                 except StopIteration:
                     return
-                self._wait_spans.append((start, self._now()))
+                self._wait_spans.append((start, self.now()))
                 yield batch
                 if bar is not None:
                     bar.update()
@@ -107,9 +118,9 @@ class StepProfiler:
         """Time the body as one step; call `sync(output)` inside it so the device's work
         is counted, not just its dispatch."""
         self._synced = False
-        start = self._now()
+        start = self.now()
         yield self
-        self._step_spans.append((start, self._now()))
+        self._step_spans.append((start, self.now()))
         if not self._synced and not self._warned_unsynced:
             self._warned_unsynced = True
             warnings.warn(
@@ -142,6 +153,17 @@ class StepProfiler:
     def _spans(self, spans: list[tuple[float, float]]) -> np.ndarray:
         array = np.asarray(spans[self.warmup_steps:], dtype=np.float64)
         return array.reshape(-1, 2)
+
+    @property
+    def wait_spans(self) -> np.ndarray:
+        """(start, end) of each (non-warmup) step's wait in `next()`, on `now()`'s clock:
+        an array of shape (steps, 2)."""
+        return self._spans(self._wait_spans)
+
+    @property
+    def step_spans(self) -> np.ndarray:
+        """(start, end) of each (non-warmup) step, on `now()`'s clock: shape (steps, 2)."""
+        return self._spans(self._step_spans)
 
     @property
     def wait_times(self) -> np.ndarray:

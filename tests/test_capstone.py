@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from course_lib.course import capstone
@@ -28,7 +29,8 @@ TOY = ["--steps", "6", "--batch-size", "2", "--row-length", "32", "--features", 
 @pytest.fixture(scope="module")
 def toy_data(tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("capstone-data")
-    capstone.write_corpus(data, row_length=32, num_shards=3, limit=60)
+    capstone.write_corpora(data, row_length=32, num_shards=3,
+                           limits={"docstrings": 60, "code": 2})
     return data
 
 
@@ -205,12 +207,96 @@ def test_the_notebook_shows_the_scripts_own_loader_and_resume():
     from course_lib.scripts import train_lm
 
     text = capstone.SCRIPT.read_text()
-    for name in ("make_loader", "resume"):
+    for name in ("make_dataset", "resume"):
         source = capstone.script_function(name)
         assert source in text and source.startswith(f"def {name}(")
     assert "restore_training" in capstone.script_function("resume")
-    assert "PackAndBatchOperation" in capstone.script_function("make_loader")
+    chain = capstone.script_function("make_dataset")
+    for step in ("MapDataset.source", "[process_index::process_count]", ".shuffle(",
+                 ".repeat()", "MapDataset.mix", "FirstFitPackIterDataset", ".batch("):
+        assert step in chain
     assert "save_training" in capstone.script_outline()
-    with pytest.raises(ValueError, match="make_loader"):
+    with pytest.raises(ValueError, match="make_dataset"):
         capstone.script_function("nothing")
     assert callable(train_lm.fingerprint)
+
+
+def _args(data: Path, *extra: str):
+    from course_lib.scripts import train_lm
+
+    return train_lm.parse_args(["--data", str(data), "--out", "o", "--batch-size", "2",
+                                "--row-length", "32", *extra])
+
+
+def _batches(data: Path, count: int, *extra: str, state=None, process=(0, 1)):
+    from course_lib.scripts import train_lm
+
+    with iter(train_lm.make_dataset(data, _args(data, *extra), *process)) as batches:
+        if state is not None:
+            batches.set_state(state)
+        taken = [next(batches) for _ in range(count)]
+        return taken, batches.get_state()
+
+
+def test_records_longer_than_the_row_stop_the_chain_instead_of_losing_their_tail(toy_data):
+    from course_lib.scripts import train_lm
+
+    [batch], _ = _batches(toy_data, 1)
+    assert batch["tokens"].shape == batch["tokens_segment_ids"].shape == (2, 32)
+    too_short = _args(toy_data, "--row-length", "16")  # the toy data was cut at 32 bytes
+    with (iter(train_lm.make_dataset(toy_data, too_short, 0, 1)) as batches,
+          pytest.raises(ValueError, match="longer than its row of 16")):
+        next(batches)
+
+
+@pytest.mark.parametrize("mix", ["0.7", "0.25"])
+def test_every_prefix_of_the_chain_holds_the_mix_of_records(toy_data, mix):
+    from course_lib.mixing import integer_weights
+    from course_lib.scripts import train_lm
+
+    batches, _ = _batches(toy_data, 40, "--mix", mix)
+    counts = np.cumsum([train_lm.mixture(batch)[:2] for batch in batches], axis=0)
+    weights = integer_weights([float(mix), 1 - float(mix)], 2)
+    for docstrings, code in counts:  # packing takes a prefix of the mixed stream per batch
+        records = docstrings + code
+        assert code == records * weights[1] // sum(weights)
+    assert abs(counts[-1][0] / counts[-1].sum() - float(mix)) < 0.01
+
+
+def test_the_mixture_counts_records_and_tokens_of_each_corpus():
+    from course_lib.scripts import train_lm
+
+    batch = {"tokens_positions": np.array([[0, 1, 2, 0, 1, 0], [0, 1, 0, 0, 0, 0]]),
+             "corpus": np.array([[1, 1, 1, 2, 2, 0], [2, 2, 1, 0, 0, 0]])}
+    assert train_lm.mixture(batch) == [2, 2, 4, 4]
+
+
+def test_the_chain_resumes_mid_run_with_the_same_batches(toy_data):
+    whole, _ = _batches(toy_data, 12)
+    first, state = _batches(toy_data, 5)
+    rest, _ = _batches(toy_data, 7, state=state)
+    for expected, got in zip(whole, first + rest, strict=True):
+        assert expected.keys() == got.keys()
+        assert all(np.array_equal(expected[key], got[key]) for key in expected)
+    assert not np.array_equal(whole[5]["tokens"], whole[0]["tokens"])
+
+
+def test_the_processes_read_disjoint_records_of_both_corpora(toy_data):
+    from course_lib.scripts import train_lm
+
+    rows = []
+    for process in (0, 1):
+        batches, _ = _batches(toy_data, 6, process=(process, 2))
+        rows.append({bytes(row[segments == 1].astype(np.uint8)) for batch in batches
+                     for row, segments in zip(batch["tokens"], batch["tokens_segment_ids"],
+                                              strict=True)})
+    assert rows[0] and rows[1] and not rows[0] & rows[1]
+    assert train_lm.CORPORA == capstone.CORPORA
+
+
+@pytest.mark.timeout(120)
+def test_worker_processes_do_not_change_a_batch(toy_data):
+    alone, _ = _batches(toy_data, 6)
+    with_workers, _ = _batches(toy_data, 6, "--workers", "1")
+    for expected, got in zip(alone, with_workers, strict=True):
+        assert all(np.array_equal(expected[key], got[key]) for key in expected)

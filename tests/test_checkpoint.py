@@ -84,3 +84,31 @@ def test_save_training_rejects_an_object_without_a_position(tmp_path):
     model, optimizer = create_model(4, seed=0)
     with pytest.raises(TypeError, match=r"has no get_state\(\) or set_state\(\).*iter\(loader\)"):
         save_training(checkpoint_manager(tmp_path), 1, model, optimizer, loader)
+
+
+def test_a_dataset_iterator_is_saved_and_restored_with_its_dict_state(tmp_path):
+    import course_lib as grain
+    from course_lib import language_model
+    from course_lib.checkpoint import checkpoint_manager, restore_training, save_training
+
+    dataset = grain.MapDataset.range(100).shuffle(seed=3).batch(4).to_iter_dataset()
+    iterator = iter(dataset)
+    next(iterator), next(iterator)
+    model, optimizer = language_model.create_training(16, seed=0, features=8)
+    manager = checkpoint_manager(tmp_path / "run")
+    save_training(manager, 2, model, optimizer, iterator)
+    expected = [next(iterator).tolist() for _ in range(3)]
+    fresh = iter(dataset)
+    assert restore_training(manager, model, optimizer, fresh) == 2
+    assert [next(fresh).tolist() for _ in range(3)] == expected
+    state_file = tmp_path / "run" / "2" / "data" / "process_0-of-1.json"
+    assert json.loads(state_file.read_text()) == iterator_state_after(dataset, 2)
+    manager.close()
+    iterator.close(), fresh.close()
+
+
+def iterator_state_after(dataset, steps: int) -> dict:
+    with iter(dataset) as iterator:
+        for _ in range(steps):
+            next(iterator)
+        return iterator.get_state()

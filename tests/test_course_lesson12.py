@@ -154,24 +154,79 @@ def test_the_unigram_entropy_is_the_entropy_of_the_byte_frequencies():
     assert capstone.unigram_entropy([b"ab", b"ab"]) == pytest.approx(math.log(2))
 
 
-@pytest.mark.parametrize(("on_disk", "verdict"), [
-    (2000, "2.0x larger"), (500, "0.5x smaller"), (1010, "the text's size, within 5%")])
-@pytest.mark.parametrize("whole_blocks", [True, False])
-def test_the_size_sentence_compares_with_the_text_and_groups_of_64(on_disk, verdict,
-                                                                   whole_blocks):
-    sizes = {"bytes_on_disk": on_disk, "tokens": 1000, "bytes_group_64": 600, "files": 4,
-             "whole_blocks": whole_blocks}
+def _layout(records=1400, padding=500, footer=60, rest=40) -> dict:
+    return {"records": records, "footer": footer, "padding": padding, "postscript": rest // 2,
+            "signature": rest // 4, "block_headers": rest // 4}
+
+
+def _sizes(layout, tokens=1000, records=10, grouped=600) -> dict:
+    return {"bytes_on_disk": sum(layout.values()), "tokens": tokens, "records": records,
+            "files": 2, "layout": layout, "bytes_group_64": grouped}
+
+
+@pytest.mark.parametrize(("layout", "verdict"), [
+    (_layout(), "2.0x larger"), (_layout(records=300, padding=100), "0.5x smaller"),
+    (_layout(records=700, padding=210), "the text's size, within 5%")])
+def test_the_size_sentence_compares_with_the_text_and_groups_of_64(layout, verdict):
+    sentence = capstone.size_sentence(_sizes(layout))
+    assert verdict in sentence
+    assert "group_size:64 take 600 bytes, padding included (0.6x the text)" in sentence
+    assert f"padding {layout['padding']:,} bytes" in sentence
+    assert f"({layout['padding'] / 2 / 1024:.0f} KiB per file" in sentence
+
+
+def test_the_size_sentence_says_which_outweighs_the_other_chunk_header_or_compression():
+    larger = capstone.size_sentence(_sizes(_layout(records=1400)))
+    assert "(140 per record for 100 bytes of text: with group_size:1" in larger
+    assert "outweigh what compressing one short record saves" in larger
+    smaller = capstone.size_sentence(_sizes(_layout(records=800)))
+    assert "(80 per record for 100 bytes of text: compressing even one record" in smaller
+
+
+def test_the_size_sentence_says_so_when_the_parts_do_not_add_up():
+    sizes = _sizes(_layout())
+    sizes["bytes_on_disk"] += 7
     sentence = capstone.size_sentence(sizes)
-    assert verdict in sentence and "group_size:64 take 600 bytes (0.6x the text)" in sentence
-    assert ("each of the 4 files carries up to that much padding" in sentence) == whole_blocks
+    assert "account for 2,000 of those bytes, not all of them" in sentence
+    assert "padding" not in sentence
+
+
+@pytest.mark.parametrize("count", [1, 400, 800])
+def test_an_array_record_file_is_records_footer_padding_and_postscript(tmp_path, count):
+    from course_lib.array_record import write_array_record_shards
+
+    path = write_array_record_shards([bytes(range(100))] * count, tmp_path, 1)[0]
+    layout = capstone.file_layout(path)
+    size = path.stat().st_size
+    assert sum(layout[part] for part in capstone.LAYOUT_PARTS) == size == layout["file_size"]
+    assert layout["record_chunks"] == count
+    assert layout["records"] == count * (capstone.CHUNK_HEADER_BYTES + 123)  # 100 raw bytes
+    assert layout["block_headers"] == size // capstone.BLOCK_BYTES * 24
+    assert layout["signature"] == capstone.CHUNK_HEADER_BYTES
+    # The postscript sits in the file's last 64 KiB; the padding fills the blocks up.
+    chunks = capstone.file_chunks(path)
+    assert [kind for kind, _, _ in chunks[-3:]] == ["p", "r", "p"]
+    assert chunks[-2][1] == size - capstone.BLOCK_BYTES
+    assert capstone.BLOCK_BYTES < layout["padding"] < 2 * capstone.BLOCK_BYTES
+
+
+def test_a_file_with_padding_after_every_chunk_has_more_padding_chunks(tmp_path):
+    from course_lib.array_record import write_array_record_shards
+
+    plain = write_array_record_shards([b"x" * 100] * 3, tmp_path / "a", 1)[0]
+    padded = write_array_record_shards([b"x" * 100] * 3, tmp_path / "b", 1,
+                                       options="group_size:1,pad_to_block_boundary:true")[0]
+    kinds = [[kind for kind, _, _ in capstone.file_chunks(path)] for path in (plain, padded)]
+    assert kinds[0] == ["s", "r", "r", "r", "r", "p", "r", "p"]
+    assert kinds[1].count("p") == 5 and padded.stat().st_size == 5 * capstone.BLOCK_BYTES
 
 
 def test_the_corpus_reports_its_sizes_as_the_files_have_them(tmp_path):
     sizes = capstone.write_corpus(tmp_path, row_length=32, num_shards=2, limit=20)
     files = sorted(tmp_path.glob("*.array_record"))
     assert sizes["bytes_on_disk"] == sum(path.stat().st_size for path in files)
-    assert sizes["whole_blocks"] == all(path.stat().st_size % capstone.BLOCK_BYTES == 0
-                                        for path in files)
+    assert sizes["layout"]["record_chunks"] == sizes["records"]
+    assert sum(sizes["layout"][part] for part in capstone.LAYOUT_PARTS) == sizes["bytes_on_disk"]
     assert sizes["bytes_group_64"] > 0 and sizes["files"] == 2
 
 
@@ -189,3 +244,60 @@ def test_text_pieces_cover_every_docstring_byte_in_row_length_pieces(tmp_path):
     assert b"".join(pieces) == joined
     (tmp_path / "steps.jsonl").write_text("\n".join(json.dumps(s) for s in _steps([1.0], [7])))
     assert capstone.read_steps(tmp_path)[0]["checksum"] == 7
+
+
+def _mixture_report(counts, mix=0.7) -> dict:
+    return {"rank": 1, "mix": mix, "mixture": counts}
+
+
+def test_the_mixture_check_follows_the_rule_prefix_by_prefix():
+    # weights [0.7, 1 - 0.7] -> 233/99 (integer_weights): of 10 records 2 are code, of 20: 5
+    on_rule = capstone.mixture_check(_mixture_report([[8, 2, 800, 200], [6, 4, 600, 400]]))
+    assert on_rule["on_rule"] == 1 and on_rule["records"] == [14, 6]
+    exact = capstone.mixture_check(_mixture_report([[8, 2, 800, 200], [6, 4, 600, 400]][:1]))
+    assert exact["on_rule"] == 1 and exact["steps"] == 1
+    assert on_rule["batch_share"] == (0.6, 0.8) and on_rule["records_per_batch"] == 10
+
+
+@pytest.mark.parametrize(("tokens", "verdict"), [
+    ([1500, 500], "about their share of records (within 2%)"),
+    ([3000, 500], "more than their share of records, because a docstrings record holds 200 "
+                  "bytes on average and a code record 100"),
+    ([750, 500], "less than their share of records, because a docstrings record holds 50")])
+def test_the_mixture_sentence_says_how_tokens_follow_records(tokens, verdict):
+    check = capstone.mixture_check(_mixture_report([[15, 5, *tokens]]))
+    sentence = capstone.mixture_sentence(check)
+    assert "15 docstrings and 5 code records, 75.0% docstrings" in sentence
+    assert verdict in sentence
+    assert "exactly the mix's rule" in sentence  # 20 records, 20 * 99 // 332 = 5 code
+
+
+def test_the_mixture_sentence_says_when_the_records_stray_from_the_rule():
+    check = capstone.mixture_check(_mixture_report([[10, 10, 100, 100], [14, 6, 140, 60]]))
+    sentence = capstone.mixture_sentence(check)
+    assert "only after 0 of 2 steps" in sentence
+    assert "between 50% and 70% docstrings" in sentence
+
+
+def test_the_mixed_unigram_entropy_weights_each_corpus_byte_distribution():
+    import math
+
+    only_a, only_b = [0] * 256, [0] * 256
+    only_a[ord("a")], only_b[ord("b")] = 5, 9
+    assert capstone.mixed_unigram_entropy([only_a, only_b], [1.0, 0.0]) == 0.0
+    assert capstone.mixed_unigram_entropy([only_a, only_b], [0.5, 0.5]) == pytest.approx(
+        math.log(2))
+    with pytest.raises(ValueError, match="adding up to 1"):
+        capstone.mixed_unigram_entropy([only_a, only_b], [0.5, 0.6])
+
+
+def test_both_corpora_are_written_in_their_own_files(tmp_path):
+    sizes = capstone.write_corpora(tmp_path, 64, 2, {"docstrings": 10, "code": 1})
+    assert list(sizes) == list(capstone.CORPORA)
+    for name in capstone.CORPORA:
+        assert len(list(tmp_path.glob(f"{name}-*.array_record"))) == 2
+    assert sizes["code"]["tokens"] == len(capstone._stdlib_sources()[0])
+    assert sum(sizes["code"]["byte_counts"]) == sizes["code"]["tokens"]
+    assert b"".join(capstone.code_pieces(64, 1)) == capstone._stdlib_sources()[0]
+    with pytest.raises(ValueError, match="corpus='images'"):
+        capstone.write_corpus(tmp_path, 64, 2, corpus="images")

@@ -131,3 +131,31 @@ def test_idle_fraction_before_any_step_explains_itself():
 def test_bad_arguments_are_named_in_the_error(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_now_is_the_clock_of_the_recorded_spans():
+    profiler = StepProfiler(warmup_steps=1)
+    before = profiler.now()
+    for batch in profiler.wrap(slow_batches(0.002), num_steps=3):
+        with profiler.step():
+            profiler.sync(slow_step(batch, 0.002))
+    after = profiler.now()
+    assert before == 0.0
+    spans = np.concatenate([profiler.wait_spans, profiler.step_spans])
+    assert spans.shape == (4, 2) and np.all(spans[:, 0] <= spans[:, 1])
+    assert before <= spans.min() and spans.max() <= after
+    assert np.allclose(profiler.wait_spans[:, 1] - profiler.wait_spans[:, 0],
+                       profiler.wait_times)
+    assert np.allclose(profiler.step_spans[:, 1] - profiler.step_spans[:, 0],
+                       profiler.step_times)
+
+
+def test_the_spans_leave_out_the_warmup_steps_and_follow_each_other():
+    profiler = StepProfiler(warmup_steps=2)
+    for batch in profiler.wrap(fast_batches(), num_steps=5):
+        with profiler.step():
+            profiler.sync(batch)
+    waits, steps = profiler.wait_spans, profiler.step_spans
+    assert len(waits) == len(steps) == 3
+    assert np.all(waits[:, 1] <= steps[:, 0])  # each step starts after its wait
+    assert np.all(steps[:-1, 1] <= waits[1:, 0])  # ... and the next wait after the step

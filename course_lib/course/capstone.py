@@ -1,10 +1,11 @@
 """Lesson 12's data, run reports, pictures and sentences.
 
 The capstone runs `course_lib/scripts/train_lm.py` as a real multi-process job. This module
-writes its data (the docstrings of the standard library's top-level modules, long ones cut
-into row-length pieces, in sharded ArrayRecord files), shows the script's own functions,
-reads back what the job wrote (`steps.jsonl` and one `rank<r>.json` per process), draws it,
-and prints the sentences that depend on it.
+writes its data (two corpora that ship with Python, each cut into row-length pieces, in
+sharded ArrayRecord files: the docstrings of the standard library's top-level modules, and
+the source code of those modules), shows the script's own functions, reads back what the
+job wrote (`steps.jsonl` and one `rank<r>.json` per process), draws it, and prints the
+sentences that depend on it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import sysconfig
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -20,19 +22,54 @@ from pathlib import Path
 from course_lib.course.variable_length import _stdlib_docstrings
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "train_lm.py"
+CORPORA = ("docstrings", "code")  # the script's file prefixes, in the order of --mix
+
+
+def _cut(texts: Sequence[bytes], row_length: int) -> list[bytes]:
+    return [text[start:start + row_length]
+            for text in texts for start in range(0, len(text), row_length)]
 
 
 def text_pieces(row_length: int, limit: int | None = None) -> list[bytes]:
     """Every docstring of a top-level stdlib module cut into pieces of at most `row_length`
     bytes, in order; the first `limit` documents only (None: all)."""
-    pieces = []
-    for text in _stdlib_docstrings()[:limit]:
-        pieces.extend(text[start:start + row_length]
-                      for start in range(0, len(text), row_length))
-    return pieces
+    return _cut(_stdlib_docstrings()[:limit], row_length)
 
 
-BLOCK_BYTES = 65536  # the unit the array_record writer's file sizes come in, measured here
+def _stdlib_sources() -> list[bytes]:
+    """The source of every top-level stdlib module (the `.py` files directly in its folder),
+    files sorted by name."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return [path.read_bytes() for path in sorted(root.glob("*.py"))]
+
+
+def code_pieces(row_length: int, limit: int | None = None) -> list[bytes]:
+    """The source of the first `limit` top-level stdlib modules (None: all), in file order,
+    cut into pieces of at most `row_length` bytes."""
+    return _cut(_stdlib_sources()[:limit], row_length)
+
+
+def byte_counts(pieces: Sequence[bytes]) -> list[int]:
+    """How often each of the 256 byte values occurs in `pieces`."""
+    counts = Counter()
+    for piece in pieces:
+        counts.update(piece)
+    return [counts[value] for value in range(256)]
+
+
+def mixed_unigram_entropy(counts: Sequence[Sequence[int]], shares: Sequence[float]) -> float:
+    """The unigram entropy, in nats, of bytes drawn from several corpora, a share `shares[i]`
+    of them from corpus `i` (whose byte counts are `counts[i]`): the loss of a model that
+    knows only how common each byte is in the mixture it trains on."""
+    if len(counts) != len(shares) or abs(sum(shares) - 1) > 1e-9 or min(shares) < 0:
+        raise ValueError(f"shares={list(shares)!r} must be one non-negative share per corpus "
+                         f"({len(counts)}), adding up to 1.")
+    mixture = [0.0] * 256
+    for corpus, share in zip(counts, shares, strict=True):
+        total = sum(corpus)
+        for value, count in enumerate(corpus):
+            mixture[value] += share * count / total
+    return -sum(p * math.log(p) for p in mixture if p > 0)
 
 
 def unigram_entropy(pieces: Sequence[bytes]) -> float:
@@ -46,45 +83,163 @@ def unigram_entropy(pieces: Sequence[bytes]) -> float:
 
 
 def write_corpus(directory: str | Path, row_length: int, num_shards: int,
-                 limit: int | None = None) -> dict[str, float]:
-    """Write the pieces into `num_shards` ArrayRecord files; return their counts and sizes,
-    the size the same records take with `group_size:64` (written to a scratch folder and
-    removed) and the bytes' unigram entropy."""
+                 limit: int | None = None, corpus: str = "docstrings") -> dict[str, float]:
+    """Write one corpus's pieces (`corpus` is "docstrings" or "code"; `limit` documents or
+    files) into `num_shards` ArrayRecord files named after it; return their counts and
+    sizes, where the files' bytes go (`file_layout`, summed over the files), the size the
+    same records take with `group_size:64` (written to a scratch folder and removed) and
+    the bytes' unigram entropy."""
     from course_lib.array_record import write_array_record_shards
 
-    pieces = text_pieces(row_length, limit)
-    paths = write_array_record_shards(pieces, directory, num_shards, prefix="docstrings")
+    cutters = {"docstrings": text_pieces, "code": code_pieces}
+    if corpus not in cutters:
+        raise ValueError(f"corpus={corpus!r} is not one of {list(cutters)}.")
+    pieces = cutters[corpus](row_length, limit)
+    paths = write_array_record_shards(pieces, directory, num_shards, prefix=corpus)
     with tempfile.TemporaryDirectory() as scratch:
         grouped = write_array_record_shards(pieces, scratch, num_shards, prefix="grouped",
                                             options="group_size:64")
         bytes_grouped = sum(path.stat().st_size for path in grouped)
-    sizes = [path.stat().st_size for path in paths]
-    return {"documents": len(_stdlib_docstrings()[:limit]), "records": len(pieces),
+    layout = Counter()
+    for path in paths:
+        layout.update(file_layout(path))
+    documents = _stdlib_docstrings() if corpus == "docstrings" else _stdlib_sources()
+    return {"corpus": corpus, "documents": len(documents[:limit]), "records": len(pieces),
             "tokens": sum(len(piece) for piece in pieces), "files": len(paths),
-            "bytes_on_disk": sum(sizes),
-            "whole_blocks": all(size % BLOCK_BYTES == 0 for size in sizes),
-            "bytes_group_64": bytes_grouped, "unigram_nats": unigram_entropy(pieces)}
+            "bytes_on_disk": sum(path.stat().st_size for path in paths),
+            "layout": dict(layout), "bytes_group_64": bytes_grouped,
+            "unigram_nats": unigram_entropy(pieces), "byte_counts": byte_counts(pieces)}
 
 
-def size_sentence(sizes: Mapping[str, float]) -> str:
-    """The files' size against the text's, and against the same records in groups of 64."""
+def write_corpora(directory: str | Path, row_length: int, num_shards: int,
+                  limits: Mapping[str, int | None]) -> dict[str, dict]:
+    """Both corpora of the capstone, each in its own `num_shards` files; `limits` gives
+    each corpus's number of documents (docstrings) or files (code), None for all."""
+    return {name: write_corpus(directory, row_length, num_shards, limits[name], name)
+            for name in CORPORA}
+
+
+# -- where an ArrayRecord file's bytes go ------------------------------------------------
+# An ArrayRecord file is a Riegeli file (google/riegeli, doc/riegeli_records_file_format.md):
+# a sequence of chunks, each a 40-byte chunk header and its data, interrupted by a 24-byte
+# block header at every multiple of 64 KiB. ArrayRecord (google/array_record,
+# cpp/array_record_writer.cc and cpp/layout.proto) writes a file signature chunk, one chunk
+# per group of `group_size` records, then a footer chunk (one entry per record chunk: its
+# offset and record count) and a postscript chunk (where the footer starts); it pads after
+# the footer and after the postscript to the next 64 KiB boundary with padding chunks
+# ("Footer and postscript must pad to block boundary") whatever `pad_to_block_boundary`
+# says (false by default; true pads after every record chunk as well), so that a reader
+# finds the postscript in the file's last 64 KiB.
+BLOCK_BYTES = 1 << 16  # Riegeli's block size
+BLOCK_HEADER_BYTES = 24
+CHUNK_HEADER_BYTES = 40
+LAYOUT_PARTS = ("records", "footer", "padding", "postscript", "signature", "block_headers")
+
+
+def _chunk_end(begin: int, data_size: int, num_records: int) -> int:
+    """Where a chunk that begins at `begin` ends (Riegeli's format, "Implementation notes"):
+    after its header, its data and the block headers in between, and never before
+    `begin + num_records` (so that every record has a position of its own)."""
+    usable = BLOCK_BYTES - BLOCK_HEADER_BYTES
+    size = CHUNK_HEADER_BYTES + data_size
+    block_headers = (size + (begin + usable - 1) % BLOCK_BYTES) // usable
+    end = begin + size + block_headers * BLOCK_HEADER_BYTES
+    ahead = begin + num_records
+    room = BLOCK_BYTES - 1 - (ahead + BLOCK_BYTES - 1) % BLOCK_BYTES
+    return max(end, ahead + max(room - (usable - 1), 0))
+
+
+def _read_skipping_block_headers(data: bytes, position: int, count: int) -> bytes:
+    out = bytearray()
+    while len(out) < count:
+        if position % BLOCK_BYTES == 0:
+            position += BLOCK_HEADER_BYTES
+        take = min(count - len(out), BLOCK_BYTES - position % BLOCK_BYTES)
+        out += data[position:position + take]
+        position += take
+    return bytes(out)
+
+
+def file_chunks(path: str | Path) -> list[tuple[str, int, int]]:
+    """Every chunk of a Riegeli (ArrayRecord) file: (type, begin, end) in file order; the
+    type is one letter: "s" signature, "r" records, "p" padding."""
+    data = Path(path).read_bytes()
+    chunks, position = [], 0
+    while position < len(data):
+        header = _read_skipping_block_headers(data, position, CHUNK_HEADER_BYTES)
+        data_size = int.from_bytes(header[8:16], "little")
+        kind = chr(header[24])
+        num_records = int.from_bytes(header[25:32], "little")
+        end = _chunk_end(position, data_size, num_records)
+        chunks.append((kind, position, end))
+        position = end
+    return chunks
+
+
+def file_layout(path: str | Path) -> dict[str, int]:
+    """An ArrayRecord file's bytes by what holds them, read from its chunks: the record
+    chunks, the footer, the padding chunks, the postscript, the file signature and the
+    block headers. The parts add up to the file's size (`file_size`)."""
+    chunks = file_chunks(path)
+    record_chunks = [i for i, (kind, _, _) in enumerate(chunks) if kind == "r"]
+    if len(record_chunks) < 2:
+        raise ValueError(f"{str(path)!r} has {len(record_chunks)} record chunk(s); an "
+                         "ArrayRecord file ends with a footer and a postscript chunk.")
+    footer, postscript = record_chunks[-2:]
+    layout = dict.fromkeys(LAYOUT_PARTS, 0)
+    layout["record_chunks"] = len(record_chunks) - 2
+    for i, (kind, begin, end) in enumerate(chunks):
+        headers = len(range(-(-begin // BLOCK_BYTES) * BLOCK_BYTES, end, BLOCK_BYTES))
+        layout["block_headers"] += headers * BLOCK_HEADER_BYTES
+        part = {"s": "signature", "p": "padding"}.get(kind)
+        if part is None:
+            part = {footer: "footer", postscript: "postscript"}.get(i, "records")
+        layout[part] += end - begin - headers * BLOCK_HEADER_BYTES
+    layout["file_size"] = Path(path).stat().st_size
+    return layout
+
+
+def size_sentence(sizes: Mapping) -> str:
+    """The files' size against the text's, where the bytes go (from `file_layout`), and
+    the same records in groups of 64."""
+    layout, files = sizes["layout"], sizes["files"]
     ratio = sizes["bytes_on_disk"] / sizes["tokens"]
-    grouped = sizes["bytes_group_64"] / sizes["tokens"]
     head = (f"{sizes['bytes_on_disk']:,} bytes on disk for {sizes['tokens']:,} bytes of "
             f"text: {ratio:.1f}x ")
     if ratio > 1.05:
-        head += ("larger. With group_size:1 every record is a chunk of its own, compressed "
-                 "alone, and a chunk's fixed overhead is large next to a short record")
+        head += "larger"
     elif ratio < 0.95:
-        head += "smaller: even one record at a time, compression wins"
+        head += "smaller"
     else:
         head += "the text's size, within 5%"
-    if sizes["whole_blocks"]:
-        head += (f"; and every file's size is a whole number of {BLOCK_BYTES:,}-byte blocks, "
-                 f"so each of the {sizes['files']} files carries up to that much padding")
-    return (head + f"; the same records with group_size:64 take {sizes['bytes_group_64']:,} "
-            f"bytes ({grouped:.1f}x the text). group_size:1 is kept because every random "
-            "read then touches one record only (lesson 9).")
+    known = sum(layout[part] for part in LAYOUT_PARTS)
+    if known != sizes["bytes_on_disk"]:
+        return head + (f". The chunks read back account for {known:,} of those bytes, not "
+                       "all of them: this file is not laid out as the Riegeli format says.")
+    per_record = layout["records"] / sizes["records"]
+    text_per_record = sizes["tokens"] / sizes["records"]
+    if per_record > text_per_record:
+        chunks = (f"with group_size:1 each record is a chunk of its own, and the chunk's "
+                  f"{CHUNK_HEADER_BYTES}-byte header and compression frame outweigh what "
+                  "compressing one short record saves")
+    else:
+        chunks = (f"compressing even one record at a time saves more than the chunk's "
+                  f"{CHUNK_HEADER_BYTES}-byte header costs")
+    head += (f". Read back chunk by chunk: the {sizes['records']:,} records' chunks take "
+             f"{layout['records']:,} bytes ({per_record:.0f} per record for "
+             f"{text_per_record:.0f} bytes of text: {chunks}); padding {layout['padding']:,} "
+             "bytes "
+             f"({layout['padding'] / files / 1024:.0f} KiB per file: the writer always pads "
+             "after the footer and after the postscript to the next 64 KiB boundary, "
+             "whatever pad_to_block_boundary says); the footers (the index of the chunks) "
+             f"{layout['footer']:,}; the postscripts, file signatures and "
+             f"{BLOCK_HEADER_BYTES}-byte block headers "
+             f"{layout['postscript'] + layout['signature'] + layout['block_headers']:,}")
+    grouped = sizes["bytes_group_64"] / sizes["tokens"]
+    return (head + f". The same records with group_size:64 take "
+            f"{sizes['bytes_group_64']:,} bytes, padding included ({grouped:.1f}x the text). "
+            "group_size:1 is "
+            "kept because every random read then touches one record only (lesson 9).")
 
 
 LOSS_MARGIN = 0.05  # nats: closer than this to a baseline counts as "about" it
@@ -116,7 +271,7 @@ def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) 
 def script_outline(script: str | Path = SCRIPT) -> str:
     """The training loop of the script, as written there (from the loop to the checkpoint)."""
     lines = Path(script).read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if "for tokens, segment_ids, positions" in line)
+    start = next(i for i, line in enumerate(lines) if "for local in profiler.wrap" in line)
     stop = next(i for i, line in enumerate(lines) if "save_spans.append" in line)
     return "\n".join(line[4:] for line in lines[start:stop + 1])
 
@@ -374,12 +529,15 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
 
 def summary_lines(numbers: Mapping[str, object]) -> list[str]:
     """What was built, each part with the lesson it came from and its number in this run."""
+    shares = ", ".join(f"{100 * share:.1f}%" for share in numbers["record_share"])
     return [
         f"Lesson 9  sharded ArrayRecord files: {numbers['records']:,} records in "
         f"{numbers['files']} files, {numbers['bytes_on_disk']:,} bytes on disk",
-        f"Lesson 5  one block of records per process, a global batch of "
-        f"{numbers['global_rows']} rows from {numbers['processes']} local batches "
+        f"Lesson 5  one record in {numbers['processes']} of each corpus per process, a global "
+        f"batch of {numbers['global_rows']} rows from {numbers['processes']} local batches "
         "(measured: shapes and checksums)",
+        f"Lesson 13 two corpora mixed by weight: docstrings {shares} of the records, by "
+        "process",
         f"Lesson 10 packed rows of {numbers['row_length']} bytes: "
         f"{100 * numbers['fill']:.0f}% of the slots hold real tokens",
         f"Lesson 6  the step traced {numbers['max_traces']} time per process, resume included",
@@ -389,3 +547,58 @@ def summary_lines(numbers: Mapping[str, object]) -> list[str]:
         f"positions; killed after step {numbers['killed_after']}, resumed from step "
         f"{numbers['resumed_from']}, {numbers['equal_steps']} steps equal bit for bit",
     ]
+
+
+# -- the mixture ------------------------------------------------------------------------
+def mixture_check(report: Mapping) -> dict:
+    """What one process's batches held, from its report's per-step counts (records of each
+    corpus, then tokens of each): totals, shares, the share of single batches, and at how
+    many steps the records so far were exactly the mix's rule of the weights."""
+    from course_lib.mixing import integer_weights
+
+    counts = report["mixture"]
+    weights = integer_weights([report["mix"], 1 - report["mix"]], 2)
+    records, tokens = [0, 0], [0, 0]
+    on_rule, batch_shares = 0, []
+    for first, second, first_tokens, second_tokens in counts:
+        records = [records[0] + first, records[1] + second]
+        tokens = [tokens[0] + first_tokens, tokens[1] + second_tokens]
+        on_rule += records[1] == sum(records) * weights[1] // sum(weights)
+        batch_shares.append(first / (first + second))
+    return {"rank": report["rank"], "mix": report["mix"], "steps": len(counts),
+            "records": records, "tokens": tokens, "on_rule": on_rule,
+            "record_share": records[0] / sum(records), "token_share": tokens[0] / sum(tokens),
+            "batch_share": (min(batch_shares), max(batch_shares)),
+            "records_per_batch": sum(records) / len(counts)}
+
+
+SHARE_MARGIN = 0.02  # shares closer than this count as the same
+
+
+def mixture_sentence(check: Mapping, names: Sequence[str] = CORPORA) -> str:
+    """The records' and tokens' shares of the first corpus against the weight, and why the
+    tokens' share differs when it does."""
+    first, second = names
+    head = (f"Process {check['rank']}, {check['steps']} steps, weight {check['mix']:.0%} "
+            f"{first}: {check['records'][0]:,} {first} and {check['records'][1]:,} {second} "
+            f"records, {check['record_share']:.1%} {first}; ")
+    if check["on_rule"] == check["steps"]:
+        head += ("after every step the records so far are exactly the mix's rule of the "
+                 "weights (rounded down), because packing takes a prefix of the mixed stream "
+                 "for each batch. ")
+    else:
+        head += (f"only after {check['on_rule']} of {check['steps']} steps are the records so "
+                 "far the mix's rule of the weights. ")
+    low, high = check["batch_share"]
+    head += (f"One batch (about {check['records_per_batch']:.0f} records) held between "
+             f"{low:.0%} and {high:.0%} {first}. ")
+    lengths = [t / r for t, r in zip(check["tokens"], check["records"], strict=True)]
+    gap = check["token_share"] - check["record_share"]
+    tokens = f"In tokens, {first} are {check['token_share']:.1%}: "
+    if abs(gap) < SHARE_MARGIN:
+        return head + tokens + (f"about their share of records (within {SHARE_MARGIN:.0%}): "
+                                "the weights hold for tokens too.")
+    side = "more" if gap > 0 else "less"
+    return head + tokens + (f"{side} than their share of records, because a {first} record "
+                            f"holds {lengths[0]:.0f} bytes on average and a {second} record "
+                            f"{lengths[1]:.0f}: the weights count records, not tokens.")

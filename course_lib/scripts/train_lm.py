@@ -4,11 +4,14 @@ Everything the course built, in one script you can read top to bottom and run:
 
     python -m course_lib.launch -n 2 course_lib/scripts/train_lm.py --data DIR --out RUN --steps 60
 
-- every process opens all the ArrayRecord shards through one `ArrayRecordDataSource`
-  (lesson 9) and reads only its own block of records, shuffled with its own seed
-  (`ShardByJaxProcess`, lesson 5);
-- records are byte strings of text; `PackAndBatchOperation` packs them into rows of one
-  length with segment ids and positions (lesson 10), so the step has one shape;
+- the data is one Dataset chain (Grain's Dataset API, on course_lib): two corpora, each
+  in its own ArrayRecord shards read through one `ArrayRecordDataSource` (lesson 9); each
+  process takes every `process_count`-th record of each (lesson 5), shuffles them with its
+  own seed and repeats them endlessly; `MapDataset.mix` interleaves the two at `--mix`
+  (lesson 13); `FirstFitPackIterDataset` packs the byte strings into rows of one length
+  with segment ids and positions (lesson 10), so the step has one shape, and `.batch`
+  stacks the rows; `--workers` reads and decodes in worker processes (`mp_prefetch`,
+  lesson 4) without changing a batch;
 - each process's packed local batch becomes one global `jax.Array` (`make_global_batch`,
   lesson 5) and a jitted step, guarded by `chex.assert_max_traces(n=1)`, trains the decoder
   of `course_lib.language_model` on it (lesson 6: it must never compile twice);
@@ -59,6 +62,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--features", type=int, default=64, help="the model's width")
     parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between saves")
     parser.add_argument("--seed", type=int, default=0, help="weights and shuffle")
+    parser.add_argument("--mix", type=float, default=0.7,
+                        help="share of records drawn from the docstrings (the rest: code)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="worker processes reading and decoding records (mp_prefetch)")
     parser.add_argument("--kill-rank", type=int, default=None, help="rank that dies")
     parser.add_argument("--kill-at-step", type=int, default=None, help="...after this step")
     parser.add_argument("--ignore-data-position", action="store_true",
@@ -75,33 +82,73 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name in ("steps", "batch_size", "row_length", "features", "checkpoint_every"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be >= 1.")
+    if not 0 < args.mix < 1:
+        parser.error(f"--mix={args.mix} must be between 0 and 1 (exclusive): the share of "
+                     "records from the docstrings, e.g. 0.7; both corpora are mixed.")
+    if args.workers < 0:
+        parser.error(f"--workers={args.workers} must be >= 0 (0: read in this process).")
     if (args.kill_rank is None) != (args.kill_at_step is None):
         parser.error("pass --kill-rank and --kill-at-step together, or neither.")
     return args
 
 
-class DecodeBytes(MapTransform):
-    """A record is UTF-8 text as bytes; the model reads it as int32 byte tokens."""
-
-    def map(self, record: bytes) -> np.ndarray:
-        return np.frombuffer(record, np.uint8).astype(np.int32)
+CORPORA = ("docstrings", "code")  # file prefixes in --data, in the order of --mix's weights
 
 
-def make_loader(data: Path, args: argparse.Namespace):
-    """All shards through one source; this process's block, shuffled; packed rows."""
+class ByteTokens(MapTransform):
+    """A record is UTF-8 text as bytes; the model reads it as int32 byte tokens. Each token
+    also carries the number of its corpus (1, 2), packed beside it, so that every batch
+    says what it holds."""
+
+    def __init__(self, corpus: int):
+        self.corpus = corpus
+
+    def map(self, record: bytes) -> dict[str, np.ndarray]:
+        tokens = np.frombuffer(record, np.uint8).astype(np.int32)
+        return {"tokens": tokens, "corpus": np.full(len(tokens), self.corpus, np.int32)}
+
+
+def make_dataset(data: Path, args: argparse.Namespace, process_index: int | None = None,
+                 process_count: int | None = None):
+    """Source, shard by process, shuffle and repeat, for each corpus; mix; pack; batch."""
+    import jax
+
     import course_lib as grain
     from course_lib.array_record import ArrayRecordDataSource
-    from course_lib.packing import PackAndBatchOperation
-    paths = sorted(data.glob("*.array_record"))
-    if not paths:
-        raise FileNotFoundError(f"--data={str(data)!r} holds no *.array_record files.")
-    source = ArrayRecordDataSource(paths)
-    sampler = grain.IndexSampler(
-        len(source), shard_options=grain.ShardByJaxProcess(drop_remainder=True),
-        shuffle=True, seed=args.seed, num_epochs=None)  # endless: every rank runs --steps
-    packer = PackAndBatchOperation(args.row_length, args.batch_size, truncate=True)
-    return grain.DataLoader(data_source=source, sampler=sampler,
-                            operations=[DecodeBytes(), packer], worker_count=0)
+    from course_lib.experimental import FirstFitPackIterDataset
+
+    process_index = jax.process_index() if process_index is None else process_index
+    process_count = jax.process_count() if process_count is None else process_count
+    corpora = []
+    for number, name in enumerate(CORPORA, start=1):
+        paths = sorted(data.glob(f"{name}-*.array_record"))
+        if not paths:
+            raise FileNotFoundError(f"--data={str(data)!r} holds no {name}-*.array_record "
+                                    "files.")
+        own_seed = int(np.random.SeedSequence([args.seed, process_index]).generate_state(1)[0])
+        corpora.append(grain.MapDataset.source(ArrayRecordDataSource(paths))
+                       [process_index::process_count]  # this process's records
+                       .shuffle(seed=own_seed)  # its own order, reshuffled every epoch
+                       .repeat()  # endless: the mix never runs out, every rank runs --steps
+                       .map(ByteTokens(number)))
+    mixed = grain.MapDataset.mix(corpora, weights=[args.mix, 1 - args.mix])
+    stream = mixed.to_iter_dataset()
+    if args.workers:
+        stream = stream.mp_prefetch(grain.MultiprocessingOptions(num_workers=args.workers))
+    # No truncation: the corpora are cut into pieces of at most --row-length bytes when they
+    # are written, so a longer record means data cut for another row length, and the
+    # packer stops with an error naming it instead of silently dropping its tail.
+    rows = FirstFitPackIterDataset(
+        stream, length_struct={"tokens": args.row_length, "corpus": args.row_length},
+        num_packing_bins=args.batch_size, seed=args.seed)
+    return rows.batch(args.batch_size, drop_remainder=True)
+
+
+def mixture(batch: dict[str, np.ndarray]) -> list[int]:
+    """What a packed batch holds: records of corpus 1, of corpus 2, then their tokens."""
+    starts = (batch["tokens_positions"] == 0) & (batch["corpus"] > 0)
+    return [int(np.sum(starts & (batch["corpus"] == number))) for number in (1, 2)] + [
+        int(np.sum(batch["corpus"] == number)) for number in (1, 2)]
 
 
 def resume(manager, model, optimizer, iterator, args: argparse.Namespace) -> int:
@@ -113,7 +160,7 @@ def resume(manager, model, optimizer, iterator, args: argparse.Namespace) -> int
         return 0
     if not args.ignore_data_position:
         return restore_training(manager, model, optimizer, iterator)
-    elsewhere = iter(make_loader(Path(args.data), args))  # the broken resume: the data
+    elsewhere = iter(make_dataset(Path(args.data), args))  # the broken resume: the data
     try:                                                  # position goes to an unused copy
         return restore_training(manager, model, optimizer, elsewhere)
     finally:
@@ -192,8 +239,7 @@ def main(argv=None) -> None:
     step_fn = nnx.jit(chex.assert_max_traces(counted_step, n=1))
 
     manager = checkpoint_manager(out / "checkpoints", max_to_keep=2)
-    loader = make_loader(Path(args.data), args)
-    iterator = iter(loader)
+    iterator = iter(make_dataset(Path(args.data), args))
     start_step = resume(manager, model, optimizer, iterator, args)
     if start_step:
         print(f"rank {info.process_id}: resumed from the checkpoint of step {start_step}",
@@ -202,16 +248,18 @@ def main(argv=None) -> None:
     log = (out / "steps.jsonl").open("a") if info.process_id == 0 else None
     started = time.perf_counter()
     step = start_step
-    local_checksums, save_spans, shapes = [], [], {}
+    local_checksums, save_spans, shapes, mixtures = [], [], {}, []
     try:
-        for tokens, segment_ids, positions in profiler.wrap(iterator,
-                                                            args.steps - start_step):
+        for local in profiler.wrap(iterator, args.steps - start_step):
+            tokens, segment_ids, positions = (local["tokens"], local["tokens_segment_ids"],
+                                              local["tokens_positions"])
             with profiler.step():
                 batch = make_global_batch((tokens, segment_ids, positions), mesh)
                 metrics = profiler.sync(step_fn(model, optimizer, *batch))
             step += 1
             shapes = {"local_shape": list(tokens.shape), "global_shape": list(batch[0].shape)}
             local_checksums.append(int(language_model.batch_checksum(jnp.asarray(tokens))))
+            mixtures.append(mixture(local))
             if log is not None:
                 record = {"step": step, "loss": float(metrics["loss"]),
                           "real_tokens": int(metrics["real_tokens"]),
@@ -223,9 +271,9 @@ def main(argv=None) -> None:
                 log.write(json.dumps(record) + "\n")
                 log.flush()
             if step % args.checkpoint_every == 0:
-                save_started = profiler._now()  # the profiler's clock, for the timeline
+                save_started = profiler.now()  # the profiler's clock, for the timeline
                 save_training(manager, step, model, optimizer, iterator)
-                save_spans.append((step, save_started, profiler._now()))
+                save_spans.append((step, save_started, profiler.now()))
             if info.process_id == args.kill_rank and step == args.kill_at_step:
                 print(f"rank {info.process_id}: killing itself with SIGKILL after step "
                       f"{step}", flush=True)
@@ -239,9 +287,10 @@ def main(argv=None) -> None:
               "start_step": start_step, "steps": step, "traces": len(traces),
               "seconds": time.perf_counter() - started,
               "idle_share": profiler.idle_fraction if profiler.num_steps else None,
-              "wait_spans": profiler._spans(profiler._wait_spans).tolist(),
-              "step_spans": profiler._spans(profiler._step_spans).tolist(),
+              "wait_spans": profiler.wait_spans.tolist(),
+              "step_spans": profiler.step_spans.tolist(),
               "save_spans": save_spans, "local_checksums": local_checksums, **shapes,
+              "mixture": mixtures, "mix": args.mix,
               "devices": jax.device_count(), "local_rows": args.batch_size,
               "fingerprint": fingerprint(model, optimizer)}
     (out / f"rank{info.process_id}.json").write_text(json.dumps(report))
