@@ -9,6 +9,9 @@ layer 128 (the lessons' step) or 256 (a step about twice as heavy). Every feed r
 
 - `course_lib_w{0,2}`: `course_lib.DataLoader` with `DecodeImage`, `RandomCrop`,
   `Normalize`, `Batch(64, drop_remainder=True)`;
+- `course_lib_ds_w{0,2}`: course_lib's Dataset API, the same chain as `grain_ds` below
+  with course_lib's transforms (`MapDataset.source(...).shuffle().repeat().map()
+  .random_map().map().batch().to_iter_dataset(read_options)`, `.mp_prefetch(...)`);
 - `grain_dl_w{0,2}`: Grain 0.2.18's `DataLoader`, the same operations written as Grain
   transforms (Pillow decode, pad and cut, scale);
 - `grain_ds_w{0,2}`: Grain's Dataset API, `MapDataset.source(...).shuffle().repeat()
@@ -62,7 +65,9 @@ FULL = {"repeats": 3, "steps": {("lesson", 0): 400, ("lesson", 2): 800, ("heavy"
 QUICK = {"repeats": 1, "steps": {("lesson", 0): 120, ("lesson", 2): 120, ("heavy", 0): 80,
                                  ("heavy", 2): 80}, "loader_batches": 60}
 HIDDEN = {"lesson": 128, "heavy": 256}
+FAMILIES = ("course_lib", "course_lib_ds", "grain_dl", "grain_ds")
 TARGET_RATIO = 1.2  # course_lib against the best Grain feed at the same worker count
+FACES_SHARE = 0.95  # course_lib's Dataset API within 5% of its DataLoader
 STEP_LIMIT_SHARE = 0.95  # or, where the step alone is the limit, within 5% of it
 
 
@@ -70,7 +75,7 @@ STEP_LIMIT_SHARE = 0.95  # or, where the step alone is the limit, within 5% of i
 class Run:
     name: str
     kind: str  # "train", "loader" or "step"
-    family: str = ""  # "course_lib", "grain_dl", "grain_ds"
+    family: str = ""  # "course_lib", "course_lib_ds", "grain_dl", "grain_ds"
     workers: int = 0
     step: str = "lesson"
     num_threads: int = NUM_THREADS
@@ -81,10 +86,10 @@ def training_runs() -> list[Run]:
     runs = []
     for step in ("lesson", "heavy"):
         runs.append(Run(f"step_alone_{step}", "step", step=step))
-        for family in ("course_lib", "grain_dl", "grain_ds"):
+        for family in FAMILIES:
             for workers in (0, 2):
                 runs.append(Run(f"{family}_w{workers}_{step}", "train", family, workers, step))
-    for family in ("course_lib", "grain_dl", "grain_ds"):
+    for family in FAMILIES:
         for workers in (0, 2):
             runs.append(Run(f"{family}_w{workers}_loader", "loader", family, workers))
     return runs
@@ -147,13 +152,21 @@ def _course_lib_batches(folder, run: Run):
 
         reader.threads_for_work = lambda num_threads, worker_count=0: num_threads
     source = grain.ImageFolderDataSource(folder)
+    read_options = grain.ReadOptions(num_threads=run.num_threads, prefetch_buffer_size=PREFETCH)
+    if run.family == "course_lib_ds":  # the Dataset face: grain_ds's chain, word for word
+        dataset = (grain.MapDataset.source(source)[:NUM_TRAIN].shuffle(seed=SEED).repeat()
+                   .map(grain.DecodeImage())
+                   .random_map(grain.RandomCrop(SIDE, padding=PADDING), seed=SEED)
+                   .map(grain.Normalize()).batch(BATCH_SIZE, drop_remainder=True)
+                   .to_iter_dataset(read_options))
+        if run.workers:
+            dataset = dataset.mp_prefetch(grain.MultiprocessingOptions(num_workers=run.workers))
+        return iter(dataset)
     sampler = grain.IndexSampler(num_records=NUM_TRAIN, shuffle=True, seed=SEED)
     operations = [grain.DecodeImage(), grain.RandomCrop(SIDE, padding=PADDING),
                   grain.Normalize(), grain.Batch(BATCH_SIZE, drop_remainder=True)]
     loader = grain.DataLoader(data_source=source, sampler=sampler, operations=operations,
-                              worker_count=run.workers,
-                              read_options=grain.ReadOptions(num_threads=run.num_threads,
-                                                             prefetch_buffer_size=PREFETCH))
+                              worker_count=run.workers, read_options=read_options)
     return iter(loader)
 
 
@@ -207,7 +220,7 @@ def run_child(name: str, steps: int) -> dict:
         batches, started = iter(lambda: ready[len(ready) - 1], None), time.perf_counter()
     else:
         started = time.perf_counter()
-        make = _course_lib_batches if run.family == "course_lib" else _grain_batches
+        make = _course_lib_batches if run.family.startswith("course_lib") else _grain_batches
         batches = make(folder, run)
     train = run.kind != "loader"
     first_batch_s = None
@@ -291,7 +304,31 @@ def targets(summaries: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def render(summaries: dict[str, dict], rows: list[dict], meta: dict) -> str:
+def faces_targets(summaries: dict[str, dict]) -> list[dict]:
+    """course_lib's Dataset API against its `DataLoader` (within 5%) and against Grain's
+    Dataset API (at least 1.2x, or within 5% of the step alone where the step is the limit),
+    at the same worker count and step."""
+    rows = []
+    for step in ("lesson", "heavy"):
+        step_alone = summaries.get(f"step_alone_{step}", {}).get("rate")
+        for workers in (0, 2):
+            rate = {family: summaries.get(f"{family}_w{workers}_{step}", {}).get("rate")
+                    for family in ("course_lib_ds", "course_lib", "grain_ds")}
+            if not all(rate.values()):
+                continue
+            of_step = rate["course_lib_ds"] / step_alone if step_alone else None
+            faces = rate["course_lib_ds"] / rate["course_lib"]
+            against_grain = rate["course_lib_ds"] / rate["grain_ds"]
+            rows.append({"label": f"w{workers}_{step}", "faces": faces,
+                         "faces_met": faces >= FACES_SHARE, "grain": against_grain,
+                         "of_step": of_step,
+                         "grain_met": against_grain >= TARGET_RATIO or (
+                             of_step is not None and of_step >= STEP_LIMIT_SHARE)})
+    return rows
+
+
+def render(summaries: dict[str, dict], rows: list[dict], meta: dict,
+           faces_rows: list[dict] = ()) -> str:
     lines = [SECTION, "",
              f"Written by `benchmarks/bench_feeds.py` ({meta['mode']}: {meta['repeats']} "
              f"round(s), each run a fresh process, rounds interleaved; {meta['cores']} cores, "
@@ -328,6 +365,17 @@ def render(summaries: dict[str, dict], rows: list[dict], meta: dict) -> str:
         of_step = f"{row['of_step']:.0%}" if row["of_step"] is not None else "n/a"
         lines.append(f"| {row['label']} | {row['ratio']:.2f}x | {of_step} | "
                      f"{'yes' if row['met'] else 'NO'} |")
+    lines += ["", "The Dataset face: course_lib's Dataset API (`course_lib_ds`) against its "
+              f"`DataLoader` (target: at least {FACES_SHARE:.0%} of its steps/s) and against "
+              f"Grain's Dataset API (target: at least {TARGET_RATIO}x, or at least "
+              f"{STEP_LIMIT_SHARE:.0%} of the step alone).", "",
+              "| worker count, step | course_lib_ds / course_lib | met | course_lib_ds / "
+              "grain_ds | of the step alone | met |", "| --- | ---: | --- | ---: | ---: | --- |"]
+    for row in faces_rows:
+        of_step = f"{row['of_step']:.0%}" if row["of_step"] is not None else "n/a"
+        lines.append(f"| {row['label']} | {row['faces']:.2f}x | "
+                     f"{'yes' if row['faces_met'] else 'NO'} | {row['grain']:.2f}x | {of_step} "
+                     f"| {'yes' if row['grain_met'] else 'NO'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -385,7 +433,7 @@ def main(argv=None) -> None:
             "seconds": time.perf_counter() - started,
             "work_threads_w0": threads_for_work(16, 0), "work_threads_w2": threads_for_work(16, 2)}
     summaries = summarize(results)
-    text = render(summaries, targets(summaries), meta)
+    text = render(summaries, targets(summaries), meta, faces_targets(summaries))
     print(text)
     if args.append and not args.only:
         replace_section(text, HERE / "RESULTS.md", SECTION)

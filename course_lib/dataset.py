@@ -49,6 +49,7 @@ from course_lib.mixing import component_at, integer_weights, mixed_length
 from course_lib.permutation import FeistelPermutation
 from course_lib.reader import ReadOptions
 from course_lib.transforms import (
+    Batch,
     FilterTransform,
     MapTransform,
     RandomMapTransform,
@@ -352,6 +353,11 @@ class MapMapDataset(_ElementStep):
         super().__init__(parent)
         self._function = element_function(transform, "map")
 
+    @property
+    def _plain_map(self) -> Callable[[Any], Any]:
+        """The function alone: after a `batch`, the engine runs it on each batch."""
+        return self._function
+
     def _apply(self, index: int, element):
         return None if element is None else self._function(element)
 
@@ -423,6 +429,10 @@ class BatchMapDataset(_Step):
 
     def __len__(self) -> int:
         return self._length
+
+    def _as_batch(self) -> Batch:
+        """This step as the engine's `Batch` over a stream of the parent's elements."""
+        return Batch(self._size, drop_remainder=self._drop_remainder, batch_fn=self._batch_fn)
 
     def _at(self, index: int):
         epoch, offset = divmod(index, self._length)

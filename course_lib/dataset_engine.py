@@ -69,6 +69,10 @@ class Plan:
     batch_maps: list[Callable[[Any], Any]] = dataclasses.field(default_factory=list)
     worker_count: int = 0
     worker_buffer_size: int = 1
+    # Positions of `base` per index of the face's state: `batch_size` where a
+    # `MapDataset.batch` became the engine's `Batch`, so that the state still counts
+    # batches, as the `MapDataset` it came from does (and Grain's state would).
+    positions_per_index: int = 1
 
 
 class PositionedElements:
@@ -145,12 +149,14 @@ def loader_for(plan: Plan) -> DataLoader:
 
 class EngineIterator(DatasetIterator):
     """A `DatasetIterator` over a `DataLoaderIterator`: its state is `{"next_index": n}`,
-    the position of the next element of the base data set to be read (the same key as
-    Grain's), which restores at any worker and thread count."""
+    the index of the next element of the `MapDataset` under `to_iter_dataset()` to be read
+    (the same key as Grain's; with a `MapDataset.batch` last, the next batch), which restores
+    at any worker and thread count."""
 
     def __init__(self, plan: Plan):
         super().__init__()
         self._empty = len(plan.base) == 0
+        self._scale, self._length = plan.positions_per_index, len(plan.base)
         self._loader = None if self._empty else loader_for(plan)
         self._elements = None if self._empty else iter(self._loader)
 
@@ -162,14 +168,16 @@ class EngineIterator(DatasetIterator):
     def get_state(self) -> dict[str, int]:
         if self._empty:
             return {"next_index": 0}
-        return {"next_index": json.loads(self._elements.get_state())["next_index"]}
+        position = json.loads(self._elements.get_state())["next_index"]
+        return {"next_index": -(-position // self._scale)}  # a short last batch counts
 
     def set_state(self, state: dict[str, int]) -> None:
         next_index = check_state(state, ["next_index"], "this pipeline")["next_index"]
         if self._empty:
             return
         loader = self._loader
-        self._elements.set_state(encode_state(next_index, loader.sampler, loader.data_source,
+        position = min(next_index * self._scale, self._length)
+        self._elements.set_state(encode_state(position, loader.sampler, loader.data_source,
                                               loader.worker_count))
 
     def start_prefetch(self) -> None:

@@ -169,6 +169,23 @@ def _peel(dataset) -> tuple[Any, list[Callable]]:
     return dataset, steps[::-1]
 
 
+def _peel_batch(dataset) -> tuple[Any, Batch, list[Callable]] | None:
+    """A `MapDataset` that ends in `batch` (and plain `map`s after it), split into the data
+    set under the batch, the batch and the maps, so that the engine batches a stream of
+    elements (read and transformed one by one, on its threads and workers) instead of
+    reading whole batches as its records. None when `dataset` does not end that way.
+
+    One epoch of `ds.batch(n)` is the batches of one epoch of `ds`, in order, with the last
+    one short or dropped: exactly what the engine's `Batch` makes of a one-epoch stream."""
+    maps = []
+    while getattr(dataset, "_plain_map", None) is not None:  # MapDataset.map
+        maps.append(dataset._plain_map)
+        dataset = dataset.parents[0]
+    if not hasattr(dataset, "_as_batch"):  # MapDataset.batch
+        return None
+    return dataset.parents[0], dataset._as_batch(), maps[::-1]
+
+
 def _may_hold_none(dataset) -> bool:
     """Whether some step may answer `None`: a filter, or a step course_lib did not write."""
     to_visit = [dataset]
@@ -193,9 +210,20 @@ def _plan(top: IterDataset, workers: MultiprocessingOptions | None) -> Plan | No
     leaf, chain = node, chain[::-1]
     if leaf.allow_nones:  # Nones are elements here: the engine would drop them
         return None
-    base, steps = _peel(leaf._parent)
+    mapped = leaf._parent
+    batched = _peel_batch(mapped)
+    if batched is not None and all(  # after a batch the engine takes only maps
+            isinstance(step, _MapIterDataset | _PrefetchIterDataset | _WithSeedIterDataset)
+            for step in chain):
+        mapped = batched[0]
+    else:
+        batched = None
+    base, steps = _peel(mapped)
     plan = Plan(base=base, element_steps=steps, read_options=leaf.read_options,
-                may_hold_none=_may_hold_none(leaf._parent))
+                may_hold_none=_may_hold_none(mapped))
+    if batched is not None:
+        _, plan.batch, plan.batch_maps = batched
+        plan.positions_per_index = plan.batch.batch_size
     for step in chain:
         if isinstance(step, _PrefetchIterDataset):
             workers = step.options

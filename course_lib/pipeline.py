@@ -155,8 +155,10 @@ class Pipeline:
         Returning the records done before a failure lets the loader hand out the batches
         that precede it and raise at the batch the failing record belongs to. The exception
         keeps its type and traceback, with a note naming the record, so the learner knows
-        which input broke it (a `KeyboardInterrupt` too). `stop`, a `threading.Event` set
-        when the consumer closes the iterator, is checked before each record.
+        which input broke it. A `KeyboardInterrupt` or `SystemExit` is not deferred: Ctrl-C
+        pressed while a transform runs in the caller's thread stops the loop at once, not a
+        few batches later. `stop`, a `threading.Event` set when the consumer closes the
+        iterator, is checked before each record.
         """
         if not self.record_ops:  # nothing to do per record: keep the chunk as it was read
             return range(start, start + len(records)), records, None
@@ -169,11 +171,13 @@ class Pipeline:
                 return (range(start, position) if keep_all else positions), survivors, Stopped()
             try:
                 record = apply(ops, record, position, rngs)
-            except BaseException as error:
-                error.add_note(f"(raised while transforming the record at index {position}, "
-                               f"record_key {int(record_keys[position - start])})")
+            except Exception as error:
+                error.add_note(_record_note(position, record_keys[position - start]))
                 done = range(start, position) if keep_all else positions
                 return done, survivors, error
+            except BaseException as error:  # Ctrl-C or sys.exit(): stop now, not later
+                error.add_note(_record_note(position, record_keys[position - start]))
+                raise
             if keep_all:
                 survivors.append(record)
             elif record is not DROPPED:
@@ -203,6 +207,11 @@ class Pipeline:
             error.add_note(f"(raised while building the batch that starts at index "
                            f"{first_position})")
             raise
+
+
+def _record_note(position: int, record_key) -> str:
+    return (f"(raised while transforming the record at index {position}, "
+            f"record_key {int(record_key)})")
 
 
 class Batcher:

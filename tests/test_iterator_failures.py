@@ -15,6 +15,7 @@ from course_lib import (
     IndexSampler,
     MapTransform,
     RangeDataSource,
+    ReadOptions,
 )
 
 WORKER_COUNTS = [0, 2]
@@ -117,6 +118,42 @@ def test_after_keyboard_interrupt_the_next_call_says_the_iterator_was_interrupte
             next(iterator)
         with pytest.raises(RuntimeError, match="stopped at index 140 because of KeyboardInterrupt"):
             next(iterator)
+
+
+class CtrlCAt(MapTransform):
+    """Stands in for Ctrl-C pressed while the transform of record `index` runs: notes which
+    call of `next()` was running then."""
+
+    def __init__(self, index: int, calls: list[int]):
+        self.index, self.calls = index, calls
+
+    def map(self, element):
+        if element == self.index:
+            self.calls.append(self.calls[0])  # calls[0] is the number of the running call
+            raise KeyboardInterrupt
+        return element
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_in_a_transform_in_the_calling_thread_stops_that_call():
+    calls = [0]
+    loader = DataLoader(data_source=RangeDataSource(0, 300, 1),
+                        sampler=IndexSampler(300, num_epochs=1, seed=0),
+                        operations=[CtrlCAt(195, calls), Batch(10)],
+                        read_options=ReadOptions(num_threads=0))
+    handed_out = 0
+    with iter(loader) as iterator, pytest.raises(KeyboardInterrupt) as caught:
+        while True:
+            calls[0] = handed_out
+            next(iterator)
+            handed_out += 1
+    # The call that ran the transform raised: no batch was handed out after the key press.
+    assert calls[1:] == [handed_out]
+    assert "record at index 195" in _message(caught.value)
+    # Records are transformed a chunk of several batches at a time: the key press stops the
+    # loop before the chunk's batches, not at record 195's own batch (19) after handing out
+    # the ones before it.
+    assert handed_out < 19
 
 
 @pytest.mark.timeout(60)

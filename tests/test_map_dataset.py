@@ -249,3 +249,50 @@ def test_the_calls_of_grains_dataset_tutorial_in_our_own_words():
     second = next(iterator)
     iterator.set_state(checkpoint)
     assert np.array_equal(next(iterator), second) and not np.array_equal(first, second)
+
+
+class CountedReads:
+    """A source that counts its reads."""
+
+    def __init__(self, length: int):
+        self.length, self.reads = length, 0
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        self.reads += 1
+        return np.full(3, index)
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True])
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_batched_map_dataset_iterates_as_its_batches_in_order(drop_remainder, num_workers):
+    batched = (grain.MapDataset.range(103).shuffle(seed=3)
+               .random_map(lambda x, rng: x * 1000 + int(rng.integers(1000)), seed=5)
+               .batch(8, drop_remainder=drop_remainder).map(lambda b: b * 2))
+    expected = elements(batched)
+    iter_ds = batched.to_iter_dataset(grain.ReadOptions(num_threads=2,
+                                                         prefetch_buffer_size=64))
+    if num_workers:
+        iter_ds = iter_ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
+    iterator = iter(iter_ds)
+    head = [np.asarray(next(iterator)).tolist() for _ in range(5)]
+    state = iterator.get_state()
+    assert state == {"next_index": 5}  # the state counts batches, as the MapDataset does
+    iterator.close()
+    resumed = iter(batched.to_iter_dataset())  # another worker count
+    resumed.set_state(state)
+    assert head + [np.asarray(e).tolist() for e in resumed] == expected
+    assert len(expected) == (12 if drop_remainder else 13)
+
+
+def test_a_batched_map_dataset_reads_elements_one_batch_at_a_time_not_whole_batches_ahead():
+    # The engine batches a stream of elements: the first batch needs a chunk of elements
+    # (64 here), not a chunk of 64 whole batches read as if each batch were one record.
+    source = CountedReads(10_000)
+    batched = grain.MapDataset.source(source).map(lambda x: x + 1).batch(4)
+    iterator = iter(batched.to_iter_dataset(grain.ReadOptions(num_threads=0)))
+    first = next(iterator)
+    assert first.shape == (4, 3)
+    assert source.reads <= 64, source.reads
