@@ -280,3 +280,42 @@ def test_shipment_sentence_says_what_each_library_sends():
     assert "none of its arrays reaches 1024 KiB" in none
     two = lesson.shipment_sentence("x", lesson.Shipment(9, 1, (70_000, 80_000)))
     assert "copies the 2 arrays it holds of 64 KiB or more (150 kB)" in two
+
+
+def _batches(labels: list[list[int]], shift: int = 0) -> list[dict]:
+    return [{"label": np.array(batch), "image": np.array(batch, dtype=np.float32) + shift}
+            for batch in labels]
+
+
+def test_match_batches_counts_equal_labels_and_equal_pixels_separately():
+    ours = _batches([[0, 2], [4, 6], [8, 0]])
+    theirs = _batches([[0, 2], [6, 4], [8, 0]])
+    theirs[2]["image"] = theirs[2]["image"] + 1
+    match = lesson.match_batches(ours, theirs)
+    assert (match.batches, match.other_batches, match.same_labels, match.same_images) == \
+        (3, 3, 2, 1)
+
+
+def test_match_batches_sees_a_change_of_dtype_as_other_pixels():
+    ours = _batches([[0, 2]])
+    theirs = [{"label": np.array([0, 2]), "image": np.array([0, 2], dtype=np.float64)}]
+    assert lesson.match_batches(ours, theirs).same_images == 0
+
+
+def test_two_faces_sentence_for_each_outcome():
+    same = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[0, 2], [4, 6]]))
+    said = lesson.two_faces_sentence("The chain", "the DataLoader", same)
+    assert "the same 2 batches, label for label and pixel for pixel" in said
+
+    shifted = lesson.match_batches(_batches([[0, 2], [4, 6]]),
+                                   _batches([[0, 2], [4, 6]], shift=1))
+    said = lesson.two_faces_sentence("The chain", "the DataLoader", shifted)
+    assert "but 2 of them hold other pixels" in said and "random map" in said
+
+    reordered = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[2, 0], [4, 6]]))
+    said = lesson.two_faces_sentence("The chain", "the DataLoader", reordered)
+    assert "1 of them hold other labels" in said and "shuffle" in said
+
+    shorter = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[0, 2]]))
+    said = lesson.two_faces_sentence("The chain", "the DataLoader", shorter)
+    assert said.startswith("The chain gave 2 batches and the DataLoader 1")

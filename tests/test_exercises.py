@@ -28,6 +28,7 @@ EXPECTED = ["01_random_rotation", "02_worker_benchmark", "03_disjoint_shards",
             "04_recompilation", "05_exact_resume", "06_lazy_file_source"]
 EXPECTED += ["07_sharded_files"]
 EXPECTED += ["08_packing"]
+EXPECTED += ["09_weighted_mix"]
 EXERCISES = sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 # IPython colours its tracebacks; JUnit XML writes the escape character as "#x1B".

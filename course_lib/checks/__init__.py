@@ -24,6 +24,7 @@ from course_lib.checks.sharded_files import (
     check_write_shards,
 )
 from course_lib.checks.shards import check_shard_samplers
+from course_lib.checks.weighted_mix import check_weighted_mix
 from course_lib.checks.worker_benchmark import (
     check_best_worker_count,
     check_time_worker_counts,
@@ -47,6 +48,7 @@ __all__ = [
     "check_sharded_loader",
     "check_sharded_source",
     "check_time_worker_counts",
+    "check_weighted_mix",
     "check_worker_plot",
     "check_write_shards",
     "expect",

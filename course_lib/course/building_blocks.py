@@ -1,6 +1,6 @@
 """Lesson 2, building blocks: timing whole pipelines, the threads that ran them, what a
-source costs to send to worker processes, and the sentences the lesson prints about where
-decoding belongs.
+source costs to send to worker processes, the sentences the lesson prints about where
+decoding belongs, and the comparison of the `DataLoader`'s batches with a Dataset chain's.
 
 Two kinds of thread run a loader's work at `worker_count=0`, and the lesson names them
 apart: the *read threads*, the pool of `ReadOptions(num_threads=...)` that read records and
@@ -383,3 +383,58 @@ def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTi
     return (f"{wall_said} Slower in wall time, which skipping work cannot cause by itself; "
             "this measurement does not isolate why (the machine's load can change between "
             f"runs). {work}")
+
+
+# -- two faces of one loader: the DataLoader's batches against a Dataset chain's -------------
+@dataclasses.dataclass(frozen=True)
+class BatchMatch:
+    """How two lists of batches (dicts with "image" and "label") agree, batch by batch.
+
+    `same_labels` counts the batches whose labels are equal in value and order (the same
+    records in the same order, as far as labels can tell), `same_images` those whose pixels
+    are also equal; both count only the first `min(len(a), len(b))` batches."""
+
+    batches: int
+    other_batches: int
+    same_labels: int
+    same_images: int
+
+    @property
+    def compared(self) -> int:
+        return min(self.batches, self.other_batches)
+
+
+def match_batches(batches: list[Mapping[str, Any]],
+                  other: list[Mapping[str, Any]]) -> BatchMatch:
+    """Compare `batches` with `other`, position by position (labels, then pixels and dtype)."""
+    same_labels = same_images = 0
+    for ours, theirs in zip(batches, other, strict=False):  # the counts may differ
+        if np.array_equal(ours["label"], theirs["label"]):
+            same_labels += 1
+            image, other_image = np.asarray(ours["image"]), np.asarray(theirs["image"])
+            if image.dtype == other_image.dtype and np.array_equal(image, other_image):
+                same_images += 1
+    return BatchMatch(len(batches), len(other), same_labels, same_images)
+
+
+def two_faces_sentence(name: str, other_name: str, match: BatchMatch) -> str:
+    """Whether `name`'s batches equal `other_name`'s, and which part of the pipeline a
+    difference points to: the batch count (filter or drop_remainder), the order of the
+    records (the shuffle), or only the pixels (the random map's generator)."""
+    if match.batches != match.other_batches:
+        return (f"{name} gave {match.batches:,} batches and {other_name} "
+                f"{match.other_batches:,}: they did not keep the same records, so look at the "
+                "filter and drop_remainder before the order.")
+    if match.same_labels < match.compared:
+        return (f"{name} and {other_name} gave {match.batches:,} batches each, but "
+                f"{match.compared - match.same_labels:,} of them hold other labels: with the same "
+                "filter and batch size on both sides, the records come in another order, "
+                "which is the shuffle's doing.")
+    if match.same_images < match.compared:
+        return (f"{name} and {other_name} gave the same {match.batches:,} batches of labels, "
+                f"in the same order, but {match.compared - match.same_images:,} of them hold "
+                "other pixels: the same records were shifted differently, so the random map's "
+                "generators differ (the shuffle agrees).")
+    return (f"{name} and {other_name} gave the same {match.batches:,} batches, label for "
+            "label and pixel for pixel: the same records, in the same order, shifted the "
+            "same way.")
