@@ -123,3 +123,29 @@ def replace_section(text: str, path, heading: str) -> None:
     else:
         content = content.rstrip("\n") + "\n\n" + text
     path.write_text(content)
+
+
+def run_in_fresh_process(script: str, arguments: list[str], name: str, timeout: float,
+                         cwd) -> dict:
+    """Run `script` with `arguments` in a new interpreter (benchmarks/ and the checkout on
+    its path) and return the last JSON line it prints, or `{"name", "error"}` saying why
+    there is none (a timeout, a crash's last line of stderr)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(script).resolve().parent
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(here), str(here.parent), os.environ.get("PYTHONPATH", "")])}
+    try:
+        result = subprocess.run([sys.executable, script, *arguments], env=environment,
+                                capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        return {"name": name, "error": f"no result within {timeout:.0f} s"}
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+        return {"name": name, "error": last}
+    return json.loads(lines[-1])

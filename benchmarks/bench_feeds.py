@@ -44,7 +44,6 @@ import io
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -247,19 +246,10 @@ def run_child(name: str, steps: int) -> dict:
 
 
 def _spawn(name: str, steps: int, timeout: float) -> dict:
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
-    try:
-        result = subprocess.run([sys.executable, __file__, "--child", name, "--steps",
-                                 str(steps)], capture_output=True, text=True, timeout=timeout,
-                                cwd=HERE.parent, env=environment)
-    except subprocess.TimeoutExpired:
-        return {"name": name, "error": f"no result within {timeout:.0f} s"}
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    if result.returncode != 0 or not lines:
-        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-        return {"name": name, "error": last}
-    return json.loads(lines[-1])
+    from bench_common import run_in_fresh_process
+
+    return run_in_fresh_process(__file__, ["--child", name, "--steps", str(steps)], name,
+                                timeout, HERE.parent)
 
 
 def _median(runs: list[dict], key: str) -> float:

@@ -24,7 +24,6 @@ import io
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -117,18 +116,9 @@ def run_child(name: str) -> dict:
 
 
 def _spawn(name: str, timeout: float) -> dict:
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
-    try:
-        result = subprocess.run([sys.executable, __file__, "--child", name], env=environment,
-                                capture_output=True, text=True, timeout=timeout, cwd=HERE.parent)
-    except subprocess.TimeoutExpired:
-        return {"name": name, "error": f"no result within {timeout:.0f} s"}
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    if result.returncode != 0 or not lines:
-        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-        return {"name": name, "error": last}
-    return json.loads(lines[-1])
+    from bench_common import run_in_fresh_process
+
+    return run_in_fresh_process(__file__, ["--child", name], name, timeout, HERE.parent)
 
 
 def summarize(runs: list[dict]) -> dict:

@@ -17,7 +17,7 @@ import pytest
 
 import course_lib as grain
 from course_lib.dataset_engine import EngineIterator
-from tests.segments import process_alive
+from tests.segments import existing_segments, process_alive, record_created_segments
 
 WORKERS = (0, 1, 2, 3)
 
@@ -152,10 +152,6 @@ def test_a_failing_transform_raises_at_its_element_with_index_and_traceback(num_
     assert f'{Path(__file__).name}", line' in text and "explode_at_41" in text
 
 
-def _segments() -> set[str]:
-    return {name for name in os.listdir("/dev/shm") if name.startswith("ftb")}
-
-
 def _worker_pids_then_end(route: str) -> list[int]:
     ds = (grain.MapDataset.range(400).map(lambda x: np.full(4, os.getpid()))
           .to_iter_dataset().batch(8)
@@ -175,15 +171,16 @@ def _worker_pids_then_end(route: str) -> list[int]:
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /proc and /dev/shm")
 @pytest.mark.parametrize("route", ["close", "with", "abandoned"])
-def test_nothing_is_left_after_close_with_or_an_abandoned_iterator(route):
-    before = _segments()
+def test_nothing_is_left_after_close_with_or_an_abandoned_iterator(route, monkeypatch):
+    # Only this test's own segments: other tests and notebooks may run beside it.
+    created = record_created_segments(monkeypatch)
     pids = _worker_pids_then_end(route)
     assert len(pids) == 2 and os.getpid() not in pids
     deadline = time.monotonic() + 5
     while any(process_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(process_alive(pid) for pid in pids)
-    assert _segments() <= before
+    assert created and existing_segments(created) == []
 
 
 def test_an_engine_chain_is_one_dataloader_and_a_mix_runs_here():
@@ -233,15 +230,15 @@ def test_a_named_mix_restores_by_name_and_starts_a_new_component_afresh():
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /proc and /dev/shm")
 def test_ctrl_c_reaches_the_loop_and_leaves_no_worker_or_segment():
-    before = _segments()
     script = Path(__file__).parent / "worker_scripts" / "dataset_interrupt.py"
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert "Exception ignored" not in result.stderr and "leaked" not in result.stderr
-    word, pids = result.stdout.split(" ", 1)
+    word, pids, created = result.stdout.split(" ", 2)
     assert word == "interrupted"
-    pids = json.loads(pids)
+    pids, created = json.loads(pids), json.loads(created)
     assert len(pids) == 2
     assert not any(process_alive(pid) for pid in pids)
-    assert _segments() <= before
+    # The script's own segments (other tests and notebooks may run beside this one).
+    assert created and existing_segments(created) == []

@@ -1,12 +1,14 @@
 """Ctrl-C while a Dataset pipeline with worker processes is making its next batches: the
-KeyboardInterrupt reaches the loop. Prints "interrupted" and the worker pids, which
-tests/test_iter_dataset.py then checks are gone, with no shared memory left."""
+KeyboardInterrupt reaches the loop. Prints "interrupted", the worker pids and the names of
+the shared memory segments this process created, which tests/test_iter_dataset.py then
+checks are gone."""
 
 import json
 import os
 import signal
 import threading
 import time
+from multiprocessing import shared_memory
 
 import numpy as np
 
@@ -18,7 +20,22 @@ def slow_pid(x):
     return np.full(2, os.getpid())
 
 
+CREATED: list[str] = []
+
+
+def _record_created_segments() -> None:
+    original_init = shared_memory.SharedMemory.__init__
+
+    def recording_init(self, name=None, create=False, size=0):
+        original_init(self, name, create, size)
+        if create:
+            CREATED.append(self.name)
+
+    shared_memory.SharedMemory.__init__ = recording_init
+
+
 def main():
+    _record_created_segments()
     ds = (grain.MapDataset.range(2000).map(slow_pid).to_iter_dataset().batch(4)
           .mp_prefetch(grain.MultiprocessingOptions(num_workers=2)))
     pids = set()
@@ -28,7 +45,8 @@ def main():
             if count == 40:  # signal while the next batches are still being made
                 threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
     except KeyboardInterrupt:
-        print("interrupted", json.dumps(sorted(pids)))
+        print("interrupted", json.dumps(sorted(pids), separators=(",", ":")),
+              json.dumps(CREATED, separators=(",", ":")))
 
 
 if __name__ == "__main__":
