@@ -79,11 +79,31 @@ def test_memory_sentence(whole, lazily, expected):
                   "88% of a cold read was waiting for the disk, the other 12%"]),
     (630, 896, ["1.4x faster warm", "30% of a cold read was waiting for the disk"]),
     (8000, 1000, ["8.0x slower warm", "says nothing about the cache"]),
-    (1000, 1100, ["within 20%", "not on the disk"])])
+    (1000, 1100, ["within 20%", "not on the disk"]),
+    (1000, 1210, ["within 20%", "not on the disk"])])  # 1.21x prints as 1.2x: a tie
 def test_cold_warm_sentence(cold, warm, expected):
     sentence = lesson.cold_warm_sentence("ArrayRecord", cold, warm)
     assert all(part in sentence for part in expected), sentence
-    assert ("waiting for the disk" in sentence) == (warm > 1.2 * cold)
+    assert ("waiting for the disk" in sentence) == lesson.beyond_margin(warm / cold)
+
+
+def test_beyond_margin_judges_the_ratio_as_printed():
+    assert not lesson.beyond_margin(1.21) and not lesson.beyond_margin(1.249)
+    assert lesson.beyond_margin(1.26) and lesson.beyond_margin(5.0)
+    assert not lesson.beyond_margin(1 / 1.21) and lesson.beyond_margin(1 / 0.7)
+
+
+@pytest.mark.parametrize("lead, clear", [(1.21, False), (1.26, True)])
+def test_warm_leader_calls_a_lead_clear_only_when_its_printed_ratio_is(lead, clear):
+    # the sentence prints the lead with one decimal: 1.21 prints 1.2x, within the 20% margin
+    rates = {"record file": {"random, warm": 10_000 * lead},
+             "folder of files": {"random, warm": 10_000.0}}
+    order, printed, is_clear = lesson.warm_leader(rates)
+    assert order == ["record file", "folder of files"] and printed == pytest.approx(lead)
+    assert is_clear is clear
+    sentence = lesson.warm_ranking_sentence(rates)
+    assert (f"{lead:.1f}x faster than folder of files" in sentence) is clear
+    assert ("too close to rank" in sentence) is not clear
 
 
 @pytest.mark.parametrize("sizes, reads, expected", [

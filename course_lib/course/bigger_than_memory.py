@@ -381,18 +381,25 @@ def plot_read_rates(rates: Mapping[str, Mapping[str, float]],
 TIE_MARGIN = 0.2  # the lesson's one margin: two rates within 20% of each other are a tie
 
 
+def beyond_margin(ratio: float) -> bool:
+    """Whether a ratio of two timings is more than the lesson's 20% margin, judged on the
+    number as printed with one decimal: 1.24 prints as 1.2x, so it is not beyond, and a
+    sentence never calls "1.2x" a clear difference."""
+    return round(ratio, 1) > 1 + TIE_MARGIN
+
+
 def cold_warm_sentence(name: str, cold: float, warm: float) -> str:
     """How much of a cold random read was waiting for the disk: the warm run reads the same
     records with nothing to wait for, so the time it still takes is the format's own work
     (system calls, copying, decompressing), and the rest of the cold time is the disk."""
     cold_us, warm_us = 1e6 / cold, 1e6 / warm
     times = f"{cold_us:,.0f} µs per random read cold, {warm_us:,.0f} µs warm"
-    if warm > (1 + TIE_MARGIN) * cold:
+    if beyond_margin(warm / cold):
         disk = 1 - cold / warm
         return (f"{name}: {times} ({warm / cold:.1f}x faster warm): {disk:.0%} of a cold "
                 f"read was waiting for the disk, the other {1 - disk:.0%} is the format's own "
                 "work, which a warm cache does not remove.")
-    if cold > (1 + TIE_MARGIN) * warm:
+    if beyond_margin(cold / warm):
         return (f"{name}: {times}, {cold / warm:.1f}x slower warm: the machine was busier "
                 "during the warm run, which says nothing about the cache.")
     return (f"{name}: {times}, within 20% of each other: these reads spent their time on the "
@@ -409,10 +416,10 @@ def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
                  f"group_size:{group_size} saved no space over group_size:1 here")
     slower = random_one / random_group
     reads = f"{1e6 / random_group:,.0f} µs per read against {1e6 / random_one:,.0f} µs"
-    if slower > 1 + TIE_MARGIN:
+    if beyond_margin(slower):
         read_part = (f"and warm random reads {slower:.1f}x slower ({reads}): each one "
                      f"decompresses {group_size} records to return one")
-    elif slower < 1 / (1 + TIE_MARGIN):
+    elif beyond_margin(1 / slower):
         read_part = (f"and warm random reads were {1 / slower:.1f}x faster ({reads}), which a "
                      "busy machine can do to a run; expect them slower, since each read "
                      "decompresses the whole group")
@@ -421,8 +428,6 @@ def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
                      "records decompress quickly")
     return f"{size_part}, {read_part}. Grain asks for group_size:1, made for random access."
 
-
-WARM_CLOSE = 1.2  # = 1 + TIE_MARGIN: warm reads this close are too close to rank
 
 _OWN_WORK = {
     "record file": "a cached record is a memory copy through the map, with no system call",
@@ -439,7 +444,7 @@ def warm_leader(rates: Mapping[str, Mapping[str, float]]) -> tuple[list[str], fl
     if len(order) < 2:
         return order, math.inf, True
     lead = rates[order[0]]["random, warm"] / rates[order[1]]["random, warm"]
-    return order, lead, round(lead, 1) > WARM_CLOSE
+    return order, lead, beyond_margin(lead)
 
 
 def warm_ranking_sentence(rates: Mapping[str, Mapping[str, float]], runs: int = 1) -> str:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from course_lib.course.basics import format_times
-from course_lib.course.bigger_than_memory import DigitRecords, drop_page_cache
+from course_lib.course.bigger_than_memory import DigitRecords, beyond_margin, drop_page_cache
 
 LENGTH = struct.Struct("<I")  # the 4-byte little-endian length before every record
 REQUEST_BYTES = 1 << 20  # what one read request asks the storage for: 1 MiB
@@ -242,38 +242,64 @@ def stream_speed_sentence(*, stream_slow: float, random_slow: float, threaded_sl
     disk = (f"On this machine's disk, {format_name}, same files, same codec, µs per read: "
             f"{listed}.")
     warm_gap = us["random, warm"] / us["in order, warm"]
-    if warm_gap > tie:
+    if beyond_margin(warm_gap):
         disk += (f" Warm, with no disk to wait for, file order was already {warm_gap:.1f}x "
                  "faster: that part of the cold gap is not the disk.")
-    elif warm_gap < 1 / tie:
+    elif beyond_margin(1 / warm_gap):
         disk += f" Warm, file order was {1 / warm_gap:.1f}x slower than random order."
     else:
         disk += " Warm, the two orders were within 20% of each other."
-    disk_in_order = us["in order, cold"] - us["in order, warm"]
-    disk_random = us["random, cold"] - us["random, warm"]
-    added = (f"cold minus warm, what the disk added: {max(disk_in_order, 0):,.0f} µs per read "
-             f"in file order, {max(disk_random, 0):,.0f} µs at random")  # none, not "-0"
-    if disk_random <= 0:
-        disk += (f" {added[0].upper()}{added[1:]}: random reads were no slower cold, so this "
-                 "run does not show the disk (the pages were not really dropped, or the disk "
-                 "answers from a cache of its own).")
-    elif disk_in_order <= 0 or disk_random / disk_in_order > tie:
-        less = ("nothing in file order" if disk_in_order <= 0 else
-                f"{format_times(disk_random / disk_in_order)} less in file order")
-        disk += (f" {added[0].upper()}{added[1:]}: {less}. The kernel reads ahead of a file "
-                 "read in order, so the next records are in memory before they are asked "
-                 "for (ArrayRecord's own read-ahead is off here, readahead_buffer_size:0).")
-    elif disk_in_order / disk_random > tie:
-        more = format_times(disk_in_order / disk_random)
-        disk += (f" {added[0].upper()}{added[1:]}: {more} more in "
-                 "file order, which the kernel's read-ahead cannot explain: the machine was "
-                 "busier during the in-order run; run it again.")
-    else:
-        disk += (f" {added[0].upper()}{added[1:]}: within 20% of each other, so at the disk "
-                 "the order saved nothing here.")
-    return (f"{head}. {threads_part} {disk} (The stream itself, uncompressed and parsed in "
-            f"Python, read {stream_cold:,.0f} records/s cold: another format, so not set "
-            f"against {format_name}'s.)")
+    return (f"{head}. {threads_part} {disk} {disk_added_sentence(us)} (The stream itself, "
+            f"uncompressed and parsed in Python, read {stream_cold:,.0f} records/s cold: "
+            f"another format, so not set against {format_name}'s.)")
+
+
+def about_times(ratio: float) -> str:
+    """A ratio as `format_times` prints it below 100; from 100 on, two significant digits
+    ("about 130x"): a difference of timings carries no more precision than that."""
+    if ratio < 100:
+        return format_times(ratio)
+    return f"about {float(f'{ratio:.2g}'):.0f}x"
+
+
+def disk_added_sentence(us: Mapping[str, float]) -> str:
+    """What the disk added to a read, in file order and at random: cold minus warm (µs per
+    read, keys as in `stream_speed_sentence`). A difference counts only when the cold time
+    is beyond the lesson's 20% margin of the warm one: the runs of one timing disagree by
+    that much among themselves, so a smaller difference is noise, and a ratio against it
+    would be meaningless."""
+    added = {order: us[f"{order}, cold"] - us[f"{order}, warm"]
+             for order in ("in order", "random")}
+    seen = {order: beyond_margin(us[f"{order}, cold"] / us[f"{order}, warm"])
+            for order in added}
+
+    def part(order: str, where: str) -> str:
+        if seen[order]:
+            return f"{added[order]:,.0f} µs per read {where}"
+        return (f"nothing measurable {where} (cold {us[f'{order}, cold']:,.0f} µs against "
+                f"{us[f'{order}, warm']:,.0f} warm, within 20%)")
+
+    head = ("Cold minus warm, what the disk added: "
+            f"{part('in order', 'in file order')}, {part('random', 'at random')}")
+    read_ahead = (" The kernel reads ahead of a file read in order, so the next records are "
+                  "in memory before they are asked for (ArrayRecord's own read-ahead is off "
+                  "here, readahead_buffer_size:0).")
+    busier = (", which the kernel's read-ahead cannot explain: the machine was busier during "
+              "the in-order run; run it again.")
+    if not seen["random"] and not seen["in order"]:
+        return (f"{head}: random reads were no slower cold, so this run does not show the "
+                "disk (the pages were not really dropped, or the disk answers from a cache "
+                "of its own).")
+    if not seen["random"]:
+        return f"{head}: the disk cost more in file order than at random{busier}"
+    if not seen["in order"]:
+        return f"{head}: only random reads waited for it.{read_ahead}"
+    ratio = added["random"] / added["in order"]
+    if beyond_margin(ratio):
+        return f"{head}: {about_times(ratio)} less in file order.{read_ahead}"
+    if beyond_margin(1 / ratio):
+        return f"{head}: {about_times(1 / ratio)} more in file order{busier}"
+    return f"{head}: within 20% of each other, so at the disk the order saved nothing here."
 
 
 def shuffle_mix_sentence(mix: Mapping[str, float], *, best_buffer: str, global_name: str,
