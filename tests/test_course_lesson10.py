@@ -31,6 +31,31 @@ def test_fill_and_real_tokens_count_only_segment_ids_above_zero():
     assert course.real_tokens(batches) == 4 and course.fill(batches) == 0.5
 
 
+def test_packed_fill_leaves_out_the_empty_rows_that_pad_the_last_batch():
+    segments = np.array([[1, 1, 2, 0], [1, 0, 0, 0], [1, 1, 1, 1]], np.int32)
+    padded_last = np.vstack([segments[2:], np.zeros((1, 4), np.int32)])  # one empty row
+    batches = [(segments[:2],) * 3, (padded_last,) * 3]
+    assert course.fill(batches) == 8 / 16  # the empty row's slots count as padding
+    assert course.packed_fill_of(batches) == 8 / 12 == course.packed_fill([segments])
+    assert course.packed_fill([np.zeros((2, 4), np.int32)]) == 0.0
+
+
+def test_the_same_rows_give_the_same_fill_batched_or_not():
+    pytest.importorskip("grain")
+    sequences = course.docstring_sequences(64, limit=62)
+    report = course.grain_packers(sequences, 64, 4, shuffle=False)
+    rows = list(grain.experimental.FirstFitPackIterDataset(
+        grain.MapDataset.source(sequences).map(lambda t: {"tokens": t}).to_iter_dataset(),
+        length_struct={"tokens": 64}, num_packing_bins=4, seed=0))
+    missing = -len(rows) % 4
+    assert missing, "the test needs a last, shorter batch"
+    segments = np.stack([row["tokens_segment_ids"] for row in rows])
+    padded = np.vstack([segments, np.zeros((missing, 64), np.int32)])  # like lesson 10's
+    batches = [(part, part, part) for part in np.split(padded, len(padded) // 4)]
+    assert course.packed_fill_of(batches) == report["FirstFitPackIterDataset"]["fill"]
+    assert course.fill(batches) < report["FirstFitPackIterDataset"]["fill"]
+
+
 def test_bucket_lengths_are_evenly_spaced_up_to_the_row_length():
     assert course.bucket_lengths(1) == [128]
     assert course.bucket_lengths(4) == [32, 64, 96, 128]
@@ -362,7 +387,8 @@ def test_grain_sentence_reports_what_differs_and_what_agrees():
     same_count = {**broken, "2": {"batches": 19, "digest": "y", "fill": 0.9}}
     assert "as many batches (19), but not the same ones" in course.grain_sentence(
         same_count, OURS)
-    assert "its own sampler, filled 90.0% of the slots (course_lib's chain: 90.0%)" in sentence
+    assert ("its own sampler: share of the packed rows' slots holding a real token 90.0% "
+            "(course_lib's chain: 90.0%)") in sentence
 
 
 def test_digest_changes_with_any_value():
@@ -392,7 +418,9 @@ OUR_ROWS = {"FirstFitPackIterDataset": "f", "BestFitPackIterDataset": "b"}
 def test_grain_packers_sentence_follows_the_numbers():
     assert "not installed" in course.grain_packers_sentence(None, OUR_ROWS)
     same = course.grain_packers_sentence(packers_report(), OUR_ROWS)
-    assert "first fit 85.5%, best fit 85.9%, concatenate then split 99.5%" in same
+    assert ("given the same stream, share of the packed rows' slots holding a real token (as "
+            "for course_lib's above): first fit 85.5%, best fit 85.9%, concatenate then split "
+            "99.5%.") in same
     assert "made exactly course_lib's rows" in same
     assert "cut 179 of these sequences" in same and "every token exactly once" in same
     assert "as every piece after the first of a split long document is" in same
@@ -495,6 +523,13 @@ def test_points_between_subtracts_the_figures_as_printed():
     assert course.variable_length.points_between(0.2349, 0.4951) == -27
     assert course.variable_length.format_points(1) == "1 point"
     assert course.variable_length.format_points(0.9, 1) == "0.9 points"
+
+
+def test_best_fit_sentence_names_the_fill_it_prints_in_every_outcome():
+    for first, best in ((0.86646, 0.87464), (0.87464, 0.86646), (0.8664, 0.8704)):
+        assert course.best_fit_sentence(first, best).startswith(
+            "The share of the packed rows' slots holding a real token (the empty rows that pad "
+            "out the last batch left out): first fit ")
 
 
 def test_best_fit_s_saving_adds_up_with_the_fills_printed_beside_it():

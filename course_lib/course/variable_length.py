@@ -184,9 +184,34 @@ def trace_counter(function: Callable) -> tuple[Callable, list[int]]:
 
 
 def fill(batches: Sequence[tuple]) -> float:
-    """The share of slots that hold a real token (segment id > 0)."""
+    """The share of the batches' slots that hold a real token (segment id > 0): every slot
+    the step computes on, the empty rows of a last, shorter batch included."""
     real = sum(int(np.count_nonzero(segments)) for _, segments, _ in batches)
     return real / sum(segments.size for _, segments, _ in batches)
+
+
+PACKED_FILL = "share of the packed rows' slots holding a real token"
+"""The name every sentence gives `packed_fill`, so a learner knows which fill it is."""
+
+
+def packed_fill(segment_ids: Iterable[np.ndarray]) -> float:
+    """The share of the slots of the packed rows that hold a real token (segment id > 0).
+
+    Only rows holding a sequence count. A packer never makes an empty row; the empty rows
+    in a batch are the ones a batch function adds to pad out the epoch's last, shorter
+    batch to the one shape. Leaving them out gives the same rows the same fill however
+    they were batched: course_lib's chain, Grain's packers (which hand out rows, not
+    batches) and Grain's `PackAndBatchOperation`. `segment_ids`: 2-D arrays of segment ids,
+    one per batch (or one for all the rows)."""
+    rows = np.concatenate([np.asarray(segments).reshape(-1, np.shape(segments)[-1])
+                           for segments in segment_ids])
+    packed = rows[np.any(rows > 0, axis=1)]
+    return float(np.mean(packed > 0)) if packed.size else 0.0
+
+
+def packed_fill_of(batches: Iterable[tuple]) -> float:
+    """`packed_fill` of batches of `(tokens, segment_ids, positions)`."""
+    return packed_fill(segments for _, segments, _ in batches)
 
 
 def real_tokens(batches: Sequence[tuple]) -> int:
@@ -682,7 +707,8 @@ from absl import flags
 flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
 import numpy as np
 import grain.python as grain
-from course_lib.course.variable_length import SequenceSource, digest, docstring_sequences
+from course_lib.course.variable_length import (SequenceSource, digest, docstring_sequences,
+                                              packed_fill_of)
 limit, row_length, batch_size, resume_after = (int(argument) for argument in sys.argv[1:])
 source = SequenceSource(docstring_sequences(row_length, limit or None))
 
@@ -705,9 +731,8 @@ def loader(worker_count):
 report = {}
 for worker_count in (0, 2):
     batches = [tuple(batch) for batch in loader(worker_count)]
-    real = sum(int(np.count_nonzero(segments)) for _, segments, _ in batches)
     report[worker_count] = {"batches": len(batches), "digest": digest(batches),
-                            "fill": real / sum(s.size for _, s, _ in batches)}
+                            "fill": packed_fill_of(batches)}
     if worker_count == 0:
         uninterrupted_rest = digest(batches[resume_after:])
     del batches  # release every batch (and its shared memory) before the next run
@@ -763,15 +788,15 @@ def _leaked_segments(stderr: str) -> int:
 def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, Any]) -> str:
     """Grain's operation against course_lib's, on the same sequences, from both reports.
 
-    `ours` holds course_lib's `fill`; `grain_chain_sentence` says course_lib's other
-    results."""
+    `ours` holds course_lib's `packed_fill`, the measure of Grain's `fill` here;
+    `grain_chain_sentence` says course_lib's other results."""
     if grain_report is None:
         return ("Grain is not installed here, so its operation cannot run side by side "
                 "(`pip install grain` to see it); course_lib's results above stand alone.")
     theirs = {int(key): value for key, value in grain_report.items() if key.isdigit()}
     same_batches = theirs[0]["digest"] == theirs[2]["digest"]
     parts = [f"Grain's DataLoader with its PackAndBatchOperation, on the same sequences in "
-             f"the order of its own sampler, filled {theirs[0]['fill']:.1%} of the slots "
+             f"the order of its own sampler: {PACKED_FILL} {theirs[0]['fill']:.1%} "
              f"(course_lib's chain: {ours['fill']:.1%})."]
     if same_batches:
         parts.append("Its batches were the same at 0 and 2 workers.")
@@ -951,7 +976,7 @@ def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
         rows = list(make())
         segments = np.stack([row["tokens_segment_ids"] for row in rows])
         starts = (segments > 0) & (np.diff(segments, axis=1, prepend=0) != 0)
-        report[name] = {"rows": len(rows), "fill": float(np.mean(segments > 0)),
+        report[name] = {"rows": len(rows), "fill": packed_fill([segments]),
                         "cut": int(np.count_nonzero(starts)) - len(source),
                         "rows_digest": rows_digest(
                             (row["tokens"], row["tokens_segment_ids"], row["tokens_positions"])
@@ -962,9 +987,10 @@ def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
 
 
 def best_fit_sentence(first_fill: float, best_fit_fill: float) -> str:
-    """Best fit against first fit on the same stream, in points of padding as printed."""
-    head = (f"Rows filled with real tokens: first fit {first_fill:.1%}, best fit "
-            f"{best_fit_fill:.1%}.")
+    """Best fit against first fit on the same stream, in points of padding as printed.
+    Both fills are `packed_fill`s."""
+    head = (f"The {PACKED_FILL} (the empty rows that pad out the last batch left out): "
+            f"first fit {first_fill:.1%}, best fit {best_fit_fill:.1%}.")
     gain = points_between(best_fit_fill, first_fill, decimals=1)
     if abs(gain) < 0.5:
         return (f"{head} Best fit and first fit are within half a point of each other on "
@@ -998,9 +1024,9 @@ def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
         return ("Grain is not installed here, so its packers cannot run (`pip install grain` "
                 "to see them).")
     first, best, split = (report[name] for name in GRAIN_PACKERS)
-    parts = [f"Grain's packers, given the same stream: first fit {first['fill']:.1%}, best fit "
-             f"{best['fill']:.1%}, concatenate then split {split['fill']:.1%} of the slots "
-             "filled."]
+    parts = [f"Grain's packers, given the same stream, {PACKED_FILL} (as for course_lib's "
+             f"above): first fit {first['fill']:.1%}, best fit {best['fill']:.1%}, "
+             f"concatenate then split {split['fill']:.1%}."]
     same = [name for name in ours if report[name]["rows_digest"] == ours[name]]
     if len(same) == len(ours):
         parts.append("Grain's first fit and best fit made exactly course_lib's rows (compared "
@@ -1063,7 +1089,7 @@ def context_report(rows: Sequence[Mapping[str, np.ndarray]],
     return {"documents": len(lengths), "tokens": num_tokens, "cut": len(cut),
             "short_cut": int(np.count_nonzero(lengths[cut - 1] <= row_length)),
             "without_context": int(np.count_nonzero(offsets[real] > positions[real])),
-            "fill": float(np.mean(real)),
+            "fill": packed_fill([segments]),
             "every_token_once": int(np.count_nonzero(real)) == num_tokens}
 
 
