@@ -760,14 +760,21 @@ def grain_packing(limit: int | None, row_length: int = ROW_LENGTH,
     exactly, and how many shared memory segments Python's resource tracker reported leaked
     at exit, with every batch and iterator released (deleted and garbage collected) before
     the script ends. None where Grain is not installed."""
+    return _run_grain_script(_GRAIN_PACKING_SCRIPT, (limit, row_length, batch_size, resume_after),
+                             timeout)
+
+
+def _run_grain_script(script: str, arguments: tuple, timeout: float) -> dict | None:
+    """Run one of the Grain scripts above in a new Python (`limit` None passed as 0); its
+    last line of output is its JSON report, to which the count of shared memory segments
+    the resource tracker reported leaked is added. None where Grain is not installed."""
     import importlib.util
 
     if importlib.util.find_spec("grain") is None:
         return None
-    result = subprocess.run(
-        [sys.executable, "-c", _GRAIN_PACKING_SCRIPT,
-         *map(str, (limit or 0, row_length, batch_size, resume_after))],
-        capture_output=True, text=True, timeout=timeout)
+    limit, *rest = arguments
+    result = subprocess.run([sys.executable, "-c", script, *map(str, (limit or 0, *rest))],
+                            capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
         raise RuntimeError(f"Grain exited with code {result.returncode}: {last}")
@@ -883,20 +890,8 @@ def grain_chain_packing(limit: int | None, row_length: int = ROW_LENGTH,
     ("main": the packer runs in the main process) and after it ("workers": each worker
     packs its share), each at 0 and 2 workers, and a state saved at 2 workers restored at 0
     ("equal", "other", or the error Grain raised). None where Grain is not installed."""
-    import importlib.util
-
-    if importlib.util.find_spec("grain") is None:
-        return None
-    result = subprocess.run(
-        [sys.executable, "-c", _GRAIN_CHAIN_SCRIPT,
-         *map(str, (limit or 0, row_length, batch_size, resume_after))],
-        capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-        raise RuntimeError(f"Grain exited with code {result.returncode}: {last}")
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    report["leaked_segments"] = _leaked_segments(result.stderr)
-    return report
+    return _run_grain_script(_GRAIN_CHAIN_SCRIPT, (limit, row_length, batch_size, resume_after),
+                             timeout)
 
 
 def grain_chain_sentence(report: Mapping[str, Any] | None, ours_same: bool,
