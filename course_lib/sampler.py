@@ -16,11 +16,16 @@ Which records a shard holds: `IndexSampler` gives each shard a contiguous block 
 (`ShardOptions.block`), shuffled with the shard's own permutation; `SequentialSampler`
 deals keys by stride (shard `i` reads `i, i + k, ...`), so that reading every shard's first
 record, then every shard's second, ... reads the data set in order.
+
+A sampler may be shared between threads: two iterators of one loader each run it on their
+own background thread. Its two caches (the permutations of recent epochs, the last block of
+keys) are read and filled under a lock, so a thread never gets another thread's block.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 
@@ -117,8 +122,27 @@ class IndexSampler:
                 f"shard {shard_options.shard_index} of {shard_options.shard_count} is empty: "
                 f"num_records={self.num_records} is smaller than shard_count. Use fewer "
                 "shards or a larger data source.")
+        self._start_caches()
+
+    def _start_caches(self) -> None:
+        # Both caches are shared by every thread that uses this sampler (the background
+        # threads of several iterators of one loader): `_lock` guards each check-then-fill.
+        # Reentrant, because filling the block cache asks for a permutation.
+        self._lock = threading.RLock()
         self._permutations: dict[int, FeistelPermutation] = {}
         self._cached_block: tuple[int, np.ndarray | None] = (-1, None)
+
+    def __getstate__(self) -> dict:
+        """Pickled for worker processes without the lock and the caches (a lock cannot be
+        pickled; each process fills its own caches)."""
+        state = self.__dict__.copy()
+        for name in ("_lock", "_permutations", "_cached_block"):
+            state.pop(name)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._start_caches()
 
     # -- the size of the stream --------------------------------------------------------
     @property
@@ -142,14 +166,15 @@ class IndexSampler:
         return self.shard_options.shard_index + step * self.shard_options.shard_count
 
     def _permutation(self, epoch: int) -> FeistelPermutation:
-        permutation = self._permutations.get(epoch)
-        if permutation is None:
-            if len(self._permutations) > 8:
-                self._permutations.clear()
-            permutation = FeistelPermutation(self.shard_size, self.seed, epoch,
-                                             self.shard_options.shard_index)
-            self._permutations[epoch] = permutation
-        return permutation
+        with self._lock:
+            permutation = self._permutations.get(epoch)
+            if permutation is None:
+                if len(self._permutations) > 8:
+                    self._permutations.clear()
+                permutation = FeistelPermutation(self.shard_size, self.seed, epoch,
+                                                 self.shard_options.shard_index)
+                self._permutations[epoch] = permutation
+            return permutation
 
     # -- one index ---------------------------------------------------------------------
     def record_key(self, step: int) -> int:
@@ -194,15 +219,21 @@ class IndexSampler:
                                for block in range(first_block, last_block + 1)])
 
     def _key_block(self, block: int) -> np.ndarray:
-        if self._cached_block[0] != block:
-            start = block * KEY_BLOCK
-            stop = start + KEY_BLOCK
-            if self.total_length is not None:
-                stop = min(stop, self.total_length)
-            keys = self._compute_keys(start, stop)
-            keys.flags.writeable = False  # callers get views of this cache
-            self._cached_block = (block, keys)
-        return self._cached_block[1]
+        """The keys of block `block`, from the cache when it holds that block. The check and
+        the fill happen under the lock: without it, a thread could find its block in the
+        cache, lose the interpreter to a thread that puts another block there, and return
+        that other block's keys."""
+        with self._lock:
+            cached, keys = self._cached_block
+            if cached != block:
+                start = block * KEY_BLOCK
+                stop = start + KEY_BLOCK
+                if self.total_length is not None:
+                    stop = min(stop, self.total_length)
+                keys = self._compute_keys(start, stop)
+                keys.flags.writeable = False  # callers get views of this cache
+                self._cached_block = (block, keys)
+            return keys
 
     def _compute_keys(self, start: int, stop: int) -> np.ndarray:
         positions = np.arange(start, stop, dtype=np.int64)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import pickle
+import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -240,3 +244,82 @@ def test_many_epochs_in_a_row_stay_permutations():
     assert all(sorted(keys) == list(range(13)) for keys in epochs)
     again = [sampler.record_keys(e * 13, (e + 1) * 13).tolist() for e in (0, 11, 3)]
     assert again == [epochs[0], epochs[11], epochs[3]]
+
+
+def _keys_from_threads(sampler, spans, thread_count: int, rounds: int) -> list:
+    """Each thread asks for every span in `spans`, `rounds` times, starting at its own
+    place so that neighbours keep replacing each other's cached block; the answers, per
+    thread and span, in the order asked."""
+    answers: list = [[] for _ in range(thread_count)]
+    errors: list = []
+    barrier = threading.Barrier(thread_count)
+
+    def ask(place: int) -> None:
+        try:
+            barrier.wait()
+            mine = spans[place:] + spans[:place]
+            for _ in range(rounds):
+                answers[place].append([(span, sampler.record_keys(*span).tolist())
+                                       for span in mine])
+        except BaseException as error:  # raised in the test's thread below
+            errors.append(error)
+
+    threads = [threading.Thread(target=ask, args=(place,)) for place in range(thread_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return answers
+
+
+class _SwitchingSampler(IndexSampler):
+    """An `IndexSampler` whose block cache hands the interpreter to another thread on every
+    read and write. CPython 3.11 switches threads only at calls and backward jumps, so the
+    gap between checking the cache and returning from it is rarely hit by chance; a
+    free-threaded interpreter, or a cache whose check calls a function, hits it. Here every
+    access is such a call, so an unguarded check-then-read fails within a few rounds."""
+
+    @property
+    def _cached_block(self):
+        time.sleep(0)
+        return self.__dict__["_block_cache"]
+
+    @_cached_block.setter
+    def _cached_block(self, value):
+        time.sleep(0)
+        self.__dict__["_block_cache"] = value
+
+
+@pytest.mark.parametrize("sampler_class", [IndexSampler, _SwitchingSampler])
+def test_a_sampler_shared_by_threads_gives_each_thread_the_single_threaded_keys(sampler_class):
+    """Several threads share one sampler (two iterators of one loader run it on two
+    background threads). Asking for spans in different blocks, so that the block cache is
+    replaced all the time, with threads switching every microsecond, every answer must equal
+    what one thread alone computes."""
+    sampler = sampler_class(50_000, shuffle=True, num_epochs=2, seed=3)
+    block = sampler_module.KEY_BLOCK
+    spans = [(b * block + 5, b * block + 70) for b in range(8)]
+    expected = {span: IndexSampler(50_000, shuffle=True, num_epochs=2, seed=3)
+                .record_keys(*span).tolist() for span in spans}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        answers = _keys_from_threads(sampler, spans, thread_count=4, rounds=60)
+    finally:
+        sys.setswitchinterval(interval)
+    wrong = [span for per_thread in answers for per_round in per_thread
+             for span, keys in per_round if keys != expected[span]]
+    assert sum(len(per_thread) for per_thread in answers) == 4 * 60
+    assert not wrong, f"{len(wrong)} spans got another block's keys, e.g. {wrong[0]}"
+
+
+def test_a_pickled_sampler_gives_the_same_keys_and_its_own_lock():
+    sampler = IndexSampler(1000, shuffle=True, num_epochs=3, seed=5)
+    before = sampler.record_keys(0, 3000).tolist()
+    copy = pickle.loads(pickle.dumps(sampler))
+    assert copy._lock is not sampler._lock
+    assert copy.record_keys(0, 3000).tolist() == before
+    assert [copy[i].record_key for i in (0, 999, 1000, 2999)] == [
+        before[i] for i in (0, 999, 1000, 2999)]
