@@ -140,11 +140,23 @@ def loader_for(plan: Plan) -> DataLoader:
         operations.append(plan.batch)
         operations.extend(BatchMap(function) for function in plan.batch_maps)
     source = PositionedElements(plan.base)
-    return DataLoader(data_source=source,
-                      sampler=IndexSampler(len(source), num_epochs=1),
-                      operations=operations, worker_count=plan.worker_count,
-                      worker_buffer_size=plan.worker_buffer_size,
-                      read_options=plan.read_options)
+    loader = DataLoader(data_source=source,
+                        sampler=IndexSampler(len(source), num_epochs=1),
+                        operations=operations, worker_count=plan.worker_count,
+                        worker_buffer_size=plan.worker_buffer_size,
+                        read_options=plan.read_options)
+    loader._records_ahead = records_ahead(plan)
+    return loader
+
+
+def records_ahead(plan: Plan) -> int:
+    """How many records of `base` the chain's read-ahead may hold in the calling process:
+    the element being taken and `prefetch_buffer_size` more, as Grain counts them, in the
+    chain's elements (a `MapDataset.batch` turned into the engine's `Batch` makes each
+    element `batch_size` records). The engine's chunks (64 records and more) and its queue
+    of finished chunks are cut to fit (`stream.chunk_size_for`), so that a batch-of-4 chain
+    with `prefetch_buffer_size=2` makes 3 batches, not 16, before the first one is taken."""
+    return (plan.read_options.prefetch_buffer_size + 1) * plan.positions_per_index
 
 
 class EngineIterator(DatasetIterator):

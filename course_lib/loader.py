@@ -38,7 +38,7 @@ from course_lib.reader import ChunkProcessor, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
-from course_lib.stream import chunk_size_for, flatten, in_process_groups
+from course_lib.stream import chunk_size_for, chunks_waiting, flatten, in_process_groups
 from course_lib.transforms import Batch
 from course_lib.workers import PREFETCH, worker_elements
 
@@ -215,6 +215,9 @@ class DataLoader:
             "worker_buffer_size", worker_buffer_size, minimum=1,
             fix="Pass how many units each worker may have in flight, e.g. 1 or 2.")
         self.read_options = read_options or ReadOptions()
+        # Set by a Dataset chain (dataset_engine.loader_for): the records its read-ahead
+        # may hold in this process, which bounds the chunks (stream.chunk_size_for).
+        self._records_ahead: int | None = None
 
     @property
     def operations(self) -> tuple:
@@ -234,14 +237,21 @@ class DataLoader:
         stop = threading.Event() if reads_ahead else None
         processor = ChunkProcessor(self.data_source, self.pipeline, self.read_options,
                                    stop=stop)
+        chunk = chunk_size_for(self.pipeline, self._chunk_bound(reads_ahead))
         groups = in_process_groups(self.sampler, self.pipeline, next_index, processor,
-                                   skip_batches)
+                                   skip_batches, chunk)
         if not reads_ahead:
             return flatten(groups)
-        # Chunks of finished elements waiting for the consumer: about prefetch_buffer_size
-        # records' worth, and at least two, so the next one is ready while a step runs.
-        chunk = chunk_size_for(self.pipeline)
-        return ReadAhead(groups, max(2, self.read_options.prefetch_buffer_size // chunk), stop)
+        waiting = chunks_waiting(self.read_options, chunk, self._records_ahead)
+        return ReadAhead(groups, waiting, stop)
+
+    def _chunk_bound(self, reads_ahead: bool) -> int | None:
+        """At most how many records a chunk may hold: no bound for a `DataLoader`. A Dataset
+        chain's read-ahead (`_records_ahead`) holds the chunk being taken, and with the
+        batch thread also one being made and one waiting: a third of it each."""
+        if self._records_ahead is None:
+            return None
+        return self._records_ahead // 3 if reads_ahead else self._records_ahead
 
     def __iter__(self) -> DataLoaderIterator:
         return DataLoaderIterator(self)

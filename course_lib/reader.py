@@ -79,7 +79,12 @@ class ReadOptions:
         consumer, in each process. Work moves in chunks (a whole number of batches, at least
         64 records: `stream.chunk_size_for`), so the read-ahead holds this many records
         rounded down to whole chunks, at least two chunks, plus the chunk being made (the
-        read threads keep fewer than this many records in flight within it). 0 reads
+        read threads keep fewer than this many records in flight within it). In a Dataset
+        chain (`to_iter_dataset`) it counts the chain's elements, as Grain's does (a batch,
+        where `MapDataset.batch` comes first), and the chunks and the queue are cut to fit
+        this many elements plus the one being taken (a chunk holds at least one batch; with
+        the batch thread a third of that, one taken, one made, one waiting:
+        `dataset_engine.records_ahead`). 0 reads
         nothing ahead (everything runs in the calling thread, as with `num_threads=0`).
         Below `num_threads` (and not 0) some threads have nothing to do: a warning says so,
         as in Grain.

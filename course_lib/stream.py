@@ -23,12 +23,26 @@ from course_lib.sampler import IndexSampler
 MIN_CHUNK_RECORDS = 64
 
 
-def chunk_size_for(pipeline: Pipeline) -> int:
-    """A whole number of batches, at least `MIN_CHUNK_RECORDS` records."""
-    if pipeline.batch is None:
-        return MIN_CHUNK_RECORDS
-    size = pipeline.batch.batch_size
-    return size * max(1, -(-MIN_CHUNK_RECORDS // size))
+def chunk_size_for(pipeline: Pipeline, max_records: int | None = None) -> int:
+    """A whole number of batches, at least `MIN_CHUNK_RECORDS` records; with `max_records`
+    (a Dataset chain's bound: `dataset_engine.records_ahead`), at most that many, but at
+    least one batch."""
+    unit = 1 if pipeline.batch is None else pipeline.batch.batch_size
+    size = unit * max(1, -(-MIN_CHUNK_RECORDS // unit))
+    if max_records is not None:
+        size = min(size, unit * max(1, max_records // unit))
+    return size
+
+
+def chunks_waiting(read_options, chunk: int, records_ahead: int | None = None) -> int:
+    """How many finished chunks a read-ahead keeps for the consumer: about
+    `prefetch_buffer_size` records' worth, at least two, so that the next one is ready while
+    a training step runs. For a Dataset chain, also no more than `records_ahead` allows
+    beside the chunk being taken and the one being made (at least one)."""
+    waiting = max(2, read_options.prefetch_buffer_size // chunk)
+    if records_ahead is not None:
+        waiting = max(1, min(waiting, records_ahead // chunk - 2))
+    return waiting
 
 
 def chunk_bounds(sampler: IndexSampler, start: int,
@@ -48,17 +62,18 @@ def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
 
 
 def in_process_groups(sampler: IndexSampler, pipeline: Pipeline, start: int,
-                      processor: ChunkProcessor, skip_batches: int = 0):
-    """Yield lists of `(element, next_index)` pairs, one list per chunk of the stream:
-    read and transform (`processor`), then batch. (`skip_batches`: see
-    `bucketing.ResumePoint`.)
+                      processor: ChunkProcessor, skip_batches: int = 0,
+                      chunk_size: int | None = None):
+    """Yield lists of `(element, next_index)` pairs, one list per chunk of the stream
+    (`chunk_size` records, by default `chunk_size_for(pipeline)`): read and transform
+    (`processor`), then batch. (`skip_batches`: see `bucketing.ResumePoint`.)
 
     A transform's exception is raised after the elements made from the records before it,
     so the consumer meets it at the element the failing record belongs to."""
     run = pipeline.start_run(sampler)  # this iterator's own generators
     batcher = pipeline.start_batcher(run, skip_batches=skip_batches)
     end = start
-    chunks = stream_chunks(sampler, start, chunk_size_for(pipeline))
+    chunks = stream_chunks(sampler, start, chunk_size or chunk_size_for(pipeline))
     try:
         for chunk_start, record_keys, positions, survivors, error in processor.process(chunks,
                                                                                         run):
