@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import course_lib as grain
+from course_lib.dataset import SHUFFLE_BLOCK
+from course_lib.permutation import FeistelPermutation
 
 
 def elements(dataset):
@@ -296,3 +298,61 @@ def test_a_batched_map_dataset_reads_elements_one_batch_at_a_time_not_whole_batc
     first = next(iterator)
     assert first.shape == (4, 3)
     assert source.reads <= 64, source.reads
+
+
+def _per_index_shuffle(length: int, seed: int, indices) -> list[int]:
+    """What a shuffle of `range(length)` gives at `indices`, one Feistel call per index."""
+    return [FeistelPermutation(length, seed, index // length)(index % length)
+            for index in indices]
+
+
+@pytest.mark.parametrize("length", [1, 3, 100, SHUFFLE_BLOCK - 1, SHUFFLE_BLOCK + 5, 2500])
+def test_a_shuffle_read_in_order_equals_the_per_index_permutation(length):
+    """Read in order, the shuffle computes blocks of indices with NumPy; across block and
+    epoch boundaries every index must equal the one-call-per-index permutation."""
+    shuffled = grain.MapDataset.range(length).shuffle(seed=11)
+    indices = range(3 * length + 7)
+    assert [shuffled[i] for i in indices] == _per_index_shuffle(length, 11, indices)
+
+
+def test_a_shuffle_read_out_of_order_or_in_batches_equals_the_per_index_permutation():
+    length = 3000
+    shuffled = grain.MapDataset.range(length).shuffle(seed=2)
+    scattered = np.random.default_rng(0).integers(0, 4 * length, 500).tolist()
+    # in order, then jumps back into the block just computed, then far away
+    mixed = [*range(100, 400), 150, 399, 2999, 3000, 7, 8, 9, *scattered]
+    assert [shuffled[i] for i in mixed] == _per_index_shuffle(length, 2, mixed)
+    assert shuffled._getitems(scattered) == _per_index_shuffle(length, 2, scattered)
+    batches = shuffled.batch(64)  # 47 batches an epoch, the last one of 56
+    assert [int(x) for b in (batches[k] for k in (0, 46, 47, 95)) for x in b] == (
+        _per_index_shuffle(length, 2, [*range(0, 64), *range(2944, 3000),
+                                       *range(3000, 3064), *range(6064, 6128)]))
+
+
+def test_a_shuffle_read_by_several_threads_at_once_gives_each_its_own_elements():
+    """The engine's read threads read runs of one shuffle at the same time: each run must
+    come out as if read alone, with threads switching every microsecond."""
+    import threading
+
+    length, runs = 5000, 8
+    shuffled = grain.MapDataset.range(length).shuffle(seed=7)
+    spans = [range(start, start + 700) for start in range(0, runs * 1300, 1300)]
+    found: dict = {}
+
+    def read(place: int) -> None:
+        found[place] = [[shuffled[i] for i in span] for span in spans[place:] + spans[:place]]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=read, args=(place,)) for place in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    for place in range(4):
+        expected = [_per_index_shuffle(length, 7, span)
+                    for span in spans[place:] + spans[:place]]
+        assert found[place] == expected
