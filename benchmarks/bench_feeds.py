@@ -27,8 +27,9 @@ the feeds the same run measures this machine's ideal: the step alone on ready ba
 (`step_alone_*`), and each loader alone (`*_loader`, batches/s with no step).
 
 A second table holds course_lib's loader alone at `num_threads` 0, 1, 2 and 4 and
-`worker_count` 0 and 2, plus a diagnostic with the thread cap of `reader.threads_for_work`
-lifted (`_uncapped`), which shows why the cap exists.
+`worker_count` 0 and 2, its Dataset API alone at `num_threads=0` (`course_lib_ds_w0_t0`,
+what the face costs beside `course_lib_w0_t0`), plus a diagnostic with the thread cap of
+`reader.threads_for_work` lifted (`_uncapped`), which shows why the cap exists.
 
     .venv/bin/python benchmarks/bench_feeds.py            # 3 rounds (about 10 minutes)
     .venv/bin/python benchmarks/bench_feeds.py --quick    # 1 round, fewer steps
@@ -100,6 +101,9 @@ def thread_runs() -> list[Run]:
             for workers in (0, 2) for threads in (0, 1, 2, 4)]
     runs += [Run(f"course_lib_w0_t{threads}_uncapped", "loader", "course_lib", 0,
                  num_threads=threads, uncapped=True) for threads in (2, 4)]
+    # The Dataset face in the single-threaded mode, beside `course_lib_w0_t0`: what the
+    # face itself costs, with no thread to hide it.
+    runs.append(Run("course_lib_ds_w0_t0", "loader", "course_lib_ds", 0, num_threads=0))
     return runs
 
 
@@ -340,7 +344,8 @@ def render(summaries: dict[str, dict], rows: list[dict], meta: dict,
               "per-record work gets `threads_for_work` threads when a record costs enough "
               f"(on {meta['cores']} cores: {meta['work_threads_w0']} in process, "
               f"{meta['work_threads_w2']} per worker with 2 workers). `_uncapped` lifts that "
-              "cap, a diagnostic.", "",
+              "cap, a diagnostic; `course_lib_ds_w0_t0` is the Dataset API's chain at "
+              "`num_threads=0`, to set beside `course_lib_w0_t0`.", "",
               "| configuration | batches/s (median) | min | max | timed | window (s) | "
               "start-up (s) | start-up / window |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
