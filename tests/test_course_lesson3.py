@@ -201,6 +201,7 @@ def test_growth_sentence_says_underestimate_only_when_the_cost_per_record_grew()
     assert grew.startswith("That is an underestimate if the trend goes on: the cost per "
                            "record grew 4.00x")
     assert "cache" not in grew and "not measured here" in grew
+    assert "grew 4.00x, from 10 ns at n = 10,000 to 40 ns at n = 10,000,000 (" in grew
     fell = lesson.growth_sentence(small, 10**4, [0.05, 0.051, 0.049], 10**7)  # 5 ns
     assert fell.startswith("The cost per record fell 2.00x") and "underestimate" not in fell
     assert "fixed cost" not in fell and "cache" not in fell

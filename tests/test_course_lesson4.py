@@ -122,12 +122,12 @@ def test_rule_of_thumb_follows_the_numbers():
     assert "decoded on several cores at once" in text
     assert "In memory: every worker count was slower than worker_count=0" in text
     assert "gave 3.00x the records/s of the best per-record run (worker_count=0)" in text
-    assert "(3) decoded no faster than the best count within them, 2 workers," in text
+    assert "(3) decoded no faster than the best count within them, 2 workers (" in text
     over = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
                                        decode={0: _timing(300), 2: _timing(200),
                                                3: _timing(100)},
                                        vectorised=_timing(3000), cores=2, usage=IDLE)[3]
-    assert "decoded slower than the best count within them, worker_count=0," in over
+    assert "decoded slower than the best count within them, worker_count=0 (" in over
     assert "Memory per worker was not measured" in text
 
     slower_with_workers = {0: _timing(300), 2: _timing(100)}
@@ -431,7 +431,7 @@ def test_transform_thread_sentence_tells_the_calling_thread_from_a_background_on
     said = course.transform_thread_sentence(ahead, "the default ReadOptions")
     assert "ran on the batch thread (course_lib-ahead), not in this thread" in said
     assert "made its first two chunks (4 batches) in this thread and timed the second" in said
-    assert "costs 2.00 ms or more" in said
+    assert "costs 2 ms or more" in said
     assert "472 more were" in said and "Debug with ReadOptions(num_threads=0)" in said
     one = course.TransformTrace(("course_lib-ahead", "course_lib-read_0"), 64, 65, 32, 0.3)
     assert "1 more was" in course.transform_thread_sentence(one, "x")
@@ -504,12 +504,12 @@ def test_batch_thread_ran_sentence_counts_the_timed_runs():
     inline = course.batch_thread_ran_sentence(
         "in memory", _with_threads(_timing(200_000), [False] * 3))  # 5 µs a record
     assert "in memory at worker_count=0: no batch thread in any of the 3 timed runs" in inline
-    assert "a chunk of 64 records cost about 320.0 µs on average, under the 2.00 ms" in inline
+    assert "a chunk of 64 records cost about 320 µs on average, under the 2 ms" in inline
     assert "background thread" not in inline
     ahead = course.batch_thread_ran_sentence(
         "decode-bound", _with_threads(_timing(5_000), [True] * 3))  # 200 µs a record
     assert "the batch thread made the batches ahead of the loop in all 3 timed runs" in ahead
-    assert "12.80 ms on average, at or above the 2.00 ms" in ahead
+    assert "12.8 ms on average, at or above the 2 ms" in ahead
     mixed = course.batch_thread_ran_sentence(
         "in memory", _with_threads(_timing(200_000), [False, True, False]))
     assert "the batch thread ran in 1 of the 3 timed runs and not in the others" in mixed
@@ -630,3 +630,19 @@ def test_rule_of_thumb_memory_line_adds_up_as_printed():
     assert "each worker held about 19 MB of its own, so 2 workers would hold about 38 MB" in (
         lines[5])
     assert "run (1,000 records)" in lines[4]
+
+
+def test_interleaved_runs_finish_the_bar_before_printing_what_the_runs_said(capsys):
+    import sys
+
+    def noisy_run(key):
+        print(f"note from run {key}", file=sys.stderr)
+        print("the same note every time", file=sys.stderr)
+        return key
+
+    runs = course.parallel_workers.interleaved_runs(noisy_run, [1, 2], repeats=2, desc="bar")
+    assert runs == {1: [1, 1], 2: [2, 2]}
+    err = capsys.readouterr().err
+    # the bar reached 4/4 before any note, and each note is printed once
+    assert err.index("4/4") < err.index("note from run 1")
+    assert err.count("the same note every time") == 1

@@ -294,16 +294,18 @@ def growth_sentence(small_seconds: Sequence[float], smallest: int,
     billion: an underestimate if it grew, no evidence either way if it did not."""
     per_record = Comparison(tuple(t / largest for t in large_seconds),
                             tuple(t / smallest for t in small_seconds))
-    costs = (f"{format_duration(per_record.baseline_median)} at n = {smallest:,} against "
-             f"{format_duration(per_record.median)} at n = {largest:,}")
+    small, large = (f"{format_duration(per_record.baseline_median)} at n = {smallest:,}",
+                    f"{format_duration(per_record.median)} at n = {largest:,}")
+    costs = f"{small} against {large}"
+    moved = f"from {small} to {large}"
     noise = per_record.noise()
     if per_record.verdict == "worse":
         return (f"That is an underestimate if the trend goes on: the cost per record grew "
-                f"{format_times(1 / per_record.ratio)}, from {costs} ({noise}), and a "
+                f"{format_times(1 / per_record.ratio)}, {moved} ({noise}), and a "
                 "billion-record table is a hundred times larger still. (What makes a larger "
                 "table cost more per record is not measured here.)")
     if per_record.verdict == "better":
-        return (f"The cost per record fell {format_times(per_record.ratio)}, from {costs} "
+        return (f"The cost per record fell {format_times(per_record.ratio)}, {moved} "
                 f"({noise}). The extrapolation uses the largest size's rate; with the rate "
                 "changing across the sizes measured, read it as a rough estimate, not a "
                 "bound.")

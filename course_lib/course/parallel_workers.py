@@ -11,8 +11,10 @@ matters."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -151,17 +153,30 @@ def interleaved_medians(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
 
 def interleaved_runs(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
                      repeats: int, desc: str) -> dict[Any, list]:
-    """Every run of `interleaved_medians`: `repeats` results of `time_one(key)` per key."""
+    """Every run of `interleaved_medians`: `repeats` results of `time_one(key)` per key.
+
+    A text bar counts the runs and stays, at 100%, once they are done. What the runs print
+    to stderr meanwhile (course_lib's note on more workers than cores, say) is held back
+    and printed once, each line once, under the finished bar, so it cannot cut the bar off
+    halfway in the saved notebook."""
     from tqdm import tqdm  # a text bar: it renders in Jupyter, Colab and saved notebooks
 
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 3.")
     runs: dict[Any, list] = {key: [] for key in keys}
-    with tqdm(total=repeats * len(runs), desc=desc, leave=False) as bar:
-        for _ in range(repeats):
-            for key in runs:
-                runs[key].append(time_one(key))
-                bar.update()
+    held = io.StringIO()
+    try:
+        # the bar keeps the stderr it was given before the redirection
+        with tqdm(total=repeats * len(runs), desc=desc, leave=True) as bar, \
+                contextlib.redirect_stderr(held):
+            for _ in range(repeats):
+                for key in runs:
+                    runs[key].append(time_one(key))
+                    bar.update()
+    finally:
+        lines = dict.fromkeys(line for line in held.getvalue().splitlines() if line.strip())
+        if lines:
+            print("\n".join(lines), file=sys.stderr, flush=True)
     return runs
 
 
@@ -606,7 +621,7 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                          f"{extra.numbers()}.")
         else:
             lines.append(f"More workers than the {cores} cores ({over_text}) decoded {how} "
-                         f"the best count within them, {best_within}, {extra.numbers()}.")
+                         f"the best count within them, {best_within} {extra.numbers()}.")
     else:
         lines.append(f"No count above the {cores} cores was measured in this mode.")
     most = max(decode)
@@ -780,7 +795,7 @@ def fork_server_sentence(seconds: Sequence[float]) -> str:
     if len(seconds) < 2:
         raise ValueError(f"got {len(seconds)} timings; pass at least 2 (loaders=2 or more)")
     first, later = seconds[0], statistics.median(seconds[1:])
-    times = f"{format_seconds(first)} against {format_seconds(later)} (median of the later ones)"
+    times = f"{format_duration(first)} against {format_duration(later)} (median of the later ones)"
     comparison = Comparison((first,), tuple(seconds[1:]))
     if comparison.verdict == TOO_NOISY_TO_TELL:
         return (f"The first iter() in the new process against the later ones: too noisy to "
@@ -875,7 +890,7 @@ def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
     if not trace.threads:
         raise ValueError("the trace saw no record transformed: take a batch first.")
     more = trace.after_wait - trace.at_next
-    threshold = format_seconds(BACKGROUND_PAYS_OFF_S)
+    threshold = format_duration(BACKGROUND_PAYS_OFF_S)
     if trace.timed_batches:
         start = (f"The loader made its first two chunks ({trace.timed_batches} batches) in "
                  "this thread and timed the second, to decide whether the batch thread pays "
@@ -887,7 +902,7 @@ def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
     counts = (f"{start}next() returned a batch of {trace.delivered} records when "
               f"{trace.at_next}{' more' * bool(trace.timed_batches)} had been transformed "
               f"(the loader transforms a chunk of {trace.chunk_records} at a time), and "
-              f"while the cell then waited {format_seconds(trace.wait_s)}, "
+              f"while the cell then waited {format_duration(trace.wait_s)}, "
               f"{more or 'no'} more {'was' if more == 1 else 'were'}")
     if trace.threads == ("MainThread",):
         cheap = (f" (the chunks cost under {threshold}, so the batch thread did not start)"
@@ -917,8 +932,8 @@ def batch_thread_ran_sentence(name: str, timing: LoaderTiming, chunk_records: in
         raise ValueError("the timing records no thread: pass a worker_count=0 timing from "
                          "benchmark_workers or time_loader.")
     chunk_s = timing.total_s / timing.records * chunk_records
-    threshold = format_seconds(BACKGROUND_PAYS_OFF_S)
-    cost = (f"a chunk of {chunk_records} records cost about {format_seconds(chunk_s)} on "
+    threshold = format_duration(BACKGROUND_PAYS_OFF_S)
+    cost = (f"a chunk of {chunk_records} records cost about {format_duration(chunk_s)} on "
             f"average, {'at or above' if chunk_s >= BACKGROUND_PAYS_OFF_S else 'under'} the "
             f"{threshold} from which the loader starts the batch thread")
     runs, ran = len(seen), sum(seen)
