@@ -193,7 +193,8 @@ def test_rule_of_thumb_start_up_line_weighs_the_start_up_against_the_run():
     long_run = {0: _repeated([100], [0.01]), 2: _repeated([190], [0.11])}
     lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
                                         vectorised=_timing(300), cores=2, usage=IDLE)
-    assert "100x the workers' start-up of about 100 ms" in lines[4]
+    assert "about 100x the workers' start-up of about 100 ms (how much later the first " \
+           "batch came with workers, the median over the" in lines[4]
     assert "long enough for the start-up to matter little" in lines[4]
     short = {0: _repeated([2000], [0.01]), 2: _repeated([3000], [0.11])}
     lines = course.worker_rule_of_thumb(in_memory=short, decode=short,

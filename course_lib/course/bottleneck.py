@@ -18,6 +18,7 @@ from course_lib.course.basics import (
     WORSE,
     Estimate,
     compare_estimates,
+    format_duration,
     format_estimate,
     format_seconds,
     judge,
@@ -520,9 +521,9 @@ def batch_thread_sentence(chunk_s: float, chunk_records: int,
     batch = sum(name == THREAD_NAME for name in names)
     reads = sum(name.startswith(READ_THREADS_PREFIX) for name in names)
     pays = chunk_s >= BACKGROUND_PAYS_OFF_S
-    rule = (f"A chunk of {chunk_records} records took {format_seconds(chunk_s)} in the loop's "
+    rule = (f"A chunk of {chunk_records} records took {format_duration(chunk_s)} in the loop's "
             f"own thread (the mean next() at num_threads=0), "
-            f"{'above' if pays else 'below'} the {format_seconds(BACKGROUND_PAYS_OFF_S)} from "
+            f"{'above' if pays else 'below'} the {format_duration(BACKGROUND_PAYS_OFF_S)} from "
             "which course_lib starts its batch thread.")
     seen = (f"While the loader ran at worker_count=0 with the default ReadOptions, this process "
             f"had {batch} batch thread{'s' * (batch != 1)} and {reads} read "

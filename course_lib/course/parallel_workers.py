@@ -626,8 +626,10 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
         lines.append(f"No count above the {cores} cores was measured in this mode.")
     most = max(decode)
     run = decode[0].total_s
+    counted = sum(1 for count in decode if count)
     length = (f"{format_times(run / startup)} the workers' start-up of about "
-              f"{format_duration(startup)}" if startup > 0 else
+              f"{format_duration(startup)} (how much later the first batch came with workers, "
+              f"the median over the {counted} worker counts)" if startup > 0 else
               "while the workers' start-up did not show beyond the first batch's own time")
     verdict = ("long enough for the start-up to matter little." if startup * 10 < run else
                f"short enough that the start-up is {startup / run:.0%} of it, a share the "
