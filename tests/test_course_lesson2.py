@@ -145,13 +145,13 @@ def test_pipeline_timing_keeps_every_runs_value_in_the_order_run():
     assert timing.cpu_runs() == pytest.approx([5e-4] * 3)
 
 
-def test_verdict_says_noisy_only_when_the_runs_spread_more_than_the_margin():
+def test_judge_says_too_noisy_only_when_the_margin_is_wider_than_25_percent():
     steady = course.Estimate.median_of([100e-6, 101e-6, 102e-6, 101e-6, 100e-6])
-    assert lesson.verdict(steady, steady) == "same"
-    spread = course.Estimate.median_of([60e-6, 100e-6, 140e-6, 80e-6, 120e-6])
-    assert lesson.verdict(spread, steady) == "noisy"
-    assert lesson.verdict(course.Estimate.median_of([50e-6] * 3), steady) == "better"
-    assert lesson.verdict(course.Estimate.median_of([200e-6] * 3), steady) == "worse"
+    assert course.judge(steady, steady) == "same"
+    spread = course.Estimate.median_of([40e-6, 60e-6, 100e-6, 140e-6, 160e-6])
+    assert course.judge(spread, steady) == "too noisy"
+    assert course.judge(course.Estimate.median_of([50e-6] * 3), steady) == "better"
+    assert course.judge(course.Estimate.median_of([200e-6] * 3), steady) == "worse"
 
 
 def test_read_threads_sentence_for_each_outcome():
@@ -160,11 +160,11 @@ def test_read_threads_sentence_for_each_outcome():
     tie = lesson.read_threads_sentence(_timing([295e-6, 310e-6, 305e-6], threads=16), inline)
     slower = lesson.read_threads_sentence(_timing([600e-6, 610e-6, 620e-6], threads=16), inline)
     noisy = lesson.read_threads_sentence(_timing([150e-6, 300e-6, 450e-6], threads=16), inline)
-    assert "with 16 read threads and the batch thread was 1.5x faster" in faster
+    assert "with 16 read threads and the batch thread was 1.50x faster" in faster
     assert "cannot say how much each gave" in faster
     assert "within the noise" in tie and "No gain the repetitions can tell" in tie
     assert "GIL" in tie
-    assert "2.0x slower" in slower and "lesson 9" in slower and "lesson 4" in slower
+    assert "2.03x slower" in slower and "lesson 9" in slower and "lesson 4" in slower
     assert "cannot say which cost it" in slower
     assert "too noisy to tell" in noisy and "GIL" not in noisy and "names no cause" in noisy
     unthreaded = lesson.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
@@ -195,13 +195,13 @@ def test_background_thread_sentence_for_each_outcome():
     same = lesson.background_thread_sentence(_timing([301e-6] * 3, background=1), inline)
     assert "the batch thread alone took as long as" in same and "lesson 1" in same
     faster = lesson.background_thread_sentence(_timing([200e-6] * 3, background=1), inline)
-    assert "1.5x faster" in faster and "names no cause" in faster
+    assert "1.50x faster" in faster and "names no cause" in faster
     assert "prepared the next batch" not in faster
     pooled = lesson.background_thread_sentence(_timing([150e-6] * 3, threads=3, background=1),
                                                inline)
     assert "the batch thread and 3 read threads" in pooled and "cores this loop" in pooled
     slower = lesson.background_thread_sentence(_timing([400e-6] * 3, background=1), inline)
-    assert "1.3x slower" in slower and "cannot tell the hand-offs" in slower
+    assert "1.33x slower" in slower and "cannot tell the hand-offs" in slower
     noisy = lesson.background_thread_sentence(
         _timing([150e-6, 300e-6, 450e-6], background=1), inline)
     assert "too noisy to tell" in noisy and "As expected" not in noisy
@@ -211,9 +211,9 @@ def test_placement_sentence_for_each_outcome():
     transform = _timing([300e-6, 302e-6, 304e-6])
     assert "As expected" in lesson.placement_sentence(_timing([301e-6] * 3), transform)
     faster = lesson.placement_sentence(_timing([200e-6] * 3), transform)
-    assert "1.5x faster" in faster and "not isolated" in faster
+    assert "1.51x faster" in faster and "not isolated" in faster
     slower = lesson.placement_sentence(_timing([400e-6] * 3), transform)
-    assert "1.3x slower" in slower and "cache" not in slower and "As expected" not in slower
+    assert "1.32x slower" in slower and "cache" not in slower and "As expected" not in slower
     assert "not isolated" in slower
     noisy = lesson.placement_sentence(_timing([150e-6, 300e-6, 450e-6]), transform)
     assert "too noisy to tell" in noisy and "As expected" not in noisy
@@ -223,7 +223,7 @@ def test_filter_first_sentence_for_each_outcome():
     decode_first = _timing([800e-6, 801e-6, 802e-6], threads=16, cpu_per_record=900e-6)
     faster = lesson.filter_first_sentence(decode_first, _timing([300e-6] * 3,
                                                                 cpu_per_record=300e-6))
-    assert "2.7x faster" in faster and "never decoded" in faster and "3.0x the work" in faster
+    assert "2.67x faster" in faster and "never decoded" in faster and "3.00x the work" in faster
     tie = lesson.filter_first_sentence(_timing([600e-6, 650e-6, 700e-6], threads=16),
                                        _timing([600e-6, 640e-6, 690e-6], cpu_per_record=300e-6))
     assert "cannot tell" in tie and "read-ahead" not in tie

@@ -122,12 +122,12 @@ def test_rule_of_thumb_follows_the_numbers():
     assert "decoded on several cores at once" in text
     assert "In memory: every worker count was slower than worker_count=0" in text
     assert "gave 3.00x the records/s of the best per-record run (worker_count=0)" in text
-    assert "(3) decoded no faster than the best count within them, 2 workers," in text
+    assert "(3) decoded no faster than the best count within them, 2 workers (" in text
     over = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
                                        decode={0: _timing(300), 2: _timing(200),
                                                3: _timing(100)},
                                        vectorised=_timing(3000), cores=2, usage=IDLE)[3]
-    assert "decoded slower than the best count within them, worker_count=0," in over
+    assert "decoded slower than the best count within them, worker_count=0 (" in over
     assert "Memory per worker was not measured" in text
 
     slower_with_workers = {0: _timing(300), 2: _timing(100)}
@@ -147,9 +147,10 @@ def test_rule_of_thumb_reads_a_difference_within_the_noise_as_none():
                                         usage=IDLE)
     assert lines[0].startswith("Decode-bound: too noisy to tell whether any worker count "
                                "beat worker_count=0; the best, 2 workers, gave 1.10x")
-    assert "spread by up to 105%" in lines[0]  # 1000/60 - 1000/140 against 1000/110
-    assert "cannot tell them apart" in lines[0]
-    assert "was as fast as the best per-record run" in lines[2]
+    assert "medians of 3 runs each; margin 62%" in lines[0]
+    assert "cannot tell the two apart" in lines[0]
+    assert "against the best per-record run (2 workers)" in lines[2]
+    assert "Too noisy to tell" in lines[2] and "was as fast as" not in lines[2]
 
 
 def test_rule_of_thumb_says_when_a_run_was_too_short_to_show_workers():
@@ -192,7 +193,8 @@ def test_rule_of_thumb_start_up_line_weighs_the_start_up_against_the_run():
     long_run = {0: _repeated([100], [0.01]), 2: _repeated([190], [0.11])}
     lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
                                         vectorised=_timing(300), cores=2, usage=IDLE)
-    assert "100x the workers' start-up of about 100 ms" in lines[4]
+    assert "about 100x the workers' start-up of about 100 ms (how much later the first " \
+           "batch came with workers, the median over the" in lines[4]
     assert "long enough for the start-up to matter little" in lines[4]
     short = {0: _repeated([2000], [0.01]), 2: _repeated([3000], [0.11])}
     lines = course.worker_rule_of_thumb(in_memory=short, decode=short,
@@ -210,11 +212,11 @@ def test_startup_is_how_much_later_the_first_batch_came_with_workers():
 
 def test_first_batch_sentence_covers_each_outcome():
     same = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
-                                        1: _repeated([100], [0.116, 0.08, 0.12]),
+                                        1: _repeated([100], [0.06, 0.116, 0.17]),
                                         2: _repeated([100], [0.083, 0.11, 0.09])})
     assert "after 20 ms with worker_count=0 and after 116 ms with 1 worker, 90 ms with 2" in same
     assert "The difference with 1 worker, about 96 ms, is the start-up" in same
-    assert "1 against 2 workers: too noisy to tell" in same  # the runs spread by 34%
+    assert "1 against 2 workers: too noisy to tell" in same  # a margin of 52%
     assert "start in parallel" not in same
     tight = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
                                          1: _repeated([100], [0.1, 0.095, 0.105]),
@@ -243,9 +245,9 @@ def test_prepare_sentences_explain_each_outcome():
     loop = [1.0, 1.02, 0.98]
     faster = course.prepare_sentences(loop, [0.8, 0.81, 0.79], [0.5, 0.52, 0.5], cores=2,
                                       usage=IDLE)
-    assert faster[0].startswith("Preparing in threads was 1.2x faster than the plain loop")
+    assert faster[0].startswith("Preparing in threads was 1.25x faster than the plain loop")
     assert "C code that lets go of the interpreter lock" in faster[0]
-    assert faster[1].startswith("Preparing in worker processes was 2.0x faster")
+    assert faster[1].startswith("Preparing in worker processes was 2.00x faster")
     assert "busy" not in " ".join(faster)
     same = course.prepare_sentences(loop, [1.01, 0.99, 1.0], [1.0, 1.03, 0.97], cores=2,
                                     usage=IDLE)
@@ -254,16 +256,16 @@ def test_prepare_sentences_explain_each_outcome():
     assert "start-up, which this time includes" in faster[1]
     slower = course.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2,
                                       usage=BUSY)
-    assert "1.5x slower" in slower[0] and "2.0x slower" in slower[1]
+    assert "1.50x slower" in slower[0] and "2.00x slower" in slower[1]
     assert all("Other programs used 1.5 of the 2 cores" in line for line in slower)
 
 
 def test_vectorise_sentence_covers_each_outcome():
     per_record = {0: _timing(1000), 2: _timing(500)}
-    assert "4.0x faster" in course.vectorise_sentence(_timing(4000), per_record)
+    assert "4.00x faster" in course.vectorise_sentence(_timing(4000), per_record)
     assert "about as long" in course.vectorise_sentence(_timing(1010), per_record)
     slower = course.vectorise_sentence(_timing(500), per_record)
-    assert "2.0x slower than the best per-record run (worker_count=0)" in slower
+    assert "2.00x slower than the best per-record run (worker_count=0)" in slower
 
 
 def test_benchmark_workers_keeps_every_repetition_of_the_median_run():
@@ -273,39 +275,40 @@ def test_benchmark_workers_keeps_every_repetition_of_the_median_run():
     assert len(timings[0].seconds_per_record) == 3
 
 
-def test_comparison_reads_differences_within_the_spread_as_noise():
+def test_comparison_judges_its_medians_by_the_one_rule():
     tight = course.Comparison((1.0, 1.01, 0.99), (2.0, 2.02, 1.98))
-    assert tight.outcome == "faster" and tight.ratio == pytest.approx(2.0)
-    assert course.Comparison((2.0,), (1.0,)).outcome == "slower"
-    assert course.Comparison((1.04,), (1.0,)).outcome == "same"  # under the 5% floor
-    assert course.Comparison((1.2, 0.8, 1.0), (1.0, 1.0, 1.0)).outcome == "same"
-    assert "one run each" in course.Comparison((1.0,), (2.0,)).numbers()
+    assert tight.verdict == "better" and tight.ratio == pytest.approx(2.0)
+    assert course.Comparison((2.0,), (1.0,)).verdict == "worse"
+    assert course.Comparison((1.04,), (1.0,)).verdict == "same"  # under the 5% floor
+    # runs that spread by 40% give a median's margin of 21%: the same, within the noise
+    assert course.Comparison((1.2, 0.8, 1.0), (1.0, 1.0, 1.0)).verdict == "same"
+    # and a margin over 25% is too noisy to tell
+    assert course.Comparison((0.6, 1.0, 1.4), (1.0, 1.0, 1.0)).verdict == "too noisy"
+    assert "one run each, so the margin is the 5% floor" in \
+        course.Comparison((1.0,), (2.0,)).numbers()
     # the counts in the order of the timings they belong to: 3 runs, then 1
-    assert "medians of 3 and 1 runs, which spread by up to 40%: a difference under 40%" in \
+    assert "medians of 3 and 1 runs; margin 21%" in \
         course.Comparison((1.2, 0.8, 1.0), (1.0,)).numbers()
     assert "medians of 1 and 3 runs" in course.Comparison((1.0,), (1.2, 0.8, 1.0)).numbers()
-    assert "medians of 2 runs each" in course.Comparison((1.0, 1.02), (1.0, 1.01)).numbers()
-    assert "spread by up to 2%: a difference under 5% is noise" in course.Comparison(
+    assert "medians of 2 runs each; margin 5%" in course.Comparison(
         (1.0, 1.02), (1.0, 1.01)).numbers()
     with pytest.raises(ValueError, match="positive timings"):
         course.Comparison((0.0,), (1.0,))
 
 
-def test_compare_runs_appends_the_explanation_of_the_outcome_measured():
-    why = {"faster": "F.", "slower": "S.", "same": "N."}
-    assert course.compare_runs("a", [1.0], "b", [3.0], why=why).endswith("against 3 s; one run "
-                                                                         "each, so a difference "
-                                                                         "under 5% is not read "
-                                                                         "as real). F.")
+def test_compare_runs_appends_the_explanation_of_the_verdict():
+    why = {"better": "F.", "worse": "S.", "same": "N."}
+    assert course.compare_runs("a", [1.0], "b", [3.0], why=why).endswith(
+        "against 3 s; one run each, so the margin is the 5% floor). F.")
     assert course.compare_runs("a", 3.0, "b", 1.0, why=why).endswith("S.")
     assert course.compare_runs("a", 1.0, "b", 1.0, why=why).endswith("N.")
-    assert "3.0x slower" in course.compare_runs("a", 3.0, "b", 1.0)
+    assert "3.00x slower" in course.compare_runs("a", 3.0, "b", 1.0)
     assert "86x faster" in course.compare_runs("a", 1.0, "b", 86.0)
-    noisy = course.compare_runs("a", [1.0, 2.0, 3.0], "b", [2.0, 2.1], why=why)
-    assert "took about as long as" in noisy and "cannot tell them apart" in noisy
-    assert not noisy.endswith("N.")
-    assert not course.Comparison((1.0, 1.1), (1.0, 1.1)).too_noisy
-    assert not course.Comparison((1.0, 2.0, 3.0), (9.0,)).too_noisy  # a clear difference
+    noisy = course.compare_runs("a", [0.6, 1.0, 1.4], "b", [1.0, 1.0], why=why)
+    assert "could not be told apart from" in noisy and "Too noisy to tell" in noisy
+    assert not noisy.endswith("N.") and "took about as long" not in noisy
+    assert course.Comparison((1.0, 1.1), (1.0, 1.1)).verdict == "same"
+    assert course.Comparison((1.0, 2.0, 3.0), (9.0,)).verdict == "better"  # clear difference
 
 
 def test_run_times_and_relative_spread():
@@ -386,9 +389,9 @@ def test_first_batches_in_a_new_process_times_each_loader():
 
 
 def test_fork_server_sentence_follows_the_numbers():
-    assert "waited 4.0x as long" in course.fork_server_sentence([0.4, 0.1, 0.12, 0.08])
+    assert "waited 4.00x as long" in course.fork_server_sentence([0.4, 0.1, 0.12, 0.08])
     assert "was not slower" in course.fork_server_sentence([0.1, 0.1, 0.105])
-    # the later ones spread by 67%: no statement about the fork server
+    # a margin of 44%: no statement about the fork server
     noisy = course.fork_server_sentence([0.1, 0.1, 0.2])
     assert "too noisy to tell" in noisy and "was not slower" not in noisy
     assert "was not slower" in course.fork_server_sentence([0.102, 0.1, 0.1])  # within 5%
@@ -429,7 +432,7 @@ def test_transform_thread_sentence_tells_the_calling_thread_from_a_background_on
     said = course.transform_thread_sentence(ahead, "the default ReadOptions")
     assert "ran on the batch thread (course_lib-ahead), not in this thread" in said
     assert "made its first two chunks (4 batches) in this thread and timed the second" in said
-    assert "costs 2.00 ms or more" in said
+    assert "costs 2 ms or more" in said
     assert "472 more were" in said and "Debug with ReadOptions(num_threads=0)" in said
     one = course.TransformTrace(("course_lib-ahead", "course_lib-read_0"), 64, 65, 32, 0.3)
     assert "1 more was" in course.transform_thread_sentence(one, "x")
@@ -502,12 +505,12 @@ def test_batch_thread_ran_sentence_counts_the_timed_runs():
     inline = course.batch_thread_ran_sentence(
         "in memory", _with_threads(_timing(200_000), [False] * 3))  # 5 µs a record
     assert "in memory at worker_count=0: no batch thread in any of the 3 timed runs" in inline
-    assert "a chunk of 64 records cost about 320.0 µs on average, under the 2.00 ms" in inline
+    assert "a chunk of 64 records cost about 320 µs on average, under the 2 ms" in inline
     assert "background thread" not in inline
     ahead = course.batch_thread_ran_sentence(
         "decode-bound", _with_threads(_timing(5_000), [True] * 3))  # 200 µs a record
     assert "the batch thread made the batches ahead of the loop in all 3 timed runs" in ahead
-    assert "12.80 ms on average, at or above the 2.00 ms" in ahead
+    assert "12.8 ms on average, at or above the 2 ms" in ahead
     mixed = course.batch_thread_ran_sentence(
         "in memory", _with_threads(_timing(200_000), [False, True, False]))
     assert "the batch thread ran in 1 of the 3 timed runs and not in the others" in mixed
@@ -628,3 +631,19 @@ def test_rule_of_thumb_memory_line_adds_up_as_printed():
     assert "each worker held about 19 MB of its own, so 2 workers would hold about 38 MB" in (
         lines[5])
     assert "run (1,000 records)" in lines[4]
+
+
+def test_interleaved_runs_finish_the_bar_before_printing_what_the_runs_said(capsys):
+    import sys
+
+    def noisy_run(key):
+        print(f"note from run {key}", file=sys.stderr)
+        print("the same note every time", file=sys.stderr)
+        return key
+
+    runs = course.parallel_workers.interleaved_runs(noisy_run, [1, 2], repeats=2, desc="bar")
+    assert runs == {1: [1, 1], 2: [2, 2]}
+    err = capsys.readouterr().err
+    # the bar reached 4/4 before any note, and each note is printed once
+    assert err.index("4/4") < err.index("note from run 1")
+    assert err.count("the same note every time") == 1

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from course_lib import course
 from course_lib.course import sequential_formats as lesson
 from course_lib.course.bigger_than_memory import DigitRecords, cached_mb, drop_page_cache
 
@@ -147,7 +148,7 @@ def test_stream_speed_sentence_credits_the_disk_only_with_cold_minus_warm():
     ahead = _disk()
     assert "in order, cold 128, random, cold 333, in order, warm 100, random, warm 125" in ahead
     assert "Warm, the two orders were within 20% of each other" in ahead
-    assert "28 µs per read in file order, 208 µs per read at random: 7.4x less" in ahead
+    assert "28 µs per read in file order, 208 µs per read at random: 7.39x less" in ahead
     assert "reads ahead" in ahead
     assert "18,000 records/s cold: another format" in ahead
     # warm, file order 1.3x faster: beyond the margin as printed
@@ -198,8 +199,9 @@ def test_the_disk_ratio_prints_two_significant_digits_from_100_on():
                                  random_cold=1e6 / 412)
     farther = _disk(in_order_warm=100_000.0, in_order_cold=1e6 / 13, random_cold=1e6 / 524)
     assert ": about 130x less in file order" in farther
-    assert lesson.about_times(133.4) == "about 130x" and lesson.about_times(1234) == "about 1200x"
-    assert lesson.about_times(9.94) == "9.9x" and lesson.about_times(99.4) == "99x"
+    assert course.format_times(133.4) == "about 130x"
+    assert course.format_times(1234) == "about 1,200x"
+    assert course.format_times(9.94) == "9.94x" and course.format_times(99.4) == "99x"
 
 
 def test_shuffle_mix_sentence_covers_each_outcome():

@@ -115,24 +115,10 @@ def median_time(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) 
     return statistics.median(run_times(function, repeats, warmup))
 
 
-def compare(name: str, seconds: float, baseline_name: str, baseline_seconds: float) -> str:
-    """A sentence saying how `name` compares with `baseline_name`, from the two timings.
-
-    The sentence is built from the numbers, so it says "slower" when they say slower.
-    """
-    if seconds <= 0 or baseline_seconds <= 0:
-        raise ValueError(f"timings must be positive, got {seconds!r} and {baseline_seconds!r}.")
-    ratio = baseline_seconds / seconds
-    if 0.95 <= ratio <= 1.05:
-        return (f"{name} took about as long as {baseline_name} here "
-                f"({format_seconds(seconds)} against {format_seconds(baseline_seconds)}).")
-    how = f"{ratio:.1f}x faster than" if ratio > 1 else f"{1 / ratio:.1f}x slower than"
-    return (f"{name} was {how} {baseline_name} here "
-            f"({format_seconds(seconds)} against {format_seconds(baseline_seconds)}).")
-
-
 def format_seconds(seconds: float) -> str:
-    """Seconds in the unit a person reads most easily (µs, ms or s)."""
+    """Seconds in the unit a person reads most easily (µs, ms or s), with a fixed number of
+    decimals, for tables whose columns line up; a sentence that cites one timing uses
+    `format_duration` (three significant digits: "300 ms", not "300.00 ms")."""
     if seconds < 1e-3:
         return f"{seconds * 1e6:.1f} µs"
     if seconds < 1:
@@ -142,7 +128,8 @@ def format_seconds(seconds: float) -> str:
 
 def format_duration(seconds: float) -> str:
     """Seconds with three significant digits in ns, µs, ms or s, so that a per-record
-    cost of a few nanoseconds does not print as "0.0 µs"."""
+    cost of a few nanoseconds does not print as "0.0 µs", nor 300 ms as "300.00 ms"."""
+    seconds = round_significant(float(seconds), 3)
     for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if abs(seconds) >= size:
             return f"{seconds / size:.3g} {unit}"
@@ -164,10 +151,13 @@ def run_times(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) ->
     return times
 
 
-# -- how much repetitions vary ------------------------------------------------------------
+# -- how much repetitions vary: the course's one margin rule ------------------------------
 NOISE_FLOOR = 0.05  # differences under 5% are never called a win: clocks and caches jitter
 NOISE_FACTOR = 2.0  # nor differences under twice the combined standard error of the runs
-TOO_NOISY = 0.25  # runs that disagree by more than this cannot say two timings are equal
+TOO_NOISY = 0.25  # a margin wider than this cannot say two timings are equal
+
+BETTER, WORSE, SAME, TOO_NOISY_TO_TELL = "better", "worse", "same", "too noisy"
+VERDICTS = (BETTER, WORSE, SAME, TOO_NOISY_TO_TELL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,71 +210,92 @@ def _samples(samples: Sequence[float]) -> np.ndarray:
     return array
 
 
-def noise_margin(measured: Estimate, baseline: Estimate) -> float:
-    """The course's margin rule: the largest difference between two repeated timings that
-    the repetitions alone could explain, the larger of twice their combined standard error
-    (unknown for a single run) and 5% of the baseline."""
-    noise = NOISE_FACTOR * np.hypot(measured.stderr, baseline.stderr)
-    return max(0.0 if np.isnan(noise) else float(noise), NOISE_FLOOR * abs(baseline.value))
+def relative_margin(measured: Estimate, baseline: Estimate, floor: float = NOISE_FLOOR) -> float:
+    """The course's margin, as a share of the baseline: the largest difference between two
+    repeated values that the repetitions alone could explain. It is the larger of `floor`
+    (5%) and `NOISE_FACTOR` times their combined standard error; a side timed once has no
+    standard error, and adds nothing but the floor."""
+    errors = [0.0 if np.isnan(side.stderr) else side.stderr for side in (measured, baseline)]
+    return max(floor, NOISE_FACTOR * float(np.hypot(*errors)) / abs(baseline.value))
 
 
-def outcome(measured: Estimate, baseline: Estimate, *, lower_is_better: bool = True) -> str:
-    """"better", "worse" or "same": how `measured` compares with `baseline`.
+def judge(measured: Estimate, baseline: Estimate, *, lower_is_better: bool = True,
+          floor: float = NOISE_FLOOR) -> str:
+    """The course's one verdict on two repeated values, one of `VERDICTS`:
 
-    "same" means within the noise: the difference is no larger than `noise_margin`.
+    - "better" or "worse": they differ by more than `relative_margin`;
+    - "same" (within the noise): they differ by no more than that margin, and the margin is
+      at most `TOO_NOISY` (25%), so a difference of interest would have shown;
+    - "too noisy" (too noisy to tell): they differ by no more than a margin wider than 25%,
+      so the run says nothing, and a sentence must name no cause.
     """
-    difference = measured.value - baseline.value
-    if abs(difference) <= noise_margin(measured, baseline):
-        return "same"
-    return "better" if (difference < 0) == lower_is_better else "worse"
-
-
-def too_noisy(measured: Estimate, baseline: Estimate) -> bool:
-    """True when the two are "the same" only because the margin is so wide (more than
-    `TOO_NOISY` of the baseline) that no difference of interest could show: then the
-    measurement says nothing, and a sentence must name no cause."""
-    return (outcome(measured, baseline) == "same"
-            and noise_margin(measured, baseline) > TOO_NOISY * abs(baseline.value))
+    margin = relative_margin(measured, baseline, floor)
+    difference = (measured.value - baseline.value) / abs(baseline.value)
+    if abs(difference) <= margin:
+        return TOO_NOISY_TO_TELL if margin > TOO_NOISY else SAME
+    return BETTER if (difference < 0) == lower_is_better else WORSE
 
 
 def noise_rule() -> str:
-    """The course's margin rule in words, from the constants the sentences use: what "±",
+    """The course's margin rule in words, from the constants `judge` uses: what "±",
     "spread", "within the noise" and "too noisy to tell" mean wherever they are printed."""
     return ("How to read the numbers: a time printed as \"value ± error\" is the statistic "
             "named beside it (a mean or a median of the repetitions), and the error is its "
             "standard error, how far that value would move if the whole measurement were "
-            "taken again. "
-            "The spread of the repetitions is how much they disagree among themselves "
-            "(largest minus smallest, over the median). Two times are \"within the noise\" "
-            f"when they differ by less than {NOISE_FACTOR:g} times their combined standard "
-            f"error, or by less than {NOISE_FLOOR:.0%} (clocks and caches jitter that much); "
-            f"when that margin is itself wider than {TOO_NOISY:.0%}, the run is \"too noisy "
-            "to tell\" and the sentences name no cause. Where only a few runs are timed "
-            "(later lessons), the margin is the larger of the same floor and the runs' "
-            "spread, and each sentence prints the margin it used.")
+            "taken again; the spread of the repetitions, how much they disagree among "
+            "themselves, is what that error is computed from, and the charts draw it as one "
+            "dot per run. One rule judges every pair of times in the course: they are "
+            f"\"within the noise\" when they differ by no more than the margin, the larger of "
+            f"{NOISE_FLOOR:.0%} (clocks and caches jitter that much) and {NOISE_FACTOR:g} "
+            "times their combined standard error (a time measured once has none, so its "
+            f"margin is {NOISE_FLOOR:.0%}); when the margin itself is wider than "
+            f"{TOO_NOISY:.0%}, a difference inside it is \"too noisy to tell\" and the "
+            "sentence names no cause; only a difference beyond the margin is called faster or "
+            "slower.")
+
+
+def compare(name: str, seconds: float, baseline_name: str, baseline_seconds: float) -> str:
+    """A sentence saying how `name` compares with `baseline_name`, from two single timings
+    (so only the 5% floor of `judge` applies).
+
+    The sentence is built from the numbers, so it says "slower" when they say slower.
+    """
+    if seconds <= 0 or baseline_seconds <= 0:
+        raise ValueError(f"timings must be positive, got {seconds!r} and {baseline_seconds!r}.")
+    verdict = judge(Estimate(seconds, np.nan, 1), Estimate(baseline_seconds, np.nan, 1))
+    numbers = f"({format_seconds(seconds)} against {format_seconds(baseline_seconds)})"
+    if verdict == SAME:
+        return f"{name} took about as long as {baseline_name} here {numbers}."
+    return (f"{name} was {_faster_or_slower(seconds, baseline_seconds)} {baseline_name} here "
+            f"{numbers}.")
+
+
+def _faster_or_slower(seconds: float, baseline_seconds: float) -> str:
+    """"2.00x faster than" or "3.00x slower than", from two times."""
+    ratio = baseline_seconds / seconds
+    return (f"{format_times(ratio)} faster than" if ratio > 1 else
+            f"{format_times(1 / ratio)} slower than")
 
 
 def compare_estimates(name: str, seconds: Estimate, baseline_name: str,
                       baseline_seconds: Estimate) -> str:
-    """Like `compare`, for two timings that were repeated: a difference the repetitions
-    could explain is called a tie, and the sentence says so."""
+    """Like `compare`, for two timings that were repeated, with a sentence for each verdict
+    of `judge`."""
     if seconds.value <= 0 or baseline_seconds.value <= 0:
         raise ValueError(f"timings must be positive, got {seconds.value!r} and "
                          f"{baseline_seconds.value!r}.")
     numbers = (f"{format_estimate(seconds)} against {format_estimate(baseline_seconds)}, "
                f"{_runs(seconds, baseline_seconds)}")
-    verdict = outcome(seconds, baseline_seconds)
-    if too_noisy(seconds, baseline_seconds):
+    verdict = judge(seconds, baseline_seconds)
+    margin = relative_margin(seconds, baseline_seconds)
+    if verdict == TOO_NOISY_TO_TELL:
         return (f"{name} against {baseline_name}: too noisy to tell ({numbers}); the "
-                "repetitions disagreed so much that only a difference over "
-                f"{noise_margin(seconds, baseline_seconds) / baseline_seconds.value:.0%} "
-                "would show.")
-    if verdict == "same":
-        return (f"{name} took as long as {baseline_name}, within the noise of the "
-                f"repetitions ({numbers}).")
-    ratio = baseline_seconds.value / seconds.value
-    how = f"{ratio:.1f}x faster than" if verdict == "better" else f"{1 / ratio:.1f}x slower than"
-    return f"{name} was {how} {baseline_name} ({numbers})."
+                f"margin is {margin:.0%}, so only a larger difference would show.")
+    if verdict == SAME:
+        return (f"{name} took as long as {baseline_name}, within the noise ({numbers}; "
+                f"margin {margin:.0%}).")
+    return f"{name} was {_faster_or_slower(seconds.value, baseline_seconds.value)} " \
+           f"{baseline_name} ({numbers})."
 
 
 def format_estimate(seconds: Estimate) -> str:
@@ -310,9 +321,24 @@ def _runs(*estimates: Estimate) -> str:
                         for statistic, count in zip(kinds, counts, strict=True))
 
 
+def round_significant(value: float, digits: int = 2) -> float:
+    """`value` rounded to `digits` significant digits: 66052 -> 66000.0 for 2."""
+    if value == 0 or not np.isfinite(value):
+        return float(value)
+    return float(round(value, digits - 1 - int(np.floor(np.log10(abs(value))))))
+
+
 def format_times(ratio: float) -> str:
-    """A ratio as "1.4x" (one decimal below 10, none above: "86x")."""
-    return f"{ratio:.1f}x" if ratio < 10 else f"{ratio:.0f}x"
+    """A ratio, the one way the course prints it, with no more digits than timings support:
+    "1.10x" below 10, "86x" below 100, and from 100 on two significant digits with "about"
+    ("about 66,000x", not "66052x")."""
+    if not np.isfinite(ratio) or ratio <= 0:
+        raise ValueError(f"ratio={ratio!r} must be a positive number.")
+    if round(ratio, 2) < 10:
+        return f"{ratio:.2f}x"
+    if round(ratio) < 100:
+        return f"{ratio:.0f}x"
+    return f"about {round_significant(ratio, 2):,.0f}x"
 
 
 def relative_spread(samples: Sequence[float]) -> float:
@@ -325,12 +351,11 @@ def relative_spread(samples: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Two repeated timings, one against a baseline, and what their difference means.
+    """Two repeated timings, one against a baseline, judged by the course's one rule.
 
-    `outcome` is "faster", "slower" or "same": "same" when the ratio of the medians is
-    within the noise margin, the larger of `NOISE_FLOOR` and each side's relative spread
-    (its repetitions disagree by that much among themselves, so a smaller difference
-    between the two sides says nothing)."""
+    Each side is the median of its runs, with its standard error (`Estimate.median_of`);
+    `verdict` is `judge`'s: "better" (faster), "worse" (slower), "same" (within the noise)
+    or "too noisy" (too noisy to tell)."""
 
     seconds: tuple[float, ...]
     baseline_seconds: tuple[float, ...]
@@ -342,6 +367,14 @@ class Comparison:
             values = getattr(self, name)
             if not values or min(values) <= 0:
                 raise ValueError(f"{name}={values!r} must hold positive timings, at least one.")
+
+    @property
+    def estimate(self) -> Estimate:
+        return Estimate.median_of(self.seconds)
+
+    @property
+    def baseline_estimate(self) -> Estimate:
+        return Estimate.median_of(self.baseline_seconds)
 
     @property
     def median(self) -> float:
@@ -358,38 +391,32 @@ class Comparison:
 
     @property
     def margin(self) -> float:
-        return max(self.floor, relative_spread(self.seconds),
-                   relative_spread(self.baseline_seconds))
+        """`relative_margin` of the two medians: a share of the baseline's."""
+        return relative_margin(self.estimate, self.baseline_estimate, self.floor)
 
     @property
-    def outcome(self) -> str:
-        if max(self.ratio, 1 / self.ratio) - 1 <= self.margin:
-            return "same"
-        return "faster" if self.ratio > 1 else "slower"
-
-    @property
-    def too_noisy(self) -> bool:
-        """True when the outcome is "same" only because the runs disagreed so much (more
-        than `TOO_NOISY`) that no difference could show: then nothing was learnt."""
-        return self.outcome == "same" and self.margin > TOO_NOISY
+    def verdict(self) -> str:
+        """`judge` of the two medians: "better", "worse", "same" or "too noisy"."""
+        return judge(self.estimate, self.baseline_estimate, floor=self.floor)
 
     def how(self, name: str, baseline_name: str) -> str:
-        """'`name` was 1.4x faster than `baseline_name`', or 'took about as long as'."""
-        if self.outcome == "same":
+        """'`name` was 1.40x faster than `baseline_name`', 'took about as long as', or
+        'could not be told apart from'."""
+        if self.verdict == SAME:
             return f"{name} took about as long as {baseline_name}"
-        times = self.ratio if self.ratio > 1 else 1 / self.ratio
-        return f"{name} was {format_times(times)} {self.outcome} than {baseline_name}"
+        if self.verdict == TOO_NOISY_TO_TELL:
+            return f"{name} could not be told apart from {baseline_name}"
+        return f"{name} was {_faster_or_slower(self.median, self.baseline_median)} " \
+               f"{baseline_name}"
 
     def noise(self) -> str:
-        """What the noise margin was based on: the runs' spread, or the floor alone."""
+        """How many runs each median holds, and the margin `judge` used."""
         runs = (len(self.seconds), len(self.baseline_seconds))  # in the order cited
         if runs == (1, 1):
-            return f"one run each, so a difference under {self.floor:.0%} is not read as real"
-        spread = max(relative_spread(self.seconds), relative_spread(self.baseline_seconds))
+            return f"one run each, so the margin is the {self.floor:.0%} floor"
         counts = (f"{runs[0]} runs each" if runs[0] == runs[1] else
                   f"{runs[0]} and {runs[1]} runs")
-        return (f"medians of {counts}, which spread by up to {spread:.0%}: a difference "
-                f"under {self.margin:.0%} is noise")
+        return f"medians of {counts}; margin {self.margin:.0%}"
 
     def numbers(self) -> str:
         """The two medians and the noise, in parentheses."""
@@ -401,20 +428,21 @@ def compare_runs(name: str, seconds: float | Sequence[float], baseline_name: str
                  baseline_seconds: float | Sequence[float], *,
                  why: Mapping[str, str] | None = None, floor: float = NOISE_FLOOR,
                  per: str = "") -> str:
-    """Like `compare`, but from repeated timings: the sentence says "about as long" when the
-    difference is within the repetitions' own spread, and appends `why[outcome]` (keys
-    "faster", "slower", "same"), the explanation of the outcome that was measured."""
+    """Like `compare`, but from repeated timings (a `Comparison`): the sentence turns with
+    `judge`'s verdict and appends `why[verdict]` (keys "better", "worse", "same"), the
+    explanation of the outcome that was measured; "too noisy" appends
+    `NOISY_EXPLANATION` and names no cause."""
     comparison = Comparison(_as_tuple(seconds), _as_tuple(baseline_seconds), floor, per)
     sentence = f"{comparison.how(name, baseline_name)} here {comparison.numbers()}."
-    if comparison.too_noisy:
+    if comparison.verdict == TOO_NOISY_TO_TELL:
         return f"{sentence} {NOISY_EXPLANATION}"
-    explanation = (why or {}).get(comparison.outcome)
+    explanation = (why or {}).get(comparison.verdict)
     return f"{sentence} {explanation}" if explanation else sentence
 
 
-NOISY_EXPLANATION = ("The repetitions disagreed among themselves by more than the two "
-                     "differ, so this run cannot tell them apart (other programs competing "
-                     "for the cores are the usual cause); a quieter machine can.")
+NOISY_EXPLANATION = ("Too noisy to tell: the margin is wider than "
+                     f"{TOO_NOISY:.0%}, so this run cannot tell the two apart (other programs "
+                     "competing for the cores are the usual cause); a quieter machine can.")
 
 
 def _as_tuple(seconds: float | Sequence[float]) -> tuple[float, ...]:

@@ -31,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from course_lib.course.basics import DIGIT_SIDE, Comparison, digits, upscale
+from course_lib.course.basics import (
+    DIGIT_SIDE,
+    NOISY_EXPLANATION,
+    TOO_NOISY_TO_TELL,
+    Comparison,
+    digits,
+    upscale,
+)
 from course_lib.transforms import MapTransform
 
 # -- the records ----------------------------------------------------------------------------
@@ -740,13 +747,14 @@ def workers_threads_sentence(in_process: float | Sequence[float],
                              threads_per_worker: int) -> str:
     """The same number of read threads in total, in the main process or split over workers:
     records/s of each run (or one rate), compared by their medians with the lesson's 20%
-    margin, widened to the runs' own spread where that is larger.
+    margin, widened to twice the medians' combined standard error where that is larger
+    (`basics.judge`, with the lesson's margin as its floor).
 
     `in_process` is measured with worker_count * threads_per_worker threads in one process,
     so the comparison holds the number of reads waiting at once equal."""
     process_runs = tuple(np.atleast_1d(np.asarray(in_process, dtype=float)))
     worker_runs = tuple(np.atleast_1d(np.asarray(in_workers, dtype=float)))
-    # seconds per record, so that Comparison's "faster" means more records/s
+    # seconds per record, so that Comparison's "better" means more records/s
     comparison = Comparison(tuple(1 / rate for rate in worker_runs),
                             tuple(1 / rate for rate in process_runs), floor=TIE_MARGIN)
     total = worker_count * threads_per_worker
@@ -758,14 +766,17 @@ def workers_threads_sentence(in_process: float | Sequence[float],
         runs = f"medians of {len(worker_runs)} and {len(process_runs)} runs"
     head = (f"{worker_count} workers with {threads_per_worker} read threads each ({total} in "
             f"all) read {workers_rate:,.0f} records/s, against {process_rate:,.0f}/s for "
-            f"{total} threads in the main process ({runs}; a difference under "
-            f"{comparison.margin:.0%} is a tie)")
+            f"{total} threads in the main process ({runs}; "
+            + (f"margin {comparison.margin:.0%})" if comparison.verdict == TOO_NOISY_TO_TELL
+               else f"a difference under {comparison.margin:.0%} is a tie)"))
     ratio = comparison.ratio
-    if comparison.outcome == "faster":
+    if comparison.verdict == TOO_NOISY_TO_TELL:
+        return f"{head}: {NOISY_EXPLANATION}"
+    if comparison.verdict == "better":
         return (f"{head}: {ratio:.1f}x more with workers. The waits were the same in number, "
                 "so the difference lies in the loader's other work; this run does not say "
                 "which part.")
-    if comparison.outcome == "slower":
+    if comparison.verdict == "worse":
         return (f"{head}: {1 / ratio:.1f}x less with workers: for pure waiting, workers "
                 "added nothing here over the same number of threads in one process.")
     return (f"{head}: a tie ({ratio:.2f}x): for pure waiting, workers add nothing that "

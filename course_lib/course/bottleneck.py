@@ -2,7 +2,8 @@
 sentences the lesson prints.
 
 Each sentence is a function of the numbers it cites and has a branch for every outcome
-(better, worse, or within the noise of the repetitions, see `basics.outcome`), so a run
+(better, worse, within the noise, or too noisy to tell: `basics.judge`, the course's
+one margin rule), so a run
 that measures the opposite prints the opposite, with the reason.
 """
 
@@ -12,12 +13,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from course_lib.course.basics import (
+    BETTER,
+    TOO_NOISY_TO_TELL,
+    WORSE,
     Estimate,
     compare_estimates,
+    format_duration,
     format_estimate,
     format_seconds,
-    outcome,
-    too_noisy,
+    judge,
 )
 
 READ_THREADS_PREFIX = "course_lib-read"  # the names of course_lib.reader's pool of read threads
@@ -103,7 +107,7 @@ def which_moved(changed: Any, baseline: Any) -> str:
     a half only where its own column moved beyond the noise.
 
     A loop's time per step is its wait plus its step. Each column is compared on its own
-    (`outcome`); the share is that column's part of the change of the two together. A
+    (`judge`); the share is that column's part of the change of the two together. A
     column inside its noise is not named as a cause; two columns inside theirs leave the
     cause unknown, and the sentence says so.
     """
@@ -111,11 +115,11 @@ def which_moved(changed: Any, baseline: Any) -> str:
     numbers = (f"next() waited {format_estimate(wait)} against {format_estimate(wait0)}, the "
                f"step took {format_estimate(step)} against {format_estimate(step0)}, means "
                "per step")
-    moved = {"next()": outcome(wait, wait0), "the step": outcome(step, step0)}
+    moved = {"next()": judge(wait, wait0), "the step": judge(step, step0)}
     changes = {"next()": wait0.value - wait.value, "the step": step0.value - step.value}
-    named = [column for column, verdict in moved.items() if verdict != "same"]
+    named = [column for column, verdict in moved.items() if verdict in (BETTER, WORSE)]
     if not named:
-        noisy = too_noisy(wait, wait0) or too_noisy(step, step0)
+        noisy = TOO_NOISY_TO_TELL in moved.values()
         return (f"Neither column moved beyond its noise ({numbers})"
                 + (", too noisy to tell" if noisy else "")
                 + ", so this run cannot say which half made the difference.")
@@ -168,8 +172,8 @@ def diagnosis_sentence(next_time: Estimate, step_time: Estimate) -> str:
     busy = step_time.value / (next_time.value + step_time.value)
     one_after_other = (f"Run one after the other, the accelerator would compute only "
                        f"{busy:.0%} of the time and sit idle {1 - busy:.0%} of it.")
-    verdict = outcome(next_time, step_time)
-    if too_noisy(next_time, step_time):
+    verdict = judge(next_time, step_time)
+    if verdict == TOO_NOISY_TO_TELL:
         return (f"next() against the step: too noisy to tell which is the bottleneck. "
                 f"{one_after_other}")
     if verdict == "worse":
@@ -210,7 +214,7 @@ def _column_outcomes(changed: Any, baseline: Any) -> tuple[str, str]:
     """How the mean wait and the mean step of `changed` compare with `baseline`'s:
     "better", "worse", "same" or "too noisy" each."""
     (wait, step), (wait0, step0) = wait_and_step(changed), wait_and_step(baseline)
-    return tuple("too noisy" if too_noisy(new, old) else outcome(new, old)
+    return tuple(judge(new, old)
                  for new, old in ((wait, wait0), (step, step0)))
 
 
@@ -227,8 +231,8 @@ def same_schedule_sentence(loader: Any, naive: Any) -> str:
     naive_period = step_period(naive) if profiled else naive
     said = compare_estimates("Training fed by the loader with 0 workers and num_threads=0",
                              loader_period, "the naive loop", naive_period)
-    verdict = outcome(loader_period, naive_period)
-    if too_noisy(loader_period, naive_period):
+    verdict = judge(loader_period, naive_period)
+    if verdict == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
     if verdict == "same":
         return (f"{said} On the same schedule, the loader's own code made no difference "
@@ -271,9 +275,9 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
     fed, plain = step_period(overlapped), step_period(naive)
     said = compare_estimates(f"Training fed by the loader, {worker_count} workers + prefetch",
                              fed, baseline_name, plain)
-    if too_noisy(fed, plain):
+    if judge(fed, plain) == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
-    verdict = outcome(fed, plain)
+    verdict = judge(fed, plain)
     idle = (f"The accelerator idled {naive.idle_fraction:.0%} of the time with "
             f"{baseline_name} and {overlapped.idle_fraction:.0%} with overlap.")
     wait_moved, step_moved = _column_outcomes(overlapped, naive)
@@ -322,9 +326,9 @@ def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores:
     ahead, inline = step_period(read_ahead), step_period(single_threaded)
     said = compare_estimates("Training fed by the loader at 0 workers with its batch thread",
                              ahead, "with num_threads=0", inline)
-    if too_noisy(ahead, inline):
+    if judge(ahead, inline) == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
-    verdict = outcome(ahead, inline)
+    verdict = judge(ahead, inline)
     idle = (f"The accelerator idled {single_threaded.idle_fraction:.0%} of the time with "
             f"num_threads=0 and {read_ahead.idle_fraction:.0%} with the batch thread.")
     wait_moved, step_moved = _column_outcomes(read_ahead, single_threaded)
@@ -377,8 +381,8 @@ def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores:
     """The step's own time with the workers decoding beside it, against the step alone."""
     said = compare_estimates("The step with the workers busy", step_with_workers,
                              "the step alone", step_alone)
-    verdict = outcome(step_with_workers, step_alone)
-    if too_noisy(step_with_workers, step_alone):
+    verdict = judge(step_with_workers, step_alone)
+    if verdict == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
     if verdict == "worse":
         return (f"{said} The workers took CPU time from it: on this machine they and the "
@@ -420,8 +424,11 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
                f"{worker_count} = {format_seconds(wait_s / worker_count)}; all the work shared "
                f"by the {cores} cores, {format_seconds(serial.value)} / {cores} = "
                f"{format_seconds(serial.value / cores)}; here {binding} sets it)")
-    loop_vs_best = outcome(loop, Estimate(best, 0.0, loop.count))
-    loop_vs_serial = outcome(loop, serial)
+    loop_vs_best = judge(loop, Estimate(best, 0.0, loop.count))
+    loop_vs_serial = judge(loop, serial)
+    if TOO_NOISY_TO_TELL in (loop_vs_best, loop_vs_serial):
+        return (f"The loop took {numbers} {explain}: too noisy to tell how much overlap hid, "
+                "so this run names no cause.")
     if loop_vs_serial == "worse":
         return (f"The loop took {numbers} {explain}: slower even than one after the other, "
                 "so overlap cost more than it hid. The cores were taken, by the step, the "
@@ -451,8 +458,8 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
     sleeps as long, leaving the CPU to the workers; both over `baseline_name`."""
     numbers = (f"{real_gain.value:.2f}x with the real step, {stand_in_gain.value:.2f}x with "
                "the stand-in")
-    verdict = outcome(stand_in_gain, real_gain, lower_is_better=False)
-    if too_noisy(stand_in_gain, real_gain):
+    verdict = judge(stand_in_gain, real_gain, lower_is_better=False)
+    if verdict == TOO_NOISY_TO_TELL:
         return (f"Speed-up over {baseline_name}: {numbers}: too noisy to tell whether the "
                 "stand-in gained more, so no cause can be named from it.")
     if verdict == "better":
@@ -514,9 +521,9 @@ def batch_thread_sentence(chunk_s: float, chunk_records: int,
     batch = sum(name == THREAD_NAME for name in names)
     reads = sum(name.startswith(READ_THREADS_PREFIX) for name in names)
     pays = chunk_s >= BACKGROUND_PAYS_OFF_S
-    rule = (f"A chunk of {chunk_records} records took {format_seconds(chunk_s)} in the loop's "
+    rule = (f"A chunk of {chunk_records} records took {format_duration(chunk_s)} in the loop's "
             f"own thread (the mean next() at num_threads=0), "
-            f"{'above' if pays else 'below'} the {format_seconds(BACKGROUND_PAYS_OFF_S)} from "
+            f"{'above' if pays else 'below'} the {format_duration(BACKGROUND_PAYS_OFF_S)} from "
             "which course_lib starts its batch thread.")
     seen = (f"While the loader ran at worker_count=0 with the default ReadOptions, this process "
             f"had {batch} batch thread{'s' * (batch != 1)} and {reads} read "

@@ -11,8 +11,8 @@ background thread that runs that per-record stage and the batching ahead of the 
 
 Each sentence is a function of the repeated timings it cites (medians, "±" their standard
 error, `basics.Estimate`), with a branch for every outcome: better, worse, within the noise
-of the repetitions (`basics.outcome`), and too noisy to tell, when the repetitions spread so
-much that no difference could have shown.
+of the repetitions, and too noisy to tell, when the margin is so wide that no difference
+could have shown: `basics.judge`, the course's one margin rule.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from course_lib.course.basics import (
+    TOO_NOISY_TO_TELL,
     Estimate,
     compare_estimates,
-    outcome,
-    too_noisy,
+    format_times,
+    judge,
 )
 from course_lib.course.parallel_workers import LoaderTiming, interleaved_medians, timed_pass
 
@@ -232,13 +233,6 @@ def shipment_sentence(name: str, shipment: Shipment, threshold_bytes: int | None
 
 
 # -- the sentences lesson 2 prints ----------------------------------------------------------
-def verdict(measured: Estimate, baseline: Estimate) -> str:
-    """`basics.outcome` ("better", "worse", "same"), or "noisy" when they are "same" only
-    because the repetitions spread too much for any difference to show (`basics.too_noisy`,
-    the course's margin rule): then a sentence names no cause."""
-    return "noisy" if too_noisy(measured, baseline) else outcome(measured, baseline)
-
-
 NOISY = "This run names no cause: run the cell again, or in full mode."
 
 
@@ -284,8 +278,8 @@ def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTimin
     said = compare_estimates(
         f"Decoding in __getitem__ with {threads_allowed.read_threads} read threads and the "
         "batch thread", measured, "with num_threads=0", baseline)
-    result = verdict(measured, baseline)
-    if result == "noisy":
+    result = judge(measured, baseline)
+    if result == TOO_NOISY_TO_TELL:
         return f"{said} {NOISY}"
     if result == "same":
         return (f"{said} No gain the repetitions can tell from noise: decoding a PNG computes "
@@ -310,8 +304,8 @@ def background_thread_sentence(ahead: PipelineTiming, inline: PipelineTiming) ->
     measured, baseline = ahead.steady_seconds_per_record(), inline.steady_seconds_per_record()
     said = compare_estimates(f"Decoding in a transform with {who}", measured,
                              "with num_threads=0", baseline)
-    result = verdict(measured, baseline)
-    if result == "noisy":
+    result = judge(measured, baseline)
+    if result == TOO_NOISY_TO_TELL:
         return f"{said} {NOISY}"
     if result == "same":
         return (f"{said} As expected of the same work moved to another thread: this loop "
@@ -336,8 +330,8 @@ def placement_sentence(in_getitem: PipelineTiming, in_transform: PipelineTiming)
                           in_transform.steady_seconds_per_record())
     said = compare_estimates("Decoding in __getitem__ (both with num_threads=0)", measured,
                              "decoding in a transform", baseline)
-    result = verdict(measured, baseline)
-    if result == "noisy":
+    result = judge(measured, baseline)
+    if result == TOO_NOISY_TO_TELL:
         return f"{said} {NOISY}"
     if result == "same":
         return (f"{said} As expected: both decode every file, in this thread, once; where "
@@ -355,11 +349,11 @@ def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTi
     wall_said = compare_estimates("Filtering before DecodeImage",
                                   filter_first.seconds_per_record(),
                                   "decoding in __getitem__", decode_first.seconds_per_record())
-    wall = verdict(filter_first.seconds_per_record(), decode_first.seconds_per_record())
-    cpu = verdict(filter_first.cpu_seconds_per_record(), decode_first.cpu_seconds_per_record())
+    wall = judge(filter_first.seconds_per_record(), decode_first.seconds_per_record())
+    cpu = judge(filter_first.cpu_seconds_per_record(), decode_first.cpu_seconds_per_record())
     cpu_ratio = decode_first.cpu_seconds_per_record().value / \
         filter_first.cpu_seconds_per_record().value
-    work = (f"In CPU time (medians), decoding first used {cpu_ratio:.1f}x the work of "
+    work = (f"In CPU time (medians), decoding first used {format_times(cpu_ratio)} the work of "
             f"filtering first for the same {filter_first.records} kept records")
     if cpu == "better" and wall == "better":
         return (f"{wall_said} {work}, and that says why: the filter saw the label first, so "
@@ -368,14 +362,14 @@ def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTi
         work += ": it decoded the files the filter then dropped."
     elif cpu == "same":
         work += ", the same within the noise of the repetitions: this run shows no work saved."
-    elif cpu == "noisy":
+    elif cpu == TOO_NOISY_TO_TELL:
         work += f". {NOISY}"
     else:
         work += ": more for filtering first, the opposite of what skipping work does; rerun."
     if wall == "better":
         return (f"{wall_said} {work} So the CPU time does not show where the wall time went, "
                 "and this run names no cause.")
-    if wall == "noisy":
+    if wall == TOO_NOISY_TO_TELL:
         return f"{wall_said} {NOISY} {work}"
     if wall == "same":
         return (f"{wall_said} In wall time the difference stayed within how much the runs "

@@ -14,6 +14,7 @@ import numpy as np
 
 from course_lib.course.basics import (
     NOISY_EXPLANATION,
+    TOO_NOISY_TO_TELL,
     Comparison,
     _axes,
     compare_runs,
@@ -293,20 +294,22 @@ def growth_sentence(small_seconds: Sequence[float], smallest: int,
     billion: an underestimate if it grew, no evidence either way if it did not."""
     per_record = Comparison(tuple(t / largest for t in large_seconds),
                             tuple(t / smallest for t in small_seconds))
-    costs = (f"{format_duration(per_record.baseline_median)} at n = {smallest:,} against "
-             f"{format_duration(per_record.median)} at n = {largest:,}")
+    small, large = (f"{format_duration(per_record.baseline_median)} at n = {smallest:,}",
+                    f"{format_duration(per_record.median)} at n = {largest:,}")
+    costs = f"{small} against {large}"
+    moved = f"from {small} to {large}"
     noise = per_record.noise()
-    if per_record.outcome == "slower":
+    if per_record.verdict == "worse":
         return (f"That is an underestimate if the trend goes on: the cost per record grew "
-                f"{format_times(1 / per_record.ratio)}, from {costs} ({noise}), and a "
+                f"{format_times(1 / per_record.ratio)}, {moved} ({noise}), and a "
                 "billion-record table is a hundred times larger still. (What makes a larger "
                 "table cost more per record is not measured here.)")
-    if per_record.outcome == "faster":
-        return (f"The cost per record fell {format_times(per_record.ratio)}, from {costs} "
+    if per_record.verdict == "better":
+        return (f"The cost per record fell {format_times(per_record.ratio)}, {moved} "
                 f"({noise}). The extrapolation uses the largest size's rate; with the rate "
                 "changing across the sizes measured, read it as a rough estimate, not a "
                 "bound.")
-    if per_record.too_noisy:
+    if per_record.verdict == TOO_NOISY_TO_TELL:
         return (f"Whether the cost per record grew cannot be told from this run: {costs} "
                 f"({noise}). {NOISY_EXPLANATION}")
     return (f"The cost per record stayed the same within the noise, {costs} ({noise}), so "
@@ -325,24 +328,14 @@ def computed_epoch_sentence(computed_seconds: Sequence[float],
         f"Computing all {records:,} keys of an epoch in the loader's blocks of {KEY_BLOCK:,} "
         "positions", computed_seconds,
         "building the same epoch's table with np.random.permutation", table_seconds,
-        why={"slower": "So the computed shuffle buys memory and the wait before the first "
+        why={"worse": "So the computed shuffle buys memory and the wait before the first "
                        "record, not speed per key: a whole epoch of keys costs more than a "
                        "table built in C. The loader spreads that cost over the epoch, a "
                        "block at a time, so no batch waits for all of it.",
              "same": "So per key the two cost the same here; what the computed shuffle "
                      "buys is memory and the wait before the first record.",
-             "faster": "So here the computed shuffle was cheaper even per key, on top of "
+             "better": "So here the computed shuffle was cheaper even per key, on top of "
                        "its memory and its wait before the first record."})
-
-
-def format_ratio(ratio: float) -> str:
-    """A ratio of two timings with no more digits than the timings support: "1.4x" below
-    10, "86x" below 100, two significant digits above ("about 66,000x", not "66052x")."""
-    if ratio < 10:
-        return f"{ratio:.1f}x"
-    if ratio < 100:
-        return f"{ratio:.0f}x"
-    return f"about {round(ratio, 1 - int(np.floor(np.log10(ratio)))):,.0f}x"
 
 
 def first_key_sentence(computed_bytes: int, computed_seconds: Sequence[float], records: int,
@@ -353,18 +346,14 @@ def first_key_sentence(computed_bytes: int, computed_seconds: Sequence[float], r
               f"{format_bytes(computed_bytes)}. ")
     comparison = Comparison(tuple(computed_seconds), tuple(table_seconds))
     table = f"building the stored table of only {table_records:,} records"
-    if comparison.outcome == "same":
-        how = f"Reaching its first key took about as long as {table}"
-    else:
-        ratio = comparison.ratio if comparison.ratio > 1 else 1 / comparison.ratio
-        how = f"Reaching its first key was {format_ratio(ratio)} {comparison.outcome} than {table}"
-    sentence = f"{memory}{how} here {comparison.numbers()}."
-    if comparison.too_noisy:
+    sentence = f"{memory}{comparison.how('Reaching its first key', table)} here " \
+               f"{comparison.numbers()}."
+    if comparison.verdict == TOO_NOISY_TO_TELL:
         return f"{sentence} {NOISY_EXPLANATION}"
-    why = {"faster": "An epoch starts at once, whatever its size.",
+    why = {"better": "An epoch starts at once, whatever its size.",
            "same": "At this size the two start an epoch equally soon; the table's wait "
                    "grows with n, the computed one's does not.",
-           "slower": "Here the computed shuffle was slower to start than the table, which is "
+           "worse": "Here the computed shuffle was slower to start than the table, which is "
                      "unexpected: rerun the cell, since a busy machine can delay one short "
                      "measurement."}
-    return f"{sentence} {why[comparison.outcome]}"
+    return f"{sentence} {why[comparison.verdict]}"

@@ -11,8 +11,10 @@ matters."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ import numpy as np
 
 from course_lib.course.basics import (
     NOISY_EXPLANATION,
+    TOO_NOISY_TO_TELL,
     Comparison,
     compare_runs,
     format_duration,
@@ -150,17 +153,30 @@ def interleaved_medians(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
 
 def interleaved_runs(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
                      repeats: int, desc: str) -> dict[Any, list]:
-    """Every run of `interleaved_medians`: `repeats` results of `time_one(key)` per key."""
+    """Every run of `interleaved_medians`: `repeats` results of `time_one(key)` per key.
+
+    A text bar counts the runs and stays, at 100%, once they are done. What the runs print
+    to stderr meanwhile (course_lib's note on more workers than cores, say) is held back
+    and printed once, each line once, under the finished bar, so it cannot cut the bar off
+    halfway in the saved notebook."""
     from tqdm import tqdm  # a text bar: it renders in Jupyter, Colab and saved notebooks
 
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 3.")
     runs: dict[Any, list] = {key: [] for key in keys}
-    with tqdm(total=repeats * len(runs), desc=desc, leave=False) as bar:
-        for _ in range(repeats):
-            for key in runs:
-                runs[key].append(time_one(key))
-                bar.update()
+    held = io.StringIO()
+    try:
+        # the bar keeps the stderr it was given before the redirection
+        with tqdm(total=repeats * len(runs), desc=desc, leave=True) as bar, \
+                contextlib.redirect_stderr(held):
+            for _ in range(repeats):
+                for key in runs:
+                    runs[key].append(time_one(key))
+                    bar.update()
+    finally:
+        lines = dict.fromkeys(line for line in held.getvalue().splitlines() if line.strip())
+        if lines:
+            print("\n".join(lines), file=sys.stderr, flush=True)
     return runs
 
 
@@ -408,25 +424,25 @@ def prepare_sentences(loop_s: Sequence[float], threads_s: Sequence[float],
     busy = _busy_clause(usage, cores)
     threads = compare_runs(
         "Preparing in threads", threads_s, "the plain loop", loop_s,
-        why={"faster": "Part of the work ran on several cores at once, which Python threads "
+        why={"better": "Part of the work ran on several cores at once, which Python threads "
                        "can do only inside C code that lets go of the interpreter lock "
                        "(some of reading and decoding); this comparison does not say which "
                        "part.",
              "same": "The threads gained nothing beyond the noise; this comparison does not "
                      "say why (the interpreter lock, the cores being taken, or both)."
                      + busy,
-             "slower": "The threads cost more than they overlapped; this comparison does "
+             "worse": "The threads cost more than they overlapped; this comparison does "
                        "not say which cost." + busy})
     processes = compare_runs(
         "Preparing in worker processes", processes_s, "the plain loop", loop_s,
-        why={"faster": f"Each process has its own interpreter and lock, so the {cores} "
+        why={"better": f"Each process has its own interpreter and lock, so the {cores} "
                        "cores prepared records at the same time, and that won back the "
                        "workers' start-up, which this time includes.",
              "same": "Each process has its own lock, but the parallel work did not show. "
                      "This time also holds starting the workers and receiving every batch "
                      "in this process, on the same cores; it does not tell those costs "
                      "from the preparing." + busy,
-             "slower": "Each process has its own lock, but this time also holds starting "
+             "worse": "Each process has its own lock, but this time also holds starting "
                        "the workers and receiving every batch in this process, on the same "
                        "cores, and here they cost more than the parallel preparing saved; "
                        "this measurement does not tell which of them." + busy})
@@ -458,10 +474,10 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
              f"worker_count=0 and after {times} (medians of the repetitions)."]
     with_workers = Comparison(timings[counts[0]].repeat_first_batch_s,
                               zero.repeat_first_batch_s)
-    if with_workers.too_noisy:
+    if with_workers.verdict == TOO_NOISY_TO_TELL:
         lines.append(f"With {_workers(counts[0])} against worker_count=0: too noisy to tell "
                      f"{with_workers.numbers()}, so this run says nothing about the start-up.")
-    elif with_workers.outcome == "slower":
+    elif with_workers.verdict == "worse":
         extra = timings[counts[0]].median_first_batch_s - zero.median_first_batch_s
         lines.append(f"The difference with {_workers(counts[0])}, about "
                      f"{format_duration(extra)}, is the start-up: forking the workers and "
@@ -474,15 +490,15 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
         fewest, most = counts[0], counts[-1]
         spread = Comparison(timings[most].repeat_first_batch_s,
                             timings[fewest].repeat_first_batch_s)
-        if spread.too_noisy:
+        if spread.verdict == TOO_NOISY_TO_TELL:
             lines.append(f"{fewest} against {most} workers: too noisy to tell "
                          f"{spread.numbers()}, so this run cannot say whether the count "
                          "matters to the start-up.")
-        elif spread.outcome == "same":
+        elif spread.verdict == "same":
             lines.append(f"{fewest} and {most} workers gave the same first-batch time within "
                          f"the noise {spread.numbers()}: the workers start in parallel, "
                          "and the first batch is start-up plus one batch, whatever the count.")
-        elif spread.outcome == "slower":
+        elif spread.verdict == "worse":
             lines.append(f"{_workers(most)} took longer than {fewest} {spread.numbers()}: the "
                          "start-up grew with the count in this run. It does not say which "
                          "part grew (forking, sending the pipeline, or more processes than "
@@ -514,19 +530,19 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
     shares = min(max(counts), cores)  # the most cores the measured workers could use
     best_vs_zero = Comparison(timings[best].seconds_per_record, zero.seconds_per_record,
                               per=" per record")
-    gain = f"{best_vs_zero.ratio:.2f}x the records/s of worker_count=0"
-    if best_vs_zero.outcome == "faster":
-        return (f"{name}: {_workers(best)} {'were' if best > 1 else 'was'} fastest, {gain} "
-                f"{best_vs_zero.numbers()}. {gain_reason}")
-    verdict = ("no worker count beat worker_count=0 beyond the noise"
-               if best_vs_zero.outcome == "same"
-               else "every worker count was slower than worker_count=0")
-    line = (f"{name}: {verdict}; the best, {_workers(best)}, gave {gain} "
-            f"{best_vs_zero.numbers()}.")
-    if best_vs_zero.too_noisy:  # the gap is inside the runs' own spread: name no cause
+    gain = f"{format_times(best_vs_zero.ratio)} the records/s of worker_count=0"
+    if best_vs_zero.verdict == TOO_NOISY_TO_TELL:  # name no cause
         return (f"{name}: too noisy to tell whether any worker count beat worker_count=0; "
                 f"the best, {_workers(best)}, gave {gain} {best_vs_zero.numbers()}. "
                 f"{NOISY_EXPLANATION}")
+    if best_vs_zero.verdict == "better":
+        return (f"{name}: {_workers(best)} {'were' if best > 1 else 'was'} fastest, {gain} "
+                f"{best_vs_zero.numbers()}. {gain_reason}")
+    verdict = ("no worker count beat worker_count=0 beyond the noise"
+               if best_vs_zero.verdict == "same"
+               else "every worker count was slower than worker_count=0")
+    line = (f"{name}: {verdict}; the best, {_workers(best)}, gave {gain} "
+            f"{best_vs_zero.numbers()}.")
     ideal = startup + zero.total_s / shares
     reasons = []
     if shares == 1:
@@ -545,7 +561,7 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
                        "while the timings ran (measured from CPU time, this process and its "
                        "workers left out): the workers found less idle CPU to add.")
     if not reasons:
-        than = "more than" if best_vs_zero.outcome == "slower" else "as much as"
+        than = "more than" if best_vs_zero.verdict == "worse" else "as much as"
         reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
                        f"worker_count=0, and on these {cores} cores the workers share the CPU "
                        "with the main process, which hands out positions and receives every "
@@ -576,40 +592,44 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                         per=" per record")
     best_name = "worker_count=0" if best == 0 else _workers(best)
     lines.append({
-        "faster": f"In memory, vectorising after Batch at worker_count=0 gave "
-                  f"{vector.ratio:.2f}x the records/s of the best per-record run "
+        "better": f"In memory, vectorising after Batch at worker_count=0 gave "
+                  f"{format_times(vector.ratio)} the records/s of the best per-record run "
                   f"({best_name}) {vector.numbers()}: a few NumPy calls per batch replace "
                   "a few per record, and no worker is needed.",
         "same": f"In memory, vectorising after Batch at worker_count=0 was as fast as the "
-                f"best per-record run ({best_name}) within the noise {vector.numbers()}."
-                + (f" {NOISY_EXPLANATION}" if vector.too_noisy else ""),
-        "slower": f"In memory, vectorising after Batch at worker_count=0 gave only "
-                  f"{vector.ratio:.2f}x the records/s of the best per-record run "
+                f"best per-record run ({best_name}) within the noise {vector.numbers()}.",
+        TOO_NOISY_TO_TELL: f"In memory, vectorising after Batch at worker_count=0 against the "
+                           f"best per-record run ({best_name}) {vector.numbers()}: "
+                           f"{NOISY_EXPLANATION}",
+        "worse": f"In memory, vectorising after Batch at worker_count=0 gave only "
+                  f"{format_times(vector.ratio)} the records/s of the best per-record run "
                   f"({best_name}) {vector.numbers()}: here the per-record run was faster.",
-    }[vector.outcome])
+    }[vector.verdict])
     over = [count for count in decode if count > cores]
     if over:
         within = max((n for n in decode if n <= cores), key=lambda n: decode[n].records_per_s)
         beyond = max(over, key=lambda n: decode[n].records_per_s)
         extra = Comparison(decode[beyond].seconds_per_record,
                            decode[within].seconds_per_record, per=" per record")
-        how = {"same": "no faster than", "slower": "slower than",
-               "faster": f"{extra.ratio:.2f}x faster than"}[extra.outcome]
+        how = {"same": "no faster than", "worse": "slower than", TOO_NOISY_TO_TELL: "",
+               "better": f"{format_times(extra.ratio)} faster than"}[extra.verdict]
         best_within = "worker_count=0" if within == 0 else _workers(within)
         over_text = ", ".join(map(str, over))
-        if extra.too_noisy:
+        if extra.verdict == TOO_NOISY_TO_TELL:
             lines.append(f"More workers than the {cores} cores ({over_text}) against the best "
                          f"count within them, {best_within}: too noisy to tell "
                          f"{extra.numbers()}.")
         else:
             lines.append(f"More workers than the {cores} cores ({over_text}) decoded {how} "
-                         f"the best count within them, {best_within}, {extra.numbers()}.")
+                         f"the best count within them, {best_within} {extra.numbers()}.")
     else:
         lines.append(f"No count above the {cores} cores was measured in this mode.")
     most = max(decode)
     run = decode[0].total_s
-    length = (f"{run / startup:.0f}x the workers' start-up of about "
-              f"{format_duration(startup)}" if startup > 0 else
+    counted = sum(1 for count in decode if count)
+    length = (f"{format_times(run / startup)} the workers' start-up of about "
+              f"{format_duration(startup)} (how much later the first batch came with workers, "
+              f"the median over the {counted} worker counts)" if startup > 0 else
               "while the workers' start-up did not show beyond the first batch's own time")
     verdict = ("long enough for the start-up to matter little." if startup * 10 < run else
                f"short enough that the start-up is {startup / run:.0%} of it, a share the "
@@ -640,11 +660,11 @@ def vectorise_sentence(vectorised: LoaderTiming, in_memory: Mapping[int, LoaderT
         "Vectorising at worker_count=0", vectorised.seconds_per_record,
         f"the best per-record run ({best_name})", in_memory[best].seconds_per_record,
         per=" per record",
-        why={"faster": "A few NumPy calls per batch replace a few per record: the "
+        why={"better": "A few NumPy calls per batch replace a few per record: the "
                        "interpreter's cost of each call is paid once per batch.",
              "same": "Here the per-record transforms cost no more than the batched ones: "
                      "the interpreter's cost per call was not what the time went to.",
-             "slower": "Here the per-record run was faster: the batched transforms copy "
+             "worse": "Here the per-record run was faster: the batched transforms copy "
                        "the whole batch, which for so few pixels can cost more than the "
                        "calls they save, and a busy moment can delay one run."})
 
@@ -777,15 +797,15 @@ def fork_server_sentence(seconds: Sequence[float]) -> str:
     if len(seconds) < 2:
         raise ValueError(f"got {len(seconds)} timings; pass at least 2 (loaders=2 or more)")
     first, later = seconds[0], statistics.median(seconds[1:])
-    times = f"{format_seconds(first)} against {format_seconds(later)} (median of the later ones)"
+    times = f"{format_duration(first)} against {format_duration(later)} (median of the later ones)"
     comparison = Comparison((first,), tuple(seconds[1:]))
-    if comparison.too_noisy:
+    if comparison.verdict == TOO_NOISY_TO_TELL:
         return (f"The first iter() in the new process against the later ones: too noisy to "
-                f"tell ({times}; the later ones spread by {comparison.margin:.0%}), so this "
+                f"tell ({times}; margin {comparison.margin:.0%}), so this "
                 "run cannot show the fork server's start.")
-    if comparison.outcome == "slower":
-        return (f"The first iter() in the new process waited {first / later:.1f}x as long for "
-                f"its first batch as the later ones: {times}. It also started the fork "
+    if comparison.verdict == "worse":
+        return (f"The first iter() in the new process waited {format_times(first / later)} "
+                f"as long for its first batch as the later ones: {times}. It also started the fork "
                 "server; every later loader in the process forks its workers from it.")
     return (f"The first iter() in the new process was not slower than the later ones beyond "
             f"the noise of the later ones: {times}. The fork server's start did not show "
@@ -872,7 +892,7 @@ def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
     if not trace.threads:
         raise ValueError("the trace saw no record transformed: take a batch first.")
     more = trace.after_wait - trace.at_next
-    threshold = format_seconds(BACKGROUND_PAYS_OFF_S)
+    threshold = format_duration(BACKGROUND_PAYS_OFF_S)
     if trace.timed_batches:
         start = (f"The loader made its first two chunks ({trace.timed_batches} batches) in "
                  "this thread and timed the second, to decide whether the batch thread pays "
@@ -884,7 +904,7 @@ def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
     counts = (f"{start}next() returned a batch of {trace.delivered} records when "
               f"{trace.at_next}{' more' * bool(trace.timed_batches)} had been transformed "
               f"(the loader transforms a chunk of {trace.chunk_records} at a time), and "
-              f"while the cell then waited {format_seconds(trace.wait_s)}, "
+              f"while the cell then waited {format_duration(trace.wait_s)}, "
               f"{more or 'no'} more {'was' if more == 1 else 'were'}")
     if trace.threads == ("MainThread",):
         cheap = (f" (the chunks cost under {threshold}, so the batch thread did not start)"
@@ -914,8 +934,8 @@ def batch_thread_ran_sentence(name: str, timing: LoaderTiming, chunk_records: in
         raise ValueError("the timing records no thread: pass a worker_count=0 timing from "
                          "benchmark_workers or time_loader.")
     chunk_s = timing.total_s / timing.records * chunk_records
-    threshold = format_seconds(BACKGROUND_PAYS_OFF_S)
-    cost = (f"a chunk of {chunk_records} records cost about {format_seconds(chunk_s)} on "
+    threshold = format_duration(BACKGROUND_PAYS_OFF_S)
+    cost = (f"a chunk of {chunk_records} records cost about {format_duration(chunk_s)} on "
             f"average, {'at or above' if chunk_s >= BACKGROUND_PAYS_OFF_S else 'under'} the "
             f"{threshold} from which the loader starts the batch thread")
     runs, ran = len(seen), sum(seen)

@@ -254,14 +254,6 @@ def stream_speed_sentence(*, stream_slow: float, random_slow: float, threaded_sl
             f"another format, so not set against {format_name}'s.)")
 
 
-def about_times(ratio: float) -> str:
-    """A ratio as `format_times` prints it below 100; from 100 on, two significant digits
-    ("about 130x"): a difference of timings carries no more precision than that."""
-    if ratio < 100:
-        return format_times(ratio)
-    return f"about {float(f'{ratio:.2g}'):.0f}x"
-
-
 def disk_added_sentence(us: Mapping[str, float]) -> str:
     """What the disk added to a read, in file order and at random: cold minus warm (µs per
     read, keys as in `stream_speed_sentence`). A difference counts only when the cold time
@@ -296,9 +288,9 @@ def disk_added_sentence(us: Mapping[str, float]) -> str:
         return f"{head}: only random reads waited for it.{read_ahead}"
     ratio = added["random"] / added["in order"]
     if beyond_margin(ratio):
-        return f"{head}: {about_times(ratio)} less in file order.{read_ahead}"
+        return f"{head}: {format_times(ratio)} less in file order.{read_ahead}"
     if beyond_margin(1 / ratio):
-        return f"{head}: {about_times(1 / ratio)} more in file order{busier}"
+        return f"{head}: {format_times(1 / ratio)} more in file order{busier}"
     return f"{head}: within 20% of each other, so at the disk the order saved nothing here."
 
 

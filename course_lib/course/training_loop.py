@@ -16,7 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from course_lib.course.basics import Estimate, noise_margin, outcome, too_noisy
+from course_lib.course.basics import (
+    TOO_NOISY_TO_TELL,
+    Estimate,
+    format_times,
+    judge,
+    relative_margin,
+)
 
 
 def naive_batches(folder: str | Path, batch_size: int, *, num_records: int | None = None,
@@ -74,8 +80,8 @@ def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
 # time per step is its mean wait, plus its mean step, plus the loop's own time between them
 # ("other"); steps/s is 1000 / (ms per step), and the idle share is (wait + other) / (ms per
 # step). Two setups are compared on ms per step with the course's margin rule (lesson 1,
-# `basics.noise_rule`): "within the noise", or "too noisy to tell" when the margin itself is
-# wider than `basics.NOISY`.
+# `basics.judge`, stated by `basics.noise_rule`): "within the noise", or "too noisy to tell"
+# when the margin itself is wider than `basics.TOO_NOISY`.
 FASTER, SLOWER, SAME, NOISY = "faster", "slower", "within the noise", "too noisy to tell"
 
 
@@ -168,10 +174,8 @@ class FeedTiming:
 def speed_outcome(timing: FeedTiming, baseline: FeedTiming) -> str:
     """"faster", "slower", "within the noise" or "too noisy to tell": `timing` against
     `baseline`, by the mean ms per step of their runs, with the course's margin rule."""
-    if too_noisy(timing.estimate(), baseline.estimate()):
-        return NOISY
-    return {"better": FASTER, "worse": SLOWER, "same": SAME}[
-        outcome(timing.estimate(), baseline.estimate())]
+    return {"better": FASTER, "worse": SLOWER, "same": SAME, TOO_NOISY_TO_TELL: NOISY}[
+        judge(timing.estimate(), baseline.estimate())]
 
 
 def winner(timings: Mapping[str, FeedTiming]) -> str | None:
@@ -209,15 +213,15 @@ def feeding_table(timings: Mapping[str, FeedTiming]) -> str:
 
 def _ratio_text(timing: FeedTiming, baseline: FeedTiming) -> str:
     ratio = timing.rate / baseline.rate
-    return f"{ratio:.2f}x" if ratio >= 1 else f"{1 / ratio:.2f}x"
+    return format_times(ratio if ratio >= 1 else 1 / ratio)
 
 
 def _noisy(subject: str, against: str, numbers: str, timing: FeedTiming,
            baseline: FeedTiming) -> str:
-    margin = noise_margin(timing.estimate(), baseline.estimate()) / baseline.ms_per_step
-    return (f"{subject} against {against}: too noisy to tell ({numbers}); their runs "
-            f"disagreed so much that only a difference over {margin:.0%} would show, so this "
-            "run names no cause.")
+    margin = relative_margin(timing.estimate(), baseline.estimate())
+    return (f"{subject} against {against}: too noisy to tell ({numbers}); the margin is "
+            f"{margin:.0%}, so only a larger difference would show, and this run names no "
+            "cause.")
 
 
 def _columns(timing: FeedTiming, baseline: FeedTiming) -> str:
@@ -297,9 +301,8 @@ def _column(timing: FeedTiming, baseline: FeedTiming, column: str) -> str:
     `baseline`'s, from the runs' means: "less", "more", "same" or "too noisy"."""
     new = Estimate.mean_of(getattr(timing, column))
     old = Estimate.mean_of(getattr(baseline, column))
-    if too_noisy(new, old):
-        return "too noisy"
-    return {"better": "less", "worse": "more", "same": "same"}[outcome(new, old)]
+    return {"better": "less", "worse": "more", "same": "same", TOO_NOISY_TO_TELL: "too noisy"}[
+        judge(new, old)]
 
 
 def overlap_sentence(timing: FeedTiming, single_threaded: FeedTiming,
@@ -347,11 +350,11 @@ def gains_sentence(timing: FeedTiming, single_threaded: FeedTiming, naive: FeedT
     code = single_threaded.rate / naive.rate
     ahead = timing.rate / single_threaded.rate
     total = timing.rate / naive.rate
-    return (f"Against the naive loop, the {timing.label} ran at {total:.2f}x the speed "
-            f"({speed_outcome(timing, naive)}) = {code:.2f}x from the loader's own code "
-            "(num_threads=0 against the naive loop, the same schedule: "
-            f"{speed_outcome(single_threaded, naive)}) x {ahead:.2f}x from making batches "
-            f"ahead (against num_threads=0, the same code: "
+    return (f"Against the naive loop, the {timing.label} ran at {format_times(total)} the "
+            f"speed ({speed_outcome(timing, naive)}) = {format_times(code)} from the loader's "
+            "own code (num_threads=0 against the naive loop, the same schedule: "
+            f"{speed_outcome(single_threaded, naive)}) x {format_times(ahead)} from making "
+            f"batches ahead (against num_threads=0, the same code: "
             f"{speed_outcome(timing, single_threaded)}).")
 
 
@@ -548,13 +551,14 @@ def gil_sentence(decode_one: Sequence[float], decode_two: Sequence[float],
     control = [Estimate.median_of(times) for times in (control_one, control_two)]
     gain, control_gain = (pair[0].value / pair[1].value for pair in (decode, control))
     numbers = (f"decoding took {decode[0].value * 1e3:.1f} ms in one thread and "
-               f"{decode[1].value * 1e3:.1f} ms in two, {gain:.2f}x the speed; the pure-Python "
-               f"control {control[0].value * 1e3:.1f} and {control[1].value * 1e3:.1f} ms, "
-               f"{control_gain:.2f}x; medians of {decode[0].count} repetitions")
-    if too_noisy(decode[1], decode[0]) or too_noisy(control[1], control[0]):
+               f"{decode[1].value * 1e3:.1f} ms in two, {format_times(gain)} the speed; the "
+               f"pure-Python control {control[0].value * 1e3:.1f} and "
+               f"{control[1].value * 1e3:.1f} ms, "
+               f"{format_times(control_gain)}; medians of {decode[0].count} repetitions")
+    decoded, controlled = judge(decode[1], decode[0]), judge(control[1], control[0])
+    if TOO_NOISY_TO_TELL in (decoded, controlled):
         return (f"Too noisy to tell whether Pillow's decoder ran without the interpreter "
                 f"lock ({numbers}).")
-    decoded, controlled = outcome(decode[1], decode[0]), outcome(control[1], control[0])
     if decoded == "better" and controlled != "better":
         rest = ("; the Python around it (opening the file, reading the PNG's chunks) still "
                 "takes turns, which is why two threads fell short of 2x" if gain < 1.9 else
