@@ -159,12 +159,42 @@ def test_all_keys_in_chunks_sums_every_key_once(num_records, chunk_size):
 
 
 # -- the sentences that read the lesson's measurements (made-up numbers, every outcome) ----
+def test_shared_stream_offsets_measure_where_the_shared_streams_sit():
+    assert lesson.shared_stream_offsets(SeedPlusIndexSampler(7), SeedPlusIndexSampler(8),
+                                        10) == {1: 9}
+    assert lesson.shared_stream_offsets(SeedPlusIndexSampler(8), SeedPlusIndexSampler(7),
+                                        10) == {-1: 9}
+    assert lesson.shared_stream_offsets(SeedPlusIndexSampler(7), SeedPlusIndexSampler(10),
+                                        10) == {3: 7}
+    seven = grain.IndexSampler(200, seed=7, num_epochs=1)
+    eight = grain.IndexSampler(200, seed=8, num_epochs=1)
+    assert lesson.shared_stream_offsets(seven, eight, 200) == {}
+
+
 def test_seed_collision_sentence_has_a_wording_for_each_outcome():
-    assert "independent" in lesson.seed_collision_sentence("course_lib", 0, 1000)
-    shifted = lesson.seed_collision_sentence("Grain", 999, 1000)
-    assert "999 of seed 8's first 1,000" in shifted and "shifted by 1 record," in shifted
-    assert "shifted by 3 records" in lesson.seed_collision_sentence("x", 997, 1000)
+    none = lesson.seed_collision_sentence("course_lib", 0, 1000, {})
+    assert "no augmentation stream of one seed is one of the other's" in none
+    assert "independent" not in none  # a count of 0 shows no shared stream, nothing more
+    shifted = lesson.seed_collision_sentence("Grain", 999, 1000, {1: 999})
+    assert "999 of seed 8's first 1,000" in shifted and "all 1 position later" in shifted
+    assert "shifted by 1 position," in shifted and "gave 1 new stream of 1,000" in shifted
+    three = lesson.seed_collision_sentence("x", 997, 1000, {-3: 997})
+    assert "3 positions earlier" in three and "gave 3 new streams" in three
+    same_place = lesson.seed_collision_sentence("x", 1000, 1000, {0: 1000})
+    assert "all at the same position" in same_place and "gave 0 new streams" in same_place
+    scattered = lesson.seed_collision_sentence("x", 12, 1000, {1: 5, 4: 7})
+    assert "at 2 different offsets" in scattered and "no single shift" in scattered
+    # without the offsets no shift is claimed, however many streams are shared
+    unmeasured = lesson.seed_collision_sentence("x", 999, 1000)
+    assert "shifted" not in unmeasured and "was not measured" in unmeasured
     assert "share part of their streams" in lesson.seed_collision_sentence("x", 12, 1000)
+
+
+def test_domain_fill_sentence_computes_each_sizes_share_of_the_domain():
+    text = lesson.domain_fill_sentence([10**9, 10**7, 10])
+    assert "1,000,000,000 records fill 93% of the domain of 4**15 = 1,073,741,824" in text
+    assert "10,000,000 records fill 60% of the domain of 4**12 = 16,777,216" in text
+    assert "10 records fill 62% of the domain of 4**2 = 16 values" in text
 
 
 def test_per_record_cost_prints_nanoseconds_and_whole_bytes():
@@ -185,6 +215,9 @@ def test_format_duration_never_rounds_a_small_cost_to_zero():
 def test_stored_table_sentence_compares_the_table_with_the_machines_memory():
     fits = lesson.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=24 * 10**9)
     assert "about 8.0 GB" in fits and "48 s" in fits and "33% of this machine's 24.0 GB" in fits
+    # an extrapolation keeps two significant digits: about 34 s, not about 34.2 s
+    rough = lesson.stored_table_sentence(8.0, 3.42e-8, 10**9, 10**7, memory_bytes=None)
+    assert "take about 34 s to build" in rough
     too_big = lesson.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=4 * 10**9)
     assert "more than this machine's 4.0 GB" in too_big and "could not be built" in too_big
     unknown = lesson.stored_table_sentence(8.0, 4.8e-8, 10**9, 10**7, memory_bytes=None)

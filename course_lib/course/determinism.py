@@ -20,6 +20,7 @@ from course_lib.course.basics import (
     compare_runs,
     format_duration,
     format_times,
+    round_significant,
 )
 
 
@@ -36,8 +37,24 @@ def first_draws(sampler: Any, count: int) -> np.ndarray:
 
 def shared_stream_count(sampler_a: Any, sampler_b: Any, count: int) -> int:
     """How many of `sampler_b`'s first `count` record streams also occur among
-    `sampler_a`'s first `count` (0 when the two seeds' streams are independent)."""
+    `sampler_a`'s first `count` (0 when no stream of one seed is one of the other's)."""
     return int(np.isin(first_draws(sampler_b, count), first_draws(sampler_a, count)).sum())
+
+
+def shared_stream_offsets(sampler_a: Any, sampler_b: Any, count: int) -> dict[int, int]:
+    """Where the shared streams of `shared_stream_count` sit: {offset: how many}, the offset
+    being the stream's position under `sampler_a` minus its position under `sampler_b`.
+
+    Under Grain's `seed + index`, seed 8 at position p has seed 7's stream at p + 1, so every
+    shared stream has the offset 1; an empty dict means no stream is shared."""
+    draws_a = first_draws(sampler_a, count)
+    where_a = {int(draw): position for position, draw in enumerate(draws_a)}
+    offsets: dict[int, int] = {}
+    for position, draw in enumerate(first_draws(sampler_b, count)):
+        if int(draw) in where_a:
+            offset = where_a[int(draw)] - position
+            offsets[offset] = offsets.get(offset, 0) + 1
+    return dict(sorted(offsets.items()))
 
 
 def first_draw_grid(make_rng: Callable[[int, int], np.random.Generator],
@@ -121,6 +138,21 @@ def cycle_walks(permutation: Any) -> dict[int, list[int]]:
 def feistel_domain(permutation: Any) -> int:
     """The size of the power-of-four domain a `FeistelPermutation`'s network permutes."""
     return 4 ** permutation._bits
+
+
+def domain_fill_sentence(sizes: Sequence[int]) -> str:
+    """For each number of records, the share of the Feistel network's power-of-four domain
+    that the records fill, computed from the permutation itself: the rest of the domain is
+    where a pass lands outside the data and the key walks again."""
+    from course_lib.permutation import FeistelPermutation
+
+    parts = []
+    for size in sizes:
+        domain = feistel_domain(FeistelPermutation(size, seed=0))
+        exponent = (domain.bit_length() - 1) // 2  # domain == 4**exponent
+        parts.append(f"{size:,} records fill {size / domain:.0%} of the domain of "
+                     f"4**{exponent} = {domain:,} values")
+    return "; ".join(parts) + "."
 
 
 def plot_cycle_walks(permutation: Any):
@@ -237,15 +269,32 @@ def all_keys_in_chunks(permutation: Any, chunk_size: int | None = None) -> int:
 
 
 
-def seed_collision_sentence(who: str, shared: int, count: int) -> str:
-    """What `shared_stream_count` found for seeds 7 and 8, with what it means."""
+def seed_collision_sentence(who: str, shared: int, count: int,
+                            offsets: Mapping[int, int] | None = None) -> str:
+    """What `shared_stream_count` found for seeds 7 and 8, with what it means; `offsets`
+    (from `shared_stream_offsets`), where given, says where the shared streams sit, so that
+    a shift is stated only when it was measured."""
     found = f"{who}: {shared} of seed 8's first {count:,} record streams also occur in seed 7's"
     if shared == 0:
-        return f"{found}: the two seeds' streams are independent."
+        return (f"{found}: no augmentation stream of one seed is one of the other's, at any "
+                "position measured.")
+    if offsets and len(offsets) == 1:
+        (offset,) = offsets
+        new = f"{count - shared:,} new stream{'s' * (count - shared != 1)} of {count:,}"
+        if offset == 0:
+            return (f"{found}, all at the same position: changing the seed from 7 to 8 "
+                    f"gave {new}.")
+        step = f"{abs(offset)} position{'s' * (abs(offset) != 1)}"
+        return (f"{found}, all {step} {'later' if offset > 0 else 'earlier'} under seed 7: "
+                f"the two seeds draw the same augmentation streams, shifted by {step}, so "
+                f"changing the seed from 7 to 8 gave {new}.")
+    if offsets:
+        return (f"{found}, at {len(offsets)} different offsets: the seeds share part of their "
+                "streams, with no single shift between them.")
     if shared > count // 2:
-        return (f"{found}: the two seeds are one run shifted by {count - shared} "
-                f"record{'s' * (count - shared != 1)}, so they draw the same augmentations.")
-    return f"{found}: the seeds share part of their streams, so they are not independent."
+        return (f"{found}: the two seeds share most of their streams (where they sit was not "
+                "measured).")
+    return f"{found}: the seeds share part of their streams."
 
 
 def per_record_cost(table_bytes: float, table_seconds: float, size: int,
@@ -276,7 +325,8 @@ def stored_table_sentence(per_record_bytes: float, per_record_seconds: float,
     table = per_record_bytes * records
     sentence = (f"A stored permutation of {records:,} records would hold about "
                 f"{format_bytes(table)} and take about "
-                f"{format_duration(per_record_seconds * records)} to build at the rate "
+                f"{format_duration(round_significant(per_record_seconds * records, 2))} to "
+                f"build at the rate "
                 f"measured at n = {measured_at:,}")
     if memory_bytes is None:
         return sentence + "."
