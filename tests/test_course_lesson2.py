@@ -238,6 +238,12 @@ def test_filter_first_sentence_for_each_outcome():
                                                                    cpu_per_record=2e-3))
     assert "the opposite of what skipping work does" in more_work
     assert "names no cause" in more_work and "never decoded" not in more_work
+    assert "than decoding in __getitem__" in faster  # the default name of the baseline
+    same_source = lesson.filter_first_sentence(
+        decode_first, _timing([300e-6] * 3, cpu_per_record=300e-6),
+        decode_first_name="DecodeImage before KeepEven")
+    assert "faster than DecodeImage before KeepEven" in same_source
+    assert "__getitem__" not in same_source
 
 
 # -- what a source costs to send to workers ------------------------------------------------

@@ -343,12 +343,15 @@ def placement_sentence(in_getitem: PipelineTiming, in_transform: PipelineTiming)
             "comes back every time is real.")
 
 
-def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTiming) -> str:
+def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTiming, *,
+                          decode_first_name: str = "decoding in __getitem__") -> str:
     """Decoding every file before a filter, against filtering first, in wall and CPU time.
-    The CPU time is the measurement that says whether fewer files were decoded."""
+    The CPU time is the measurement that says whether fewer files were decoded.
+    `decode_first_name` names the decode-first pipeline ("DecodeImage before the filter"
+    when it is the same transforms in the other order)."""
     wall_said = compare_estimates("Filtering before DecodeImage",
                                   filter_first.seconds_per_record(),
-                                  "decoding in __getitem__", decode_first.seconds_per_record())
+                                  decode_first_name, decode_first.seconds_per_record())
     wall = judge(filter_first.seconds_per_record(), decode_first.seconds_per_record())
     cpu = judge(filter_first.cpu_seconds_per_record(), decode_first.cpu_seconds_per_record())
     cpu_ratio = decode_first.cpu_seconds_per_record().value / \
