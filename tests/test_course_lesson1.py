@@ -205,9 +205,22 @@ def test_overlap_sentence_calls_a_tie_a_tie_and_a_short_run_short():
 
 def test_busy_step_sentence_for_each_outcome():
     alone = _steady(0.0076)
-    assert "took CPU time from it" in course.busy_step_sentence(_steady(0.012), alone, 2)
+    slower = course.busy_step_sentence(_steady(0.012), alone, 2)
+    assert "what ran beside it, the workers" in slower and "share the 2 cores" in slower
     assert "left the step its cores" in course.busy_step_sentence(_steady(0.0077), alone, 2)
-    assert "quieter" in course.busy_step_sentence(_steady(0.005), alone, 2)
+    faster = course.busy_step_sentence(_steady(0.005), alone, 2)
+    assert "the workers cannot cause" in faster and "does not say what made" in faster
+    noisy = course.busy_step_sentence(_steady(0.0080, 0.003), _steady(0.0076, 0.003), 2)
+    assert "too noisy to tell" in noisy and "No cause can be named" in noisy
+
+
+def test_busy_step_sentence_compares_with_the_baseline_it_names():
+    # like with like: the same step in the loop at num_threads=0, named as such
+    said = course.busy_step_sentence(_steady(0.01015), _steady(0.00609), 2,
+                                     baseline_name="the step in the loop at num_threads=0")
+    assert said.startswith("The step with the workers busy was 1.67x slower than the step in "
+                           "the loop at num_threads=0 (10.15 ms")
+    assert "step alone" not in said
 
 
 @pytest.mark.parametrize("loop_s, expected", [
@@ -272,6 +285,12 @@ def test_in_process_overlap_sentence_for_each_outcome():
     assert "Only next() moved beyond its noise" in faster
     assert "Overlap in one process" in faster and "idled 71%" in faster
     assert "The step itself got slower" not in faster
+    # the lesson does not isolate the interpreter lock or the shared cores: neither is named
+    assert "interpreter lock" not in faster and "because" not in faster
+    slower_step = course.in_process_overlap_sentence(_profiler(0.004, 0.010, 100), inline,
+                                                     cores=2)
+    assert "The step itself got slower (10.00 ms against 8.00 ms, means)" in slower_step
+    assert "does not separate" in slower_step and "decoded on the cores" not in slower_step
     asleep = course.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2,
                                                 stand_in=True)
     assert "while the stand-in step slept" in asleep and "jitted" not in asleep
@@ -281,9 +300,11 @@ def test_in_process_overlap_sentence_for_each_outcome():
     assert "interpreter lock back" in slow_sleep and "decoded on the cores" not in slow_sleep
     tie = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 100), inline, cores=2)
     assert "within the noise" in tie and "gained nothing measurable" in tie
+    assert "does not say why" in tie and "takes turns" not in tie
     slower = course.in_process_overlap_sentence(_profiler(0.01, 0.03, 100), inline, cores=2)
     assert "slower than with num_threads=0" in slower
     assert "The batch thread made training slower" in slower
+    assert "does not say which cost" in slower
     assert "The step itself got slower (30.00 ms against 8.00 ms, means)" in slower
     assert "The idle share fell all the same" in slower
     short = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 20), inline, cores=2)
@@ -381,3 +402,62 @@ def test_stand_in_sentence_names_its_baseline():
     said = course.stand_in_sentence(_steady(1.66, 0.02), _steady(2.14),
                                     baseline_name="the loader at num_threads=0")
     assert said.startswith("Speed-up over the loader at num_threads=0: 1.66x")
+
+
+def test_stand_in_sentence_judges_which_column_moved():
+    real_gain, stand_in_gain = _steady(1.62, 0.02), _steady(2.33, 0.02)
+    stand_in = _profiler(0.0043, 0.0066, 100)
+
+    def said(real):
+        return course.stand_in_sentence(real_gain, stand_in_gain, real=real, stand_in=stand_in)
+
+    step_only = said(_profiler(0.0043, 0.0118, 100))
+    assert "Only the step moved beyond its noise" in step_only
+    assert "the workers slowed the step" in step_only
+    assert "the step slowed the workers" not in step_only
+    assert "the table shows which column moved" not in step_only
+    wait_only = said(_profiler(0.0090, 0.0066, 100))
+    assert "the step slowed the workers" in wait_only
+    assert "the workers slowed the step" not in wait_only
+    both = said(_profiler(0.0090, 0.0118, 100))
+    assert "the workers slowed the step; and the loop waited longer" in both
+    opposite = said(_profiler(0.0020, 0.0118, 100))
+    assert "the workers slowed the step" in opposite and "the wait fell" in opposite
+    neither = course.stand_in_sentence(
+        real_gain, stand_in_gain, real=_noisy_profiler([0.001, 0.008] * 5, [0.003, 0.010] * 5),
+        stand_in=_noisy_profiler([0.001, 0.007] * 5, [0.003, 0.009] * 5))
+    assert "Neither column grew beyond its noise" in neither
+    assert "slowed" not in neither
+
+
+def test_timeline_window_is_taken_from_the_middle_of_the_run():
+    from course_lib.course import bottleneck
+
+    assert bottleneck.timeline_window(_profiler(0.01, 0.005, 100), 10) == (45, 55)
+    assert bottleneck.timeline_window(_profiler(0.01, 0.005, 7), 10) == (0, 7)
+    with pytest.raises(ValueError, match="at least 1"):
+        bottleneck.timeline_window(_profiler(0.01, 0.005, 7), 0)
+
+
+def test_window_period_is_the_mean_period_of_the_steps_drawn():
+    from course_lib.course import bottleneck
+
+    # 50 steps of 10 + 5 ms, then 50 of 20 + 5 ms: each window's period is its own
+    profiler = _noisy_profiler([0.010] * 50 + [0.020] * 50, [0.005] * 100)
+    assert bottleneck.window_period(profiler, 0, 10) == pytest.approx(0.015)
+    assert bottleneck.window_period(profiler, 60, 70) == pytest.approx(0.025)
+    assert bottleneck.window_period(profiler, 0, 100) == pytest.approx(
+        course.step_period(profiler).value)
+
+
+def test_plot_mid_run_timelines_titles_give_the_window_and_the_run_periods():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    profiler = _noisy_profiler([0.010] * 50 + [0.020] * 50, [0.005] * 100)
+    figure = course.plot_mid_run_timelines({"loop": profiler}, steps=10)
+    title = figure.axes[0].get_title()
+    # steps 46–50 take 15 ms, 51–55 take 25 ms: 20 ms a step in the window, as over the run
+    assert title == ("loop, steps 46–55 of 100: 20.00 ms a step (whole run: 20.00 ms, idle "
+                     "75%; means)")
+    assert len(figure.axes[0].patches) == 20  # 10 waits and 10 steps

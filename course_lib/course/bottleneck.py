@@ -21,6 +21,7 @@ from course_lib.course.basics import (
     format_duration,
     format_estimate,
     format_seconds,
+    format_times,
     judge,
 )
 
@@ -342,16 +343,16 @@ def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores:
                 "a GPU would.")
     elif verdict == "better":
         head = ("Overlap in one process: the batch thread made batch N+1 while the step "
-                "ran on batch N. It can, because the jitted step, Pillow's decoder and NumPy "
-                f"give the interpreter lock back while they compute, so the {cores} cores "
-                "ran both at once.")
+                "ran on batch N, so next() found more of it ready.")
     elif verdict == "same":
-        head = ("The batch thread gained nothing measurable here: its Python code (each "
-                "transform's own lines, the batching) holds the interpreter lock and takes "
-                f"turns with the loop, and the step and the decoding share the {cores} cores.")
+        head = ("The batch thread gained nothing measurable here. This run does not say why: "
+                "a thread shares the interpreter lock with the loop and, on this machine, "
+                f"the {cores} cores with the step, and nothing here separates the two.")
     else:
-        head = ("The batch thread made training slower here: its work took CPU the step "
-                f"needed on these {cores} cores, and handing each batch over costs a little.")
+        head = ("The batch thread made training slower here. This run does not say which "
+                "cost did it: the CPU the step needed, the interpreter lock the thread and "
+                f"the loop share (the {cores} cores are shared too), or handing each batch "
+                "over.")
     (_, step_ahead), (_, step_inline) = (wait_and_step(read_ahead),
                                          wait_and_step(single_threaded))
     step_note = ""
@@ -362,8 +363,10 @@ def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores:
                      "free core.")
     elif step_moved == "worse":
         step_note = (f" The step itself got slower ({format_seconds(step_ahead.value)} "
-                     f"against {format_seconds(step_inline.value)}, means): the thread "
-                     "decoded on the cores the step computes on.")
+                     f"against {format_seconds(step_inline.value)}, means), with the thread "
+                     "working beside it; whether it lost a core or waited for the "
+                     "interpreter lock, this pair does not separate (the stand-in step below "
+                     "leaves the CPU free).")
     idle_note = ""
     if verdict != "better" and \
             read_ahead.idle_fraction < single_threaded.idle_fraction - IDLE_TOLERANCE:
@@ -377,20 +380,26 @@ def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores:
     return f"{said} {idle} {columns} {head}{step_note}{idle_note}{short}"
 
 
-def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores: int) -> str:
-    """The step's own time with the workers decoding beside it, against the step alone."""
+def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores: int, *,
+                       baseline_name: str = "the step alone") -> str:
+    """The step's own time with the workers decoding beside it, against `baseline_name`:
+    like with like, the same step's mean in a loop with nothing beside it (the loader at
+    `num_threads=0`), measured by the same profiler."""
     said = compare_estimates("The step with the workers busy", step_with_workers,
-                             "the step alone", step_alone)
+                             baseline_name, step_alone)
     verdict = judge(step_with_workers, step_alone)
     if verdict == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
     if verdict == "worse":
-        return (f"{said} The workers took CPU time from it: on this machine they and the "
-                f"step share {cores} cores.")
+        return (f"{said} The same step in the same kind of loop: what changed is what ran "
+                f"beside it, the workers, which on this machine share the {cores} cores with "
+                "it (the two loops also ran at different moments; a stand-in step that "
+                "leaves the CPU free separates the two).")
     if verdict == "same":
         return f"{said} The workers left the step its cores."
-    return (f"{said} Faster with the workers busy: the machine was quieter during the loop "
-            "than when the step was timed alone.")
+    return (f"{said} Faster with the workers busy, which the workers cannot cause: the two "
+            "loops ran at different moments, and this pair does not say what made the "
+            "difference.")
 
 
 def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
@@ -452,22 +461,51 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
             "that leaves the CPU free separates the first).")
 
 
+def _stand_in_columns(real: Any, stand_in: Any) -> str:
+    """Which column made the real step's loop slower than the stand-in's: the step (the
+    workers slowed it), the wait (the step slowed the workers), both, or neither beyond the
+    noise. `real` and `stand_in` are the two overlapped loops' `StepProfiler`s."""
+    wait_moved, step_moved = _column_outcomes(real, stand_in)
+    columns = which_moved(real, stand_in)
+    causes = []
+    if step_moved == WORSE:
+        causes.append("the real step took longer than the stand-in, which sleeps as long as "
+                      "the step took with nothing beside it: the workers slowed the step")
+    if wait_moved == WORSE:
+        causes.append("the loop waited longer for its batches beside the real step: the "
+                      "step slowed the workers")
+    if not causes:
+        return (f"With the real step against the stand-in: {columns} Neither column grew "
+                "beyond its noise, so this run cannot say which side lost to the other.")
+    said = "; and ".join(causes)
+    if step_moved == WORSE and wait_moved == BETTER:
+        said += (" (the wait fell: a longer step leaves the workers more time for each "
+                 "batch)")
+    return f"With the real step against the stand-in: {columns} So {said}."
+
+
 def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
-                      baseline_name: str = "the naive loop") -> str:
+                      baseline_name: str = "the naive loop", *, real: Any = None,
+                      stand_in: Any = None) -> str:
     """The loader's speed-up with the real step against the one with a stand-in step that
-    sleeps as long, leaving the CPU to the workers; both over `baseline_name`."""
-    numbers = (f"{real_gain.value:.2f}x with the real step, {stand_in_gain.value:.2f}x with "
-               "the stand-in")
+    sleeps as long, leaving the CPU to the workers; both over `baseline_name`. `real` and
+    `stand_in`, the two overlapped loops' `StepProfiler`s, let the sentence judge which
+    column (the wait or the step) made the difference instead of leaving it to the table."""
+    numbers = (f"{format_times(real_gain.value)} with the real step, "
+               f"{format_times(stand_in_gain.value)} with the stand-in")
     verdict = judge(stand_in_gain, real_gain, lower_is_better=False)
     if verdict == TOO_NOISY_TO_TELL:
         return (f"Speed-up over {baseline_name}: {numbers}: too noisy to tell whether the "
                 "stand-in gained more, so no cause can be named from it.")
     if verdict == "better":
-        return (f"Speed-up over {baseline_name}: {numbers}. Only the step's use of the CPU "
+        head = (f"Speed-up over {baseline_name}: {numbers}. Only the step's use of the CPU "
                 "changed, so the difference is what the real step and the workers cost each "
-                "other on the shared cores (a slower step, a longer wait, or both: the table "
-                "shows which column moved): on a GPU machine the step would not compete with "
-                "them.")
+                "other on the shared cores")
+        if real is None or stand_in is None:
+            return (f"{head} (a slower step, a longer wait, or both: the table shows which "
+                    "column moved): on a GPU machine the step would not compete with them.")
+        return (f"{head}. {_stand_in_columns(real, stand_in)} On a GPU machine the step "
+                "would not compete with them.")
     if verdict == "same":
         return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise: this "
                 "run cannot show that the real step's CPU time held the workers back. What "
@@ -538,3 +576,56 @@ def batch_thread_sentence(chunk_s: float, chunk_records: int,
                 "own second chunk, which came out cheaper than this mean.")
     return (f"{rule} {seen}: the loader started it all the same, because its own timing of "
             "its second chunk came out above the threshold.")
+
+
+def timeline_window(profiler: Any, steps: int) -> tuple[int, int]:
+    """The (first, end) step indices of a window of `steps` consecutive steps from the middle
+    of a profiled run (after its warm-up), so that a drawing shows the steady state rather
+    than the first steps after start-up; the whole run when it has no more steps."""
+    if steps < 1:
+        raise ValueError(f"steps={steps!r} must be at least 1.")
+    total = profiler.num_steps
+    if total == 0:
+        raise ValueError(f"the profiler recorded no steps after its warmup_steps="
+                         f"{profiler.warmup_steps}; measure a loop first.")
+    shown = min(steps, total)
+    first = (total - shown) // 2
+    return first, first + shown
+
+
+def window_period(profiler: Any, first: int, end: int) -> float:
+    """Mean seconds per step over steps `first` to `end` (exclusive): from the start of the
+    first one's wait to the end of the last one's step, divided by their count; the same
+    definition as `step_period` (wall time / steps) applied to the window."""
+    waits, steps = profiler.wait_spans, profiler.step_spans
+    start = min(waits[first, 0], steps[first, 0]) if len(waits) else steps[first, 0]
+    return float(steps[end - 1, 1] - start) / (end - first)
+
+
+def plot_mid_run_timelines(profilers: Mapping[str, Any], steps: int = 10):
+    """One timeline per `StepProfiler`, stacked on a shared time axis, each showing `steps`
+    consecutive steps from the middle of its run; each title gives the window's mean period
+    beside the whole run's (`step_period`), so the reader can check the window against the
+    table, and the idle share of the whole run."""
+    import matplotlib.pyplot as plt
+
+    from course_lib.profiling import COMPUTE_COLOR, EDGE_COLOR, WAIT_COLOR
+
+    figure, axes = plt.subplots(len(profilers), 1, figsize=(10, 0.4 + 1.9 * len(profilers)),
+                                sharex=True, squeeze=False)
+    for ax, (name, profiler) in zip(axes[:, 0], profilers.items(), strict=True):
+        first, end = timeline_window(profiler, steps)
+        waits, spans = profiler.wait_spans[first:end], profiler.step_spans[first:end]
+        origin = min(waits[0, 0], spans[0, 0]) if len(waits) else spans[0, 0]
+        for lane_spans, lane, color in ((spans, 0, COMPUTE_COLOR), (waits, 1, WAIT_COLOR)):
+            ax.barh([lane] * len(lane_spans), 1e3 * (lane_spans[:, 1] - lane_spans[:, 0]),
+                    left=1e3 * (lane_spans[:, 0] - origin), height=0.8, color=color,
+                    edgecolor=EDGE_COLOR, linewidth=0.6)
+        ax.set_yticks([0, 1], ["computing", "waiting for data"])
+        ax.set_title(f"{name}, steps {first + 1}–{end} of {profiler.num_steps}: "
+                     f"{format_seconds(window_period(profiler, first, end))} a step (whole "
+                     f"run: {format_seconds(step_period(profiler).value)}, idle "
+                     f"{profiler.idle_fraction:.0%}; means)", fontsize="medium")
+    axes[-1, 0].set_xlabel("time from the window's first step (ms)")
+    figure.tight_layout()
+    return figure
