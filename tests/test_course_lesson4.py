@@ -216,6 +216,8 @@ def test_first_batch_sentence_covers_each_outcome():
                                         2: _repeated([100], [0.083, 0.11, 0.09])})
     assert "after 20 ms with worker_count=0 and after 116 ms with 1 worker, 90 ms with 2" in same
     assert "The difference with 1 worker, about 96 ms, is the start-up" in same
+    # the one start-up figure the lesson cites later (startup_s: the median over the counts)
+    assert "Over the 2 worker counts the median of that difference is about 83 ms" in same
     assert "1 against 2 workers: too noisy to tell" in same  # a margin of 52%
     assert "start in parallel" not in same
     tight = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
@@ -237,6 +239,9 @@ def test_first_batch_sentence_covers_each_outcome():
     hidden = course.first_batch_sentence({0: _repeated([100], [0.1]),
                                           2: _repeated([100], [0.102])})
     assert "not later beyond the noise" in hidden and "1 and" not in hidden
+    one_count = course.first_batch_sentence({0: _repeated([100], [0.02]),
+                                             1: _repeated([100], [0.1])})
+    assert "is the start-up" in one_count and "median of that difference" not in one_count
     with pytest.raises(ValueError, match="no worker count above 0"):
         course.first_batch_sentence({0: _timing(100)})
 
@@ -571,19 +576,24 @@ def test_rule_of_thumb_calls_more_workers_than_cores_too_noisy_when_it_is():
     assert "no faster than" not in line
 
 
-def test_handover_sentence_reads_medians_and_quartiles():
+def test_handover_sentence_judges_by_the_courses_one_rule():
     view = [1.5e-6] * 28 + [6e-6, 5e-6]  # two disturbed runs do not widen the margin
     pickled = [146e-6] * 25 + [4e-3] * 5
     faster = course.handover_sentence({"view of shared memory": view,
                                        "pickle + unpickle": pickled})
-    assert faster.startswith("Taking a view of shared memory was about 97x faster")
-    assert "medians of 30 runs each, the middle half of the runs within 1.5 µs" in faster
+    assert faster.startswith("Taking a view of shared memory was 97x faster than pickling")
+    assert "(1.5 µs against 146 µs; medians of 30 runs each; margin 5%)" in faster
+    assert "about" not in faster and "copies nothing" in faster  # format_times' one format
     slower = course.handover_sentence({"view of shared memory": pickled,
                                        "pickle + unpickle": view})
-    assert slower.startswith("Pickling and unpickling was 97x faster")
-    overlap = course.handover_sentence({"view of shared memory": [1.0, 2.0, 3.0],
-                                        "pickle + unpickle": [1.5, 2.5, 3.5]})
-    assert "too noisy to tell" in overlap and "faster" not in overlap
+    assert "was 97x slower than pickling" in slower and "unexpected" in slower
+    same = course.handover_sentence({"view of shared memory": [2.0e-6, 2.01e-6, 2.02e-6],
+                                     "pickle + unpickle": [2.02e-6, 2.03e-6, 2.01e-6]})
+    assert "took about as long as pickling" in same and "cost no more" in same
+    noisy = course.handover_sentence({"view of shared memory": [1.0, 2.0, 3.0],
+                                      "pickle + unpickle": [1.5, 2.5, 3.5]})
+    assert "could not be told apart" in noisy and "Too noisy to tell" in noisy
+    assert "copies nothing" not in noisy
 
 
 def test_rule_of_thumb_says_more_than_saved_when_workers_were_slower():
@@ -647,3 +657,29 @@ def test_interleaved_runs_finish_the_bar_before_printing_what_the_runs_said(caps
     # the bar reached 4/4 before any note, and each note is printed once
     assert err.index("4/4") < err.index("note from run 1")
     assert err.count("the same note every time") == 1
+
+
+def test_sections_agree_line_judges_the_two_speed_ups_by_the_one_rule():
+    loop, processes = [0.455, 0.46, 0.45], [0.34, 0.34, 0.33]  # 1.34x the speed
+    zero, two = [230e-6, 231e-6, 229e-6], [253e-6, 252e-6, 254e-6]  # 0.91x the speed
+    kwargs = {"what": "2 worker processes against one thread", "first_name": "section 3",
+              "second_name": "section 5", "differences": "the baseline and the records"}
+    disagree = course.sections_agree_line(first=(processes, loop), second=(two, zero),
+                                          **kwargs)
+    assert disagree.startswith("Section 3 and section 5 both measure 2 worker processes")
+    assert "1.34x the speed in section 3, 0.91x in section 5" in disagree
+    assert "They disagree beyond the noise" in disagree
+    assert "differ in the baseline and the records" in disagree
+    assert "does not isolate which" in disagree and "Other programs" not in disagree
+    busy = course.CpuUse(wall_s=1.0, own_cpu_s=1.0, machine_cpu_s=1.8)
+    quiet = course.CpuUse(wall_s=1.0, own_cpu_s=1.0, machine_cpu_s=1.5)
+    with_load = course.sections_agree_line(first=(processes, loop), second=(two, zero),
+                                           usages=(busy, quiet), **kwargs)
+    assert ("at different moments. Other programs used 0.8 and 0.5 of the cores during the "
+            "two (measured from CPU time). This pair does not isolate") in with_load
+    agree = course.sections_agree_line(first=(processes, loop),
+                                       second=([0.335, 0.34, 0.345], loop), **kwargs)
+    assert "They agree within the noise (margin 5%)" in agree and "differ in" not in agree
+    noisy = course.sections_agree_line(first=(processes, loop),
+                                       second=([0.2, 0.34, 0.6], [0.3, 0.45, 0.9]), **kwargs)
+    assert "Too noisy to tell whether they agree" in noisy and "differ in" not in noisy

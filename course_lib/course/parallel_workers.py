@@ -25,12 +25,16 @@ import numpy as np
 
 from course_lib.course.basics import (
     NOISY_EXPLANATION,
+    SAME,
     TOO_NOISY_TO_TELL,
     Comparison,
+    Estimate,
     compare_runs,
     format_duration,
     format_seconds,
     format_times,
+    judge,
+    relative_margin,
     run_times,
 )
 
@@ -449,6 +453,39 @@ def prepare_sentences(loop_s: Sequence[float], threads_s: Sequence[float],
     return [threads, processes]
 
 
+def sections_agree_line(what: str, first_name: str, first: tuple[Sequence[float], Sequence[float]],
+                        second_name: str, second: tuple[Sequence[float], Sequence[float]], *,
+                        differences: str,
+                        usages: tuple[CpuUse | None, CpuUse | None] = (None, None)) -> str:
+    """One line for two sections that measure the same thing: do their speed-ups agree?
+
+    `first` and `second` are each (seconds with the change, seconds of its baseline), runs
+    of one timing per unit of work; each speed-up is the ratio of the medians, with its
+    standard error, and the two speed-ups are judged by the course's one rule. `differences`
+    says how the two set-ups differ (what the sections do not hold equal); `usages`, the CPU
+    use measured around each, adds what other programs took. Where they disagree, no
+    cause is named: the pair does not isolate one."""
+    gains = []
+    for seconds, baseline in (first, second):
+        gains.append(Estimate.median_of(baseline).ratio(Estimate.median_of(seconds)))
+    verdict = judge(gains[1], gains[0])
+    margin = relative_margin(gains[1], gains[0])
+    line = (f"{first_name[:1].upper()}{first_name[1:]} and {second_name} both measure {what}: "
+            f"{format_times(gains[0].value)} the speed in {first_name}, "
+            f"{format_times(gains[1].value)} in {second_name} (ratios of medians).")
+    if verdict == SAME:
+        return f"{line} They agree within the noise (margin {margin:.0%})."
+    if verdict == TOO_NOISY_TO_TELL:
+        return (f"{line} Too noisy to tell whether they agree: the margin is {margin:.0%}, "
+                "wider than the difference.")
+    others = [usage.other_cores for usage in usages if usage is not None]
+    load = (f" Other programs used {others[0]:.1f} and {others[1]:.1f} of the cores during "
+            "the two (measured from CPU time)." if len(others) == 2 else "")
+    return (f"{line} They disagree beyond the noise (margin {margin:.0%}). The two set-ups "
+            f"differ in {differences}, and they ran at different moments.{load} This pair "
+            "does not isolate which of these made the difference.")
+
+
 def startup_s(timings: Mapping[int, LoaderTiming]) -> float:
     """The workers' start-up, estimated from `benchmark_workers` timings: how much later
     the first batch came with workers than with `worker_count=0` (median over the counts
@@ -482,6 +519,10 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
         lines.append(f"The difference with {_workers(counts[0])}, about "
                      f"{format_duration(extra)}, is the start-up: forking the workers and "
                      "sending them the pipeline, before one batch is prepared.")
+        if len(counts) > 1:
+            lines.append(f"Over the {len(counts)} worker counts the median of that "
+                         f"difference is about {format_duration(startup_s(timings))}, the "
+                         "one start-up figure the rest of the lesson cites.")
     else:
         lines.append(f"With {counts[0]} worker{'s' * (counts[0] != 1)} the first batch was "
                      "not later beyond the noise of the repetitions: the start-up hid in "
@@ -705,27 +746,17 @@ def pickle_or_share(batch: Mapping[str, np.ndarray],
 
 
 def handover_sentence(handover: Mapping[str, Sequence[float]]) -> str:
-    """`pickle_or_share`'s two ways compared by their medians, with the middle half of each
-    one's runs (quartiles: many runs, and one disturbed run must not widen the margin); when
-    the two middle halves overlap, too noisy to tell."""
-    view, pickled = handover["view of shared memory"], handover["pickle + unpickle"]
-    low_view, mid_view, high_view = np.percentile(view, [25, 50, 75])
-    low_pickle, mid_pickle, high_pickle = np.percentile(pickled, [25, 50, 75])
-    runs = (f"{len(view)} runs each" if len(view) == len(pickled) else
-            f"{len(view)} and {len(pickled)} runs")
-    numbers = (f"{format_duration(mid_view)} against {format_duration(mid_pickle)}; medians "
-               f"of {runs}, the middle half of the runs within "
-               f"{format_duration(low_view)} to {format_duration(high_view)} and "
-               f"{format_duration(low_pickle)} to {format_duration(high_pickle)}")
-    if high_view < low_pickle:
-        return (f"Taking a view of shared memory was about {format_times(mid_pickle / mid_view)} "
-                f"faster than pickling and unpickling the batch ({numbers}): a view copies "
-                "nothing, pickling copies every byte twice.")
-    if high_pickle < low_view:
-        return (f"Pickling and unpickling was {format_times(mid_view / mid_pickle)} faster than "
-                f"taking a view of shared memory here ({numbers}).")
-    return (f"A view of shared memory against pickling: too noisy to tell ({numbers}: the "
-            "middle halves overlap).")
+    """`pickle_or_share`'s two ways compared as every timing of the course is, by
+    `Comparison` (medians, the margin rule, `format_times`), with one wording per verdict."""
+    return compare_runs(
+        "Taking a view of shared memory", handover["view of shared memory"],
+        "pickling and unpickling the batch", handover["pickle + unpickle"],
+        why={"better": "A view copies nothing; pickling copies every byte twice.",
+             "same": "For this batch the copies that pickling makes cost no more than "
+                     "wrapping the shared bytes in arrays.",
+             "worse": "Here the copies cost less than taking the view, which is unexpected "
+                       "for a batch of this size: rerun the cell, since a busy moment can "
+                       "delay one of many short runs."})
 
 
 def worker_memory_mb() -> dict[str, float]:
