@@ -412,7 +412,7 @@ def test_stand_in_sentence_judges_which_column_moved():
         return course.stand_in_sentence(real_gain, stand_in_gain, real=real, stand_in=stand_in)
 
     step_only = said(_profiler(0.0043, 0.0118, 100))
-    assert "Only the step moved beyond its noise" in step_only
+    assert "With the real step against the stand-in, only the step moved beyond its" in step_only
     assert "the workers slowed the step" in step_only
     assert "the step slowed the workers" not in step_only
     assert "the table shows which column moved" not in step_only

@@ -466,7 +466,8 @@ def _stand_in_columns(real: Any, stand_in: Any) -> str:
     workers slowed it), the wait (the step slowed the workers), both, or neither beyond the
     noise. `real` and `stand_in` are the two overlapped loops' `StepProfiler`s."""
     wait_moved, step_moved = _column_outcomes(real, stand_in)
-    columns = which_moved(real, stand_in)
+    said_columns = which_moved(real, stand_in)
+    columns = said_columns[:1].lower() + said_columns[1:]  # it follows a comma
     causes = []
     if step_moved == WORSE:
         causes.append("the real step took longer than the stand-in, which sleeps as long as "
@@ -475,13 +476,13 @@ def _stand_in_columns(real: Any, stand_in: Any) -> str:
         causes.append("the loop waited longer for its batches beside the real step: the "
                       "step slowed the workers")
     if not causes:
-        return (f"With the real step against the stand-in: {columns} Neither column grew "
+        return (f"With the real step against the stand-in, {columns} Neither column grew "
                 "beyond its noise, so this run cannot say which side lost to the other.")
     said = "; and ".join(causes)
     if step_moved == WORSE and wait_moved == BETTER:
         said += (" (the wait fell: a longer step leaves the workers more time for each "
                  "batch)")
-    return f"With the real step against the stand-in: {columns} So {said}."
+    return f"With the real step against the stand-in, {columns} So {said}."
 
 
 def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
