@@ -177,6 +177,7 @@ from course_lib.course.parallel_workers import (
 )
 from course_lib.course.recompilation import (
     retrace_cause,
+    shape_counts,
     time_compilation,
 )
 from course_lib.course.resume import (
@@ -214,7 +215,9 @@ from course_lib.course.sharding_policies import (
     plot_step_partners,
     shard_step_keys,
     steps_per_process,
+    stride_shards_sentence,
     strided_shard_keys,
+    unread_keys_sentence,
 )
 from course_lib.course.training_loop import (
     measure_feeds,
@@ -450,6 +453,7 @@ __all__ = [
     "run_times",
     "same_first_batches",
     "same_schedule_sentence",
+    "shape_counts",
     "shard_step_keys",
     "show_image_rows",
     "show_images",
@@ -470,6 +474,7 @@ __all__ = [
     "stream_rate",
     "stream_remember_line",
     "stream_speed_sentence",
+    "stride_shards_sentence",
     "strided_shard_keys",
     "summarise",
     "summary_table",
@@ -485,6 +490,7 @@ __all__ = [
     "train_steps_per_second",
     "transform_thread_sentence",
     "truncate_sentence",
+    "unread_keys_sentence",
     "upscale",
     "vectorise_sentence",
     "warm_ranking_sentence",
