@@ -182,6 +182,7 @@ from course_lib.course.recompilation import (
 )
 from course_lib.course.resume import (
     checkpoint_listing,
+    fingerprint_table,
     plot_resume,
     read_ahead_sentence,
     skipped_batches,
@@ -351,6 +352,7 @@ __all__ = [
     "feed_overlap_sentence",
     "files_read",
     "fill",
+    "fingerprint_table",
     "first_batch_sentence",
     "first_batches_in_a_new_process",
     "fork_server_sentence",
