@@ -59,14 +59,14 @@ def fingerprint_table(uninterrupted: Sequence[Mapping], runs: Mapping[str, Seque
                          "that every run printed.")
     widths = {name: max(len(name), *(len(str(table[step])) + 2 for step in steps))
               for name, table in tables.items()}
-    lines = ["step  " + "  ".join(f"{name:<{widths[name]}}" for name in tables)]
+    lines = [("step  " + "  ".join(f"{name:<{widths[name]}}" for name in tables)).rstrip()]
     for step in steps:
         cells = []
         for name, table in tables.items():
             mark = "" if name == "uninterrupted" else (
                 " =" if table[step] == tables["uninterrupted"][step] else " x")
             cells.append(f"{str(table[step]) + mark:<{widths[name]}}")
-        lines.append(f"{step:>4}  " + "  ".join(cells))
+        lines.append((f"{step:>4}  " + "  ".join(cells)).rstrip())
     lines.append("(= the uninterrupted run's batch at that step, x another batch)")
     return "\n".join(lines)
 
