@@ -246,21 +246,29 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
     if verdict == SAME:
         return (f"The {timing.label} and the {baseline.label} ran within the noise of each "
                 f"other ({numbers}): this run cannot tell them apart.")
+    wait = _column(timing, baseline, "wait_ms")
+    step = _column(timing, baseline, "step_ms")
     if same_work:
-        why = {FASTER: "both make each batch in the loop's thread when it is asked for, so "
-                       "the loader's code made a batch faster",
-               SLOWER: "both make each batch in the loop's thread when it is asked for, so "
-                       "the loader's own bookkeeping (sampler, reader, batching) cost more "
-                       "than it saved"}[verdict]
+        why = "both make each batch in the loop's thread when it is asked for"
+        moved = "less" if verdict == FASTER else "more"
+        if wait == moved:
+            why += {FASTER: ", and the wait, where the batch is made, fell beyond its noise: "
+                            "the loader's code made a batch faster",
+                    SLOWER: ", and the wait, where the batch is made, grew beyond its noise: "
+                            "the loader's own bookkeeping (sampler, reader, batching) cost "
+                            "more than it saved"}[verdict]
+        else:
+            why += (", but the wait, where the batch is made, did not "
+                    f"{'fall' if verdict == FASTER else 'grow'} beyond its noise, so this run "
+                    "cannot put the difference on the loader's code")
         why += f"; {_columns(timing, baseline)}"
-        if _column(timing, baseline, "step_ms") in ("less", "more"):
-            why += (". The step, the same computation in both, moved beyond its noise too: "
-                    "that part is the conditions the step ran in (the setups ran in turn), "
-                    "not the loader's code")
+        if step in ("less", "more"):
+            why += (". The step, the same computation in both, moved beyond its noise too, "
+                    "which the loader's code does not change: this run cannot put the whole "
+                    "difference on the code")
     else:
-        why = {FASTER: "the loading moved off the step's path",
-               SLOWER: f"the loading running beside the step took the {cores} cores from "
-                       "it"}[verdict]
+        why = (f"the two differ in more than one thing, so this comparison names no cause; "
+               f"{_columns(timing, baseline)}")
     return (f"The {timing.label} ran {_ratio_text(timing, baseline)} {verdict} than the "
             f"{baseline.label} ({numbers}): {why}.")
 
@@ -635,9 +643,11 @@ def gil_sentence(decode_one: Sequence[float], decode_two: Sequence[float],
         return (f"Too noisy to tell whether Pillow's decoder ran without the interpreter "
                 f"lock ({numbers}).")
     released = (", as Pillow's source says of its C decoder"
-                + ("; the Python around it (opening the file, reading the PNG's chunks) still "
-                   "takes turns, which is why two threads fell short of 2x" if gain < 1.9 else
-                   "; nearly all of it, here: the Python around it was too short to show"))
+                + ("; two threads fell short of 2x, and this measurement cannot tell how much "
+                   "of that is the Python around the decoder (opening the file, reading the "
+                   "PNG's chunks), which holds the lock, and how much the 2 threads' share of "
+                   "the cores" if gain < 1.9 else
+                   "; nearly all of it, here: two threads came within 5% of 2x"))
     if decoded == "better" and controlled != "better":
         return (f"Two threads decoded faster than one, beyond the noise, and the pure-Python "
                 f"control did not ({numbers}): part of each decode ran without the "
