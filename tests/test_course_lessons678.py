@@ -283,6 +283,8 @@ def test_gains_sentence_credits_only_the_factors_beyond_the_noise():
                             "credits neither cause.")
     tie = training_loop.gains_sentence(feed("w", [31.4]), feed("single", [31.2]), naive)
     assert tie.endswith("within the noise of it: this run splits no gain into causes.")
+    noisy = training_loop.gains_sentence(feed("w", [20, 40, 60]), feed("single", [31.2]), naive)
+    assert noisy.endswith("too noisy to tell from it: this run splits no gain into causes.")
 
 
 def test_time_in_threads_splits_the_items_among_the_threads():

@@ -387,7 +387,8 @@ def gains_sentence(timing: FeedTiming, single_threaded: FeedTiming, naive: FeedT
     said = f"Against the naive loop, the {timing.label} ran at {format_times(total)} the speed"
     verdict = speed_outcome(timing, naive)
     if verdict in (SAME, NOISY):
-        return f"{said}, {verdict} of it: this run splits no gain into causes."
+        relation = "within the noise of it" if verdict == SAME else "too noisy to tell from it"
+        return f"{said}, {relation}: this run splits no gain into causes."
     factors = [(format_times(ahead), "making batches ahead", "against num_threads=0, the same code",
                 speed_outcome(timing, single_threaded)),
                (format_times(code), "the loader's own code",
