@@ -99,3 +99,42 @@ def test_plot_step_partners_labels_the_shared_panel_as_told():
     figure = course.plot_step_partners(shared, own, shared_title="read from Grain")
     assert figure.axes[0].get_title() == "read from Grain"
     plt.close(figure)
+
+
+def test_unread_keys_sentence_names_the_keys_no_shard_read():
+    # Grain 0.2.18's DataLoader on 11 records in 2 shards, drop_remainder=False (measured)
+    sentence = course.unread_keys_sentence("Grain", [[0, 1, 2, 3, 4], [6, 7, 8, 9, 10]], 11)
+    assert sentence == ("Grain: shard 0 read [0, 1, 2, 3, 4]; shard 1 read [6, 7, 8, 9, 10]. "
+                        "Of the 11 records, key 5 was read by no shard.")
+    every = course.unread_keys_sentence("course_lib", [[0, 1, 2], [3, 4]], 5)
+    assert every.endswith("Every one of the 5 records was read, by exactly one shard.")
+    both = course.unread_keys_sentence("x", [[0, 1, 2], [2, 3]], 6)
+    assert "keys 4, 5 were read by no shard and key 2 was read by more than one shard" in both
+    with pytest.raises(ValueError, match="read is empty"):
+        course.unread_keys_sentence("x", [], 3)
+
+
+def test_stride_shards_sentence_for_equal_and_unequal_shards():
+    assert course.stride_shards_sentence([6, 5]) == (
+        "Shards of 6, 5 records: unequal, process 0 holds 1 more, so the step counts can "
+        "differ, as in the first section.")
+    assert "processes 0, 1 hold 1 more" in course.stride_shards_sentence([4, 4, 3])
+    assert course.stride_shards_sentence([5, 5]).startswith("Shards of 5, 5 records: equal")
+    with pytest.raises(ValueError, match="sizes is empty"):
+        course.stride_shards_sentence([])
+
+
+def test_shard_pictures_share_one_colour_scale():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    labels = np.repeat(np.arange(4), 16)  # an ordered file: 16 records of each label
+    policies = {"blocks": np.arange(32), "mixed": np.arange(64).reshape(4, 16).T.ravel()[:32]}
+    counts = {name: course.sharding_policies.label_counts(keys, labels, batch_size=8,
+                                                          num_steps=4)
+              for name, keys in policies.items()}
+    assert counts["blocks"].max() == 8 and counts["mixed"].max() == 2  # scales would differ
+    figure = course.plot_shard_policies(policies, labels, batch_size=8, num_steps=4)
+    images = [ax.images[0] for ax in figure.axes if ax.images]
+    assert len(images) == 2
+    assert {image.get_clim() for image in images} == {(0, 8)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -35,13 +36,34 @@ def test_compilation_counted_in_steps_when_it_stands_out():
     assert timing.compile_seconds == pytest.approx(0.5)
     assert timing.sentence().startswith("One compilation cost about as much as 500 steps here")
     # a single timing has no spread: the sentence says it was timed once
-    assert "(500.00 ms, timed once, against 1.00 ms per step, the median of 3" in timing.sentence()
+    assert "(500 ms, timed once, against 1 ms per step, the median of 3" in timing.sentence()
+
+
+def test_compilation_sentence_prints_every_duration_in_one_format():
+    # the old sentence read "555.64 ms ... against 878.3 µs ...; the slowest step took 4.93 ms"
+    timing = CompilationTiming(first_call=0.55652, step_times=(0.0008783, 0.0008783, 0.00493))
+    assert "(556 ms, timed once, against 878 µs per step, the median of 3; the slowest step " \
+           "took 4.93 ms)" in timing.sentence()
+    unclear = CompilationTiming(first_call=0.0041234, step_times=(0.001, 0.0052345, 0.001))
+    assert "the first call took 4.12 ms, no more than the slowest of the 3 compiled calls " \
+           "(5.23 ms)" in unclear.sentence()
+
+
+def test_shape_counts_counts_each_shape_in_order():
+    shapes = [(64, 8, 8)] * 23 + [(28, 8, 8)]
+    assert recompilation.shape_counts(shapes) == (
+        "24 batches: 23 of shape (64, 8, 8), then 1 of shape (28, 8, 8)")
+    assert recompilation.shape_counts([(64, 8, 8)] * 5) == "5 batches, all of shape (64, 8, 8)"
+    assert recompilation.shape_counts([(3,)]) == "1 batch, all of shape (3)"
+    with pytest.raises(ValueError, match="shapes is empty"):
+        recompilation.shape_counts([])
 
 
 def test_compilation_in_steps_carries_no_false_precision():
     # the old sentence printed "as much as 504 steps" from a ratio of two noisy timings
     timing = CompilationTiming(first_call=0.50493, step_times=(0.001, 0.001, 0.002))
-    assert "about as much as 500 steps" in timing.sentence() and "504" not in timing.sentence()
+    assert "about as much as 500 steps" in timing.sentence()
+    assert "504 steps" not in timing.sentence()
     assert recompilation.about(66_052) == "about as much as 66,000"
     assert recompilation.about(37.4) == "as much as 37"
     assert recompilation.about(3.26) == "as much as 3.3"
@@ -124,7 +146,9 @@ def test_fastest_sentence_names_the_measure_and_the_ties():
                "z": feed("z", [20, 21, 22])}
     sentence = training_loop.fastest_sentence(timings)
     assert "Judged by steps per second" in sentence and "no single setup won" in sentence
-    assert "the x (41.0) and the y (40.7 steps/s) are within the noise" in sentence
+    assert ("the highest rate, 41.0 steps/s (the x), was not faster beyond the noise than the y "
+            "(40.7 steps/s, runs from 40.0 to 41.5: a margin of 5%), within the noise of it.") \
+        in sentence
     assert "The other 1 was slower" in sentence and "z (" not in sentence
     alone = training_loop.fastest_sentence({"x": timings["x"], "z": timings["z"]})
     assert "the fastest setup here was the x (41.0 steps/s" in alone
@@ -146,24 +170,48 @@ def test_fastest_sentence_names_no_winner_of_a_three_way_tie():
     assert training_loop.winner(timings) is None
     sentence = training_loop.fastest_sentence(timings)
     assert "fastest setup here was" not in sentence and "no single setup won" in sentence
-    assert ("the prefetch (52.7), the thread (50.6) and the workers (50.3 steps/s) are "
-            "within the noise of the highest rate") in sentence
+    assert ("the highest rate, 52.7 steps/s (the prefetch), was not faster beyond the noise "
+            "than the thread (50.6 steps/s, runs from 47.6 to 53.6: a margin of 13%) and the "
+            "workers (50.3 steps/s, runs from 45.0 to 55.9: a margin of 16%), within the noise "
+            "of it") in sentence
     assert "cannot rank these 3" in sentence and "The other 2 were slower" in sentence
     for label in ("prefetch", "workers", "thread"):  # no leader is named apart
         assert f"was the {label}" not in sentence
 
 
+def test_fastest_sentence_says_which_leader_is_tied_and_which_too_noisy_to_tell():
+    # the old sentence said "within the noise of the highest rate, or too noisy to tell from
+    # it" of two setups, and left the reader to guess which, and why a lower rate tied
+    timings = {"naive": feed("naive", [29.7, 31, 32, 33, 35.5]),
+               "thread": feed("thread", [20, 45, 51, 53, 60]),
+               "workers": feed("workers", [53.5, 54, 55, 56, 56.5]),
+               "prefetch": feed("prefetch", [55, 56, 57, 58, 58.5])}
+    sentence = training_loop.fastest_sentence(timings)
+    assert "the highest rate, 56.9 steps/s (the prefetch), was not faster beyond" in sentence
+    assert "than the workers (55.0 steps/s, runs from 53.5 to 56.5: a margin of 5%), within " \
+        "the noise of it; nor than the thread (39.3 steps/s, runs from 20.0 to 60.0: a margin " \
+        "of 49%), too noisy to tell from it (a margin wider than 25%" in sentence
+    assert "The other 1 was slower" in sentence and "or too noisy" not in sentence
+    noisy_only = training_loop.fastest_sentence({name: timings[name]
+                                                 for name in ("naive", "thread", "prefetch")})
+    assert "than the thread (39.3 steps/s" in noisy_only and "within the noise" not in noisy_only
+
+
 def test_compare_feeds_says_what_holds_for_the_same_work():
     # the old sentence said "as expected" of a tie that lesson 1 measured as 1.2x
-    naive, loader = feed("naive loop", [20, 21, 22]), feed("loader", [40, 42, 44])
+    naive = feed("naive loop", [20, 21, 22], wait_ms=30, step_ms=15)
+    loader = feed("loader", [40, 42, 44], wait_ms=6, step_ms=15)
     assert training_loop.compare_feeds(loader, naive).startswith(
         "The loader ran 2.00x faster than")
-    assert "off the step's path" in training_loop.compare_feeds(loader, naive)
-    assert "took the 2 cores" in training_loop.compare_feeds(naive, loader, cores=2)
+    other = training_loop.compare_feeds(loader, naive)  # not the same work: no cause named
+    assert "differ in more than one thing, so this comparison names no cause" in other
+    assert "off the step's path" not in other
+    assert "names no cause" in training_loop.compare_feeds(naive, loader, cores=2)
     same_slower = training_loop.compare_feeds(naive, loader, same_work=True)
+    assert "the wait, where the batch is made, grew beyond its noise" in same_slower
     assert "bookkeeping" in same_slower and "the wait went from" in same_slower
-    assert "the loader's code made a batch faster" in training_loop.compare_feeds(
-        loader, naive, same_work=True)
+    assert "the wait, where the batch is made, fell beyond its noise: the loader's code made a " \
+        "batch faster" in training_loop.compare_feeds(loader, naive, same_work=True)
     same = training_loop.compare_feeds(feed("b", [20.5, 21, 21.5]), naive, same_work=True)
     assert "cannot tell them apart" in same and "expected" not in same
     noisy = training_loop.compare_feeds(feed("b", [5, 21, 60]), naive, same_work=True)
@@ -175,10 +223,16 @@ def test_compare_feeds_on_the_same_work_says_when_the_step_moved_too():
     still = training_loop.compare_feeds(feed("loader", [35, 35.6, 36], wait_ms=15.0,
                                              step_ms=12.4), naive, same_work=True)
     assert "the loader's code made a batch faster" in still
-    assert "conditions the step ran in" not in still
+    assert "moved beyond its noise too" not in still
+    # the committed run: the wait fell 1.6 ms and the step, the same computation, 1.4 ms
     moved = training_loop.compare_feeds(feed("loader", [35, 35.6, 36], wait_ms=15.0,
                                              step_ms=11.0), naive, same_work=True)
-    assert "moved beyond its noise too" in moved and "conditions the step ran in" in moved
+    assert "moved beyond its noise too" in moved
+    assert "cannot put the whole difference on the code" in moved
+    step_only = training_loop.compare_feeds(feed("loader", [35, 35.6, 36], wait_ms=18.6,
+                                                 step_ms=8.0), naive, same_work=True)
+    assert "did not fall beyond its noise, so this run cannot put the difference on the " \
+        "loader's code" in step_only
 
 
 def test_overlap_sentence_compares_like_with_like_and_names_the_columns_that_moved():
@@ -190,7 +244,9 @@ def test_overlap_sentence_compares_like_with_like_and_names_the_columns_that_mov
     assert both.startswith("Like with like, the loader, 2 workers ran 1.43x faster than the "
                            "same loader at num_threads=0")
     assert "The wait fell beyond its noise" in both and "(overlap)" in both
-    assert "the step slowed beyond its noise: the loading ran on the 2 cores" in both
+    assert "the step, the same computation, slowed beyond its noise while the loading ran " \
+        "beside it on the same 2 cores; this comparison cannot tell whether the cores" in both
+    assert "the loading ran on the 2 cores the step computes on" not in both  # not isolated
     wait_only = training_loop.overlap_sentence(
         feed("w", [45, 51.2, 55.9], wait_ms=0.95, step_ms=11.5), single, cores=2)
     assert "(overlap)" in wait_only and "step slowed" not in wait_only
@@ -200,24 +256,35 @@ def test_overlap_sentence_compares_like_with_like_and_names_the_columns_that_mov
     assert "Neither column moved beyond its noise" in neither and "overlap" not in neither
     slower = training_loop.overlap_sentence(
         feed("w", [20, 21, 22], wait_ms=1.0, step_ms=40.0), single, cores=2)
-    assert "slower than the same loader" in slower and "step slowed" in slower
+    assert "slower than the same loader" in slower and "slowed beyond its noise" in slower
     same = training_loop.overlap_sentence(feed("w", [35, 35.5, 36]), single, cores=2)
     assert "within the noise of each other" in same and "overlap" not in same
     noisy = training_loop.overlap_sentence(feed("w", [5, 35, 90]), single, cores=2)
     assert "too noisy to tell" in noisy and "names no cause" in noisy
 
 
-def test_gains_sentence_splits_the_speed_up_into_code_and_making_batches_ahead():
+def test_gains_sentence_credits_only_the_factors_beyond_the_noise():
     naive = feed("naive loop", [31.0])
-    single = feed("single", [35.65])
     workers = feed("loader, 2 workers", [51.2])
-    sentence = training_loop.gains_sentence(workers, single, naive)
-    assert sentence.startswith("Against the naive loop, the loader, 2 workers ran at 1.65x the "
-                               "speed (faster) = 1.15x from the loader's own code")
-    assert "x 1.44x from making batches ahead" in sentence
-    assert "the same schedule: faster) x" in sentence and "the same code: faster)" in sentence
-    tie = training_loop.gains_sentence(workers, feed("single", [31.5]), naive)
-    assert "the same schedule: within the noise)" in tie
+    both = training_loop.gains_sentence(workers, feed("single", [35.65]), naive)
+    assert both.startswith("Against the naive loop, the loader, 2 workers ran at 1.65x the "
+                           "speed (faster) = 1.44x from making batches ahead (against "
+                           "num_threads=0, the same code: faster) x 1.15x from the loader's "
+                           "own code")
+    assert both.endswith("Both factors are beyond the noise, so this run credits both causes.")
+    # the old sentence credited "1.08x from the loader's own code" that was within the noise
+    one = training_loop.gains_sentence(workers, feed("single", [31.5]), naive)
+    assert "the same schedule: within the noise)" in one
+    assert one.endswith("This run credits only making batches ahead (1.63x, beyond the "
+                        "noise); the 1.02x is within the noise, so it credits the loader's own "
+                        "code with nothing.")
+    neither = training_loop.gains_sentence(feed("w", [33.5]), feed("single", [32.3]), naive)
+    assert neither.endswith("Neither factor is beyond the noise on its own, so this run "
+                            "credits neither cause.")
+    tie = training_loop.gains_sentence(feed("w", [31.4]), feed("single", [31.2]), naive)
+    assert tie.endswith("within the noise of it: this run splits no gain into causes.")
+    noisy = training_loop.gains_sentence(feed("w", [20, 40, 60]), feed("single", [31.2]), naive)
+    assert noisy.endswith("too noisy to tell from it: this run splits no gain into causes.")
 
 
 def test_time_in_threads_splits_the_items_among_the_threads():
@@ -243,17 +310,28 @@ def test_gil_sentence_follows_the_decode_and_the_control():
                                           control_one, [0.099, 0.098, 0.1, 0.099])
     assert released.startswith("Two threads decoded faster than one, beyond the noise, and the "
                                "pure-Python control did not")
-    assert "fell short of 2x" in released
+    assert "fell short of 2x, and this measurement cannot tell how much" in released
+    assert "which is why" not in released  # the shortfall's cause is not isolated
     assert "1.38x the speed" in released and "medians of 4 repetitions" in released
     nearly = training_loop.gil_sentence(one, [0.08, 0.081, 0.079, 0.08],
                                         control_one, [0.099, 0.098, 0.1, 0.099])
-    assert "nearly all of it" in nearly and "fell short" not in nearly
+    assert "nearly all of it, here: two threads came within 5% of 2x" in nearly
+    assert "fell short" not in nearly
     both = training_loop.gil_sentence(one, [0.114, 0.115, 0.113, 0.116],
                                       control_one, [0.04, 0.041, 0.039, 0.04])
-    assert "control sped up too" in both and "cannot credit the decoder" in both
+    assert "control, which never releases the lock, sped up too" in both
+    assert "cannot credit the decoder" in both
+    assert "something other than the decoder changed" not in both  # a cause nobody measured
+    # the committed run: decoding 1.78x in two threads, the control 1.07x, both beyond 5%
+    beyond = training_loop.gil_sentence([0.150, 0.151, 0.149, 0.150], [0.084, 0.085, 0.083, 0.084],
+                                        [0.080, 0.0801, 0.0799, 0.080],
+                                        [0.0745, 0.0746, 0.0744, 0.0745])
+    assert "the control gains without releasing the lock, so only the decoder's gain beyond " \
+        "it counts, 1.66x, beyond the noise: part of each decode ran without" in beyond
     held = training_loop.gil_sentence(one, [0.158, 0.161, 0.157, 0.16],
                                       control_one, [0.099, 0.098, 0.1, 0.099])
     assert held.startswith("Two threads decoded no faster than one")
+    assert "this measurement alone cannot tell which" in held
     noisy = training_loop.gil_sentence(one, [0.05, 0.3, 0.1, 0.2],
                                        control_one, [0.099, 0.098, 0.1, 0.099])
     assert noisy.startswith("Too noisy to tell")
@@ -281,10 +359,24 @@ def test_batch_thread_sentence_follows_the_numbers():
         feed("ahead", [38, 39, 40], wait_ms=3, step_ms=15.5), single, 2)
     assert faster.startswith("The batch thread made the loop 1.53x faster than num_threads=0")
     assert "the wait went from 22.0 to 3.0 ms per step" in faster
+    assert "The wait fell beyond its noise: the thread made the next batches" in faster
+    assert "interpreter lock" not in faster  # the step did not move: no suspect to name
     assert "fell all the same" not in faster
+    # the old sentence named overlap from the speed alone, and a lock no measurement showed
+    step_too = training_loop.batch_thread_sentence(
+        feed("ahead", [38, 39, 40], wait_ms=3, step_ms=20.0), single, 2)
+    assert "the step, the same computation, slowed beyond its noise with the thread working " \
+        "beside it, and this comparison cannot tell whether the 2 cores or the interpreter " \
+        "lock the two share slowed it" in step_too
+    no_wait = training_loop.batch_thread_sentence(
+        feed("ahead", [38, 39, 40], wait_ms=10, step_ms=5.0), feed(
+            "num_threads=0", [25, 25.3, 26], wait_ms=10.5, step_ms=15), 2)
+    assert "The wait did not move beyond its noise, so this run cannot say the thread " \
+        "overlapped the step" in no_wait
     slower = training_loop.batch_thread_sentence(
         feed("ahead", [20, 21, 22], wait_ms=1, step_ms=44), single, 2)
-    assert "slower than num_threads=0" in slower and "on the 2 cores" in slower
+    assert "slower than num_threads=0" in slower and "the 2 cores or the interpreter" in slower
+    assert "took more from the step than the overlap won back" not in slower
     assert "idle share fell all the same" in slower
     same = training_loop.batch_thread_sentence(
         feed("ahead", [25.1, 25.4, 25.9], wait_ms=22, step_ms=15), single, 2)
@@ -298,11 +390,27 @@ def test_prefetch_sentence_follows_the_numbers():
         feed("prefetch", [25, 25.9, 26.5], wait_ms=0.1, step_ms=37), without, 2)
     assert slower.startswith("Device prefetch made the loop 1.41x slower")
     assert "although it waited less" in slower
-    assert "competes with the step and the workers for the 2 cores" in slower
-    faster = training_loop.prefetch_sentence(feed("prefetch", [45, 46, 47]), without, 2)
-    assert faster.startswith("Device prefetch made the loop 1.26x faster")
+    assert "runs on the same 2 cores as the step and the workers" in slower
+    assert "this comparison cannot say what cost the time" in slower
+    wait_only = training_loop.prefetch_sentence(
+        feed("prefetch", [45, 46, 47], wait_ms=0.1, step_ms=20), without, 2)
+    assert wait_only.startswith("Device prefetch made the loop 1.26x faster")
+    assert "of the 5.7 ms per step saved, +3.9 ms came from the wait and +0.0 ms from the step" \
+        in wait_only
+    assert wait_only.endswith("the prefetch thread had the next batch on the device while the "
+                              "step ran.")
+    # the committed run: the wait fell 1.0 ms, and the step, the same computation, 1.0 ms too
+    step_too = training_loop.prefetch_sentence(
+        feed("prefetch", [45, 46, 47], wait_ms=0.1, step_ms=17), without, 2)
+    assert "this run cannot separate what prefetch saved" in step_too
+    assert "had the next batch" not in step_too
+    no_wait = training_loop.prefetch_sentence(
+        feed("prefetch", [45, 46, 47], wait_ms=4, step_ms=16), without, 2)
+    assert "The wait did not fall beyond its noise, so this run cannot put the gain on " \
+        "prefetch" in no_wait
     same = training_loop.prefetch_sentence(feed("prefetch", [36, 36.5, 37]), without, 2)
     assert same.startswith("Device prefetch changed the speed within the noise")
+    assert "cannot tell the two apart" in same
 
 
 class FakeProfiler:
@@ -358,6 +466,37 @@ def test_read_ahead_sentence_for_each_outcome():
         course.read_ahead_sentence(30, 20, [])
 
 
+def _rows(batches, losses):
+    return [{"step": step, "batch": batch, "loss": loss}
+            for step, (batch, loss) in enumerate(zip(batches, losses, strict=True), 1)]
+
+
+def test_losses_verdict_titles_the_resume_picture_from_the_losses():
+    from course_lib.course import resume
+
+    whole = _rows("abcd", [2.0, 1.5, 1.2, 1.0])
+    assert resume.losses_verdict(whole, whole) == "the same losses as without a stop"
+    other = _rows("abxy", [2.0, 1.5, 1.3, 1.1])
+    assert resume.losses_verdict(whole, other) == (
+        "the losses differ from the run without a stop at 2 of 4 steps (from step 3)")
+    assert resume.losses_verdict(whole, whole[:3]) == "not the same steps as the run without a stop"
+
+
+def test_fingerprint_table_marks_each_batch_equal_or_not():
+    whole = _rows(["aa11", "bb22", "cc33", "dd44"], [4.0, 3.0, 2.0, 1.0])
+    resumed = _rows(["aa11", "bb22", "cc33", "dd44"], [4.0, 3.0, 2.0, 1.0])
+    forgot = _rows(["aa11", "bb22", "aa11", "bb22"], [4.0, 3.0, 2.5, 2.0])
+    table = course.fingerprint_table(whole, {"resumed": resumed, "forgot": forgot},
+                                     steps=[2, 3])
+    assert table.splitlines() == [
+        "step  uninterrupted  resumed  forgot",
+        "   2  bb22           bb22 =   bb22 =",
+        "   3  cc33           cc33 =   aa11 x",
+        "(= the uninterrupted run's batch at that step, x another batch)"]
+    with pytest.raises(ValueError, match="no step 9 in the run 'uninterrupted'"):
+        course.fingerprint_table(whole, {"resumed": resumed}, steps=[9])
+
+
 def test_state_formats_sentence_compares_real_states():
     ours = json.dumps({"version": 1, "next_index": 8, "worker_count": 0})
     theirs = json.dumps({"version": 2, "last_seen_indices": {"0": 7}, "worker_count": 0})
@@ -399,4 +538,14 @@ def test_lesson7_writes_the_loaders_and_the_loop_it_measures_in_its_cells():
 
 def test_lesson8_tries_another_worker_count_on_grain():
     code = lesson_code("08_resume.ipynb")
-    assert "range_loader(module, 2)" in code and "set_state(saving.get_state())" in code
+    assert "for worker_count in (0, 2):" in code  # 0 is the control: a refusal is the count's
+    assert "range_loader(module, worker_count)" in code
+    assert "set_state(saving.get_state())" in code
+
+
+def test_lesson8_shows_a_refusal_and_a_wrong_resume_as_controls():
+    code = lesson_code("08_resume.ipynb")
+    assert "seed=1))" in code and "other.set_state(saved)" in code
+    assert '"--forget-data-position"' in code and "hashlib.sha1(" in code
+    assert "PyGrainCheckpointSave" in (Path(__file__).parent.parent / "notebooks" /
+                                       "08_resume.ipynb").read_text()

@@ -129,6 +129,23 @@ def test_portable_text_writes_paths_relative_to_the_course():
     assert not MACHINE_PATH.search(portable)
 
 
+def test_blank_stream_outputs_are_dropped_and_others_kept():
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell("for _ in tqdm(range(3)): pass")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stderr", text="   \r        \r"),
+        nbformat.v4.new_output("stream", name="stdout", text="3 steps\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="100%|##| 3/3\n"),
+        nbformat.v4.new_output("display_data", data={"text/plain": ""}),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("text")])
+    notebook_tool.drop_blank_streams(notebook)
+    kept = notebook.cells[0].outputs
+    assert [output.get("text") for output in kept] == ["3 steps\n", "100%|##| 3/3\n", None]
+    assert kept[2].output_type == "display_data"  # only blank *streams* go
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=lambda path: path.stem)
 def test_lesson_shows_a_figure_and_proves_three_outputs(path):
     cells = _code_cells(_read(path))

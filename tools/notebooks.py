@@ -9,6 +9,7 @@ fork changes one line and runs `make sync-notebooks`.
     python tools/notebooks.py check [PATHS]     list what `sync` would change (exit 1 if any)
     python tools/notebooks.py execute [PATHS]   run lessons in place, in full mode, as Run All
     python tools/notebooks.py portable [PATHS]  rewrite this machine's paths in the outputs
+                                                and drop blank (cleared progress bar) outputs
     python tools/notebooks.py from-percent SRC DST   build a notebook from a `# %%` script
 
 A notebook's first cell is Markdown: a `# Title` line, the badge line, then the text. Its
@@ -214,6 +215,7 @@ def execute(paths: list[Path], timeout: int = 600) -> None:
             raise SystemExit(f"{path}: a cell failed, so Run All would stop there:\n{error}") \
                 from None
         make_outputs_portable(notebook)
+        drop_blank_streams(notebook)
         _clean_metadata(notebook)
         write(notebook, path)
         print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
@@ -255,6 +257,17 @@ def make_outputs_portable(notebook) -> None:
             for kind, value in output.get("data", {}).items():
                 if kind.startswith("text/") and isinstance(value, str):
                     output["data"][kind] = portable_text(value)
+
+
+def drop_blank_streams(notebook) -> None:
+    """Remove, in place, every stream output whose text is only blanks: what a progress bar
+    leaves when it clears its line at the end (spaces and carriage returns), which a reader
+    would see as an empty output box."""
+    for cell in notebook.cells:
+        if "outputs" in cell:
+            cell["outputs"] = [output for output in cell["outputs"]
+                               if output.get("output_type") != "stream"
+                               or output.get("text", "").strip()]
 
 
 def from_percent(source: Path, target: Path) -> None:
@@ -310,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in paths:
             notebook = nbformat.read(path, as_version=4)
             make_outputs_portable(notebook)
+            drop_blank_streams(notebook)
             write(notebook, path)
     else:
         execute(paths)

@@ -179,10 +179,12 @@ from course_lib.course.parallel_workers import (
 )
 from course_lib.course.recompilation import (
     retrace_cause,
+    shape_counts,
     time_compilation,
 )
 from course_lib.course.resume import (
     checkpoint_listing,
+    fingerprint_table,
     plot_resume,
     read_ahead_sentence,
     skipped_batches,
@@ -216,7 +218,9 @@ from course_lib.course.sharding_policies import (
     plot_step_partners,
     shard_step_keys,
     steps_per_process,
+    stride_shards_sentence,
     strided_shard_keys,
+    unread_keys_sentence,
 )
 from course_lib.course.training_loop import (
     measure_feeds,
@@ -350,6 +354,7 @@ __all__ = [
     "feed_overlap_sentence",
     "files_read",
     "fill",
+    "fingerprint_table",
     "first_batch_sentence",
     "first_batches_in_a_new_process",
     "fork_server_sentence",
@@ -454,6 +459,7 @@ __all__ = [
     "same_first_batches",
     "same_schedule_sentence",
     "sections_agree_line",
+    "shape_counts",
     "shard_step_keys",
     "show_image_rows",
     "show_images",
@@ -474,6 +480,7 @@ __all__ = [
     "stream_rate",
     "stream_remember_line",
     "stream_speed_sentence",
+    "stride_shards_sentence",
     "strided_shard_keys",
     "summarise",
     "summary_table",
@@ -489,6 +496,7 @@ __all__ = [
     "train_steps_per_second",
     "transform_thread_sentence",
     "truncate_sentence",
+    "unread_keys_sentence",
     "upscale",
     "vectorise_sentence",
     "warm_ranking_sentence",

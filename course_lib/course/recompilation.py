@@ -9,7 +9,12 @@ point at, so the learner is not sent after the wrong bug.
 A compilation is paid once per shape, a step every batch, so the cost of a recompile is
 best read in steps. `time_compilation` times the first call of a freshly jitted function
 (trace, compile, run) and then the same call repeated, and `CompilationTiming.sentence()`
-reads the two against the spread of the repeated calls.
+reads the two against the spread of the repeated calls. Every duration it prints has three
+significant digits in the unit that suits it (`basics.format_duration`: "556 ms", "878 µs"),
+so a compilation and a step read in one format.
+
+`shape_counts` says how many batches came in each shape, in the order the shapes appeared:
+the full batches and the short one, counted rather than inferred from the first and last.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from course_lib.course.basics import format_seconds
+from course_lib.course.basics import format_duration
 
 
 def _shape_text(shape: Sequence[int]) -> str:
@@ -50,6 +55,21 @@ def retrace_cause(shapes: Sequence[Sequence[int]], function: str = "the step") -
             f"before the loop. The cause is the input: the {len(shapes)} batches came in "
             f"{len(distinct)} shapes ({changes}), and every new shape is traced and "
             "compiled again.")
+
+
+def shape_counts(shapes: Sequence[Sequence[int]]) -> str:
+    """How many of the batches came in each shape, in the order the shapes first appeared:
+    "24 batches: 23 of shape (64, 8, 8), then 1 of shape (28, 8, 8)"."""
+    if not shapes:
+        raise ValueError("shapes is empty: pass the shape of every batch, e.g. "
+                         "[batch['image'].shape for batch in loader].")
+    counts = dict.fromkeys(tuple(shape) for shape in shapes)
+    counts = {shape: sum(tuple(other) == shape for other in shapes) for shape in counts}
+    parts = [f"{count} of shape {_shape_text(shape)}" for shape, count in counts.items()]
+    total = f"{len(shapes)} batch{'es' if len(shapes) != 1 else ''}"
+    if len(parts) == 1:
+        return f"{total}, all of shape {_shape_text(next(iter(counts)))}"
+    return f"{total}: " + ", then ".join(parts)
 
 
 def about(count: float) -> str:
@@ -92,16 +112,16 @@ class CompilationTiming:
         """Compilation against the step, in steps; says so when they cannot be told apart."""
         if self.first_call <= self.slowest_step:
             return (f"This run could not tell a compilation from a step: the first call "
-                    f"took {format_seconds(self.first_call)}, no more than the slowest of "
+                    f"took {format_duration(self.first_call)}, no more than the slowest of "
                     f"the {len(self.step_times)} compiled calls "
-                    f"({format_seconds(self.slowest_step)}). A compilation cache that already "
+                    f"({format_duration(self.slowest_step)}). A compilation cache that already "
                     "held this program would explain it; time a shape never seen before.")
         in_steps = self.compile_seconds / self.step_seconds
         return (f"One compilation cost {about(in_steps)} steps here "
-                f"({format_seconds(self.compile_seconds)}, timed once, against "
-                f"{format_seconds(self.step_seconds)} per step, the median of "
+                f"({format_duration(self.compile_seconds)}, timed once, against "
+                f"{format_duration(self.step_seconds)} per step, the median of "
                 f"{len(self.step_times)}; the slowest step took "
-                f"{format_seconds(self.slowest_step)}).")
+                f"{format_duration(self.slowest_step)}).")
 
 
 def time_compilation(call: Callable[[], Any], repeats: int) -> CompilationTiming:

@@ -1,4 +1,5 @@
-"""Lesson 8, saving the data position: the resumed run drawn against the uninterrupted one."""
+"""Lesson 8, saving the data position: the resumed run drawn against the uninterrupted one,
+and the batches' fingerprints side by side at the step where the run stopped."""
 
 from __future__ import annotations
 
@@ -23,10 +24,51 @@ def plot_resume(uninterrupted: Sequence[Mapping[str, float]],
                    label="checkpoint saved")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
-    ax.set_title("Stopped, restarted, resumed: the same losses as without a stop")
+    ax.set_title("Stopped, restarted, resumed: " + losses_verdict(uninterrupted, [*before, *after]))
     ax.legend()
     figure.tight_layout()
     return figure
+
+
+def losses_verdict(uninterrupted: Sequence[Mapping[str, float]],
+                   resumed: Sequence[Mapping[str, float]]) -> str:
+    """Whether a stopped and resumed run (`resumed`: its rows before and after the stop, in
+    order) had the uninterrupted run's loss at every step: a title for the picture."""
+    if [row["step"] for row in resumed] != [row["step"] for row in uninterrupted]:
+        return "not the same steps as the run without a stop"
+    differ = [row["step"] for row, other in zip(resumed, uninterrupted, strict=True)
+              if row["loss"] != other["loss"]]
+    if not differ:
+        return "the same losses as without a stop"
+    return (f"the losses differ from the run without a stop at {len(differ)} of "
+            f"{len(uninterrupted)} steps (from step {differ[0]})")
+
+
+def fingerprint_table(uninterrupted: Sequence[Mapping], runs: Mapping[str, Sequence[Mapping]],
+                      steps: Sequence[int]) -> str:
+    """The batch fingerprints (`row["batch"]`) of the uninterrupted run and of each run in
+    `runs` (name -> its rows, in order) at the given steps, one row per step, with "=" where
+    a run's batch equals the uninterrupted run's and "x" where it differs."""
+    tables = {"uninterrupted": {row["step"]: row["batch"] for row in uninterrupted}}
+    tables.update({name: {row["step"]: row["batch"] for row in rows}
+                   for name, rows in runs.items()})
+    missing = [(name, step) for name, table in tables.items() for step in steps
+               if step not in table]
+    if missing:
+        raise ValueError(f"no step {missing[0][1]} in the run {missing[0][0]!r}: pass steps "
+                         "that every run printed.")
+    widths = {name: max(len(name), *(len(str(table[step])) + 2 for step in steps))
+              for name, table in tables.items()}
+    lines = [("step  " + "  ".join(f"{name:<{widths[name]}}" for name in tables)).rstrip()]
+    for step in steps:
+        cells = []
+        for name, table in tables.items():
+            mark = "" if name == "uninterrupted" else (
+                " =" if table[step] == tables["uninterrupted"][step] else " x")
+            cells.append(f"{str(table[step]) + mark:<{widths[name]}}")
+        lines.append((f"{step:>4}  " + "  ".join(cells)).rstrip())
+    lines.append("(= the uninterrupted run's batch at that step, x another batch)")
+    return "\n".join(lines)
 
 
 # -- the prefetch trap: what saving the wrong position would lose --------------------------

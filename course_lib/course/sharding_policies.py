@@ -1,5 +1,8 @@
 """Lesson 5, sharding: the keys each policy deals to a process, and their pictures; which
-records meet in one global step epoch after epoch; and step counts once a filter runs."""
+records meet in one global step epoch after epoch; and step counts once a filter runs.
+`unread_keys_sentence` and `stride_shards_sentence` read what the lesson's cells measured:
+the keys each shard's loader read (and those no shard read), and the sizes of the shards
+that dealing by stride makes."""
 
 from __future__ import annotations
 
@@ -59,6 +62,7 @@ def plot_shard_sizes(sizes: Mapping[bool, Mapping[int, Sequence[int]]], num_reco
     for ax in (size_ax, lost_ax):
         ax.legend()
         ax.set_ylim(bottom=-0.2)
+        ax.yaxis.set_major_locator(plt.MaxNLocator(integer=True))  # records come whole
     figure.tight_layout()
     return figure
 
@@ -72,11 +76,15 @@ def plot_shard_policies(policies: Mapping[str, np.ndarray], labels: np.ndarray, 
     classes = int(labels.max()) + 1
     figure, axes = plt.subplots(2, len(policies), figsize=(5.2 * len(policies), 6.4),
                                 squeeze=False)
+    tables = {name: label_counts(keys, labels, batch_size=batch_size, num_steps=num_steps)
+              for name, keys in policies.items()}
+    # One colour scale for every panel: the same colour is the same count in all of them.
+    largest = max(int(counts.max()) for counts in tables.values())
     for column, (name, keys) in enumerate(policies.items()):
-        steps = min(num_steps, len(keys) // batch_size)
-        counts = np.array([np.bincount(labels[keys[step * batch_size:(step + 1) * batch_size]],
-                                       minlength=classes) for step in range(steps)])
-        heat = axes[0, column].imshow(counts, aspect="auto", cmap="viridis")
+        counts = tables[name]
+        steps = len(counts)
+        heat = axes[0, column].imshow(counts, aspect="auto", cmap="viridis", vmin=0,
+                                      vmax=largest)
         axes[0, column].set_title(name, fontsize="medium")
         axes[0, column].set_xlabel("label")
         axes[0, column].set_ylabel("step")
@@ -88,9 +96,70 @@ def plot_shard_policies(policies: Mapping[str, np.ndarray], labels: np.ndarray, 
         axes[1, column].set_xlabel("read number (in this process)")
         axes[1, column].set_ylabel("record key (position in the file)")
         axes[1, column].set_ylim(0, len(labels))
-    figure.suptitle("Process 0 of 2: what its local batches hold, and where it reads")
+    figure.suptitle("Process 0 of 2: what its local batches hold (one colour scale for both), "
+                    "and where it reads")
     figure.tight_layout()
     return figure
+
+
+def label_counts(keys: np.ndarray, labels: np.ndarray, *, batch_size: int,
+                 num_steps: int) -> np.ndarray:
+    """How many records of each label the first `num_steps` local batches hold, shape
+    `(steps, number of labels)`, for one shard's `keys` in reading order."""
+    classes = int(labels.max()) + 1
+    steps = min(num_steps, len(keys) // batch_size)
+    if steps < 1:
+        raise ValueError(f"{len(keys)} keys make no batch of batch_size={batch_size}: pass "
+                         "more keys or a smaller batch.")
+    return np.array([np.bincount(labels[keys[step * batch_size:(step + 1) * batch_size]],
+                                 minlength=classes) for step in range(steps)])
+
+
+# -- what each shard's loader read, and what dealing by stride gives ------------------------
+def _keys_text(keys: Sequence[int]) -> str:
+    keys = [int(key) for key in keys]
+    return "key " + str(keys[0]) if len(keys) == 1 else "keys " + ", ".join(map(str, keys))
+
+
+def unread_keys_sentence(library: str, read: Sequence[Sequence[int]], num_records: int) -> str:
+    """What each shard's loader read of keys `0 .. num_records - 1` (`read[i]` lists shard
+    i's keys, in order), and which keys no shard, or more than one, read."""
+    if not read:
+        raise ValueError("read is empty: pass the keys each shard's loader read, one list per "
+                         "shard.")
+    listed = "; ".join(f"shard {index} read {[int(key) for key in keys]}"
+                       for index, keys in enumerate(read))
+    seen = [int(key) for keys in read for key in keys]
+    unread = sorted(set(range(num_records)) - set(seen))
+    twice = sorted({key for key in seen if seen.count(key) > 1})
+    found = []
+    if unread:
+        found.append(f"{_keys_text(unread)} {'was' if len(unread) == 1 else 'were'} read by no "
+                     "shard")
+    if twice:
+        found.append(f"{_keys_text(twice)} {'was' if len(twice) == 1 else 'were'} read by more "
+                     "than one shard")
+    if not found:
+        return (f"{library}: {listed}. Every one of the {num_records} records was read, by "
+                "exactly one shard.")
+    return f"{library}: {listed}. Of the {num_records} records, {' and '.join(found)}."
+
+
+def stride_shards_sentence(sizes: Sequence[int]) -> str:
+    """What the sizes of the shards dealt by stride mean for the step counts."""
+    if not sizes:
+        raise ValueError("sizes is empty: pass the length of every process's shard.")
+    sizes = [int(size) for size in sizes]
+    listed = ", ".join(map(str, sizes))
+    if len(set(sizes)) == 1:
+        return (f"Shards of {listed} records: equal, so every process runs the same number of "
+                "steps.")
+    longer = [index for index, size in enumerate(sizes) if size == max(sizes)]
+    who = ("process " + str(longer[0]) if len(longer) == 1
+           else "processes " + ", ".join(map(str, longer)))
+    return (f"Shards of {listed} records: unequal, {who} {'holds' if len(longer) == 1 else 'hold'} "
+            f"{max(sizes) - min(sizes)} more, so the step counts can differ, as in the first "
+            "section.")
 
 
 

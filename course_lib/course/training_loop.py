@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from course_lib.course.basics import (
+    TOO_NOISY,
     TOO_NOISY_TO_TELL,
     Estimate,
     format_times,
@@ -245,21 +246,29 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
     if verdict == SAME:
         return (f"The {timing.label} and the {baseline.label} ran within the noise of each "
                 f"other ({numbers}): this run cannot tell them apart.")
+    wait = _column(timing, baseline, "wait_ms")
+    step = _column(timing, baseline, "step_ms")
     if same_work:
-        why = {FASTER: "both make each batch in the loop's thread when it is asked for, so "
-                       "the loader's code made a batch faster",
-               SLOWER: "both make each batch in the loop's thread when it is asked for, so "
-                       "the loader's own bookkeeping (sampler, reader, batching) cost more "
-                       "than it saved"}[verdict]
+        why = "both make each batch in the loop's thread when it is asked for"
+        moved = "less" if verdict == FASTER else "more"
+        if wait == moved:
+            why += {FASTER: ", and the wait, where the batch is made, fell beyond its noise: "
+                            "the loader's code made a batch faster",
+                    SLOWER: ", and the wait, where the batch is made, grew beyond its noise: "
+                            "the loader's own bookkeeping (sampler, reader, batching) cost "
+                            "more than it saved"}[verdict]
+        else:
+            why += (", but the wait, where the batch is made, did not "
+                    f"{'fall' if verdict == FASTER else 'grow'} beyond its noise, so this run "
+                    "cannot put the difference on the loader's code")
         why += f"; {_columns(timing, baseline)}"
-        if _column(timing, baseline, "step_ms") in ("less", "more"):
-            why += (". The step, the same computation in both, moved beyond its noise too: "
-                    "that part is the conditions the step ran in (the setups ran in turn), "
-                    "not the loader's code")
+        if step in ("less", "more"):
+            why += (". The step, the same computation in both, moved beyond its noise too, "
+                    "which the loader's code does not change: this run cannot put the whole "
+                    "difference on the code")
     else:
-        why = {FASTER: "the loading moved off the step's path",
-               SLOWER: f"the loading running beside the step took the {cores} cores from "
-                       "it"}[verdict]
+        why = (f"the two differ in more than one thing, so this comparison names no cause; "
+               f"{_columns(timing, baseline)}")
     return (f"The {timing.label} ran {_ratio_text(timing, baseline)} {verdict} than the "
             f"{baseline.label} ({numbers}): {why}.")
 
@@ -286,14 +295,36 @@ def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
         return (f"{measure}, no setup stood out: the highest rate, {best.rate:.1f} steps/s "
                 f"(the {best.label}), was not faster than the others beyond the noise. This "
                 "run cannot rank them; rerun on a quieter machine, or with more steps.")
-    leaders = sorted([best, *ties], key=lambda timing: -timing.rate)
-    names = ", ".join(f"the {timing.label} ({timing.rate:.1f})" for timing in leaders[:-1])
-    names += f" and the {leaders[-1].label} ({leaders[-1].rate:.1f} steps/s)"
+    leaders = [best, *ties]
+    same = sorted([timing for timing in ties if speed_outcome(best, timing) == SAME],
+                  key=lambda timing: -timing.rate)
+    noisy = sorted([timing for timing in ties if speed_outcome(best, timing) == NOISY],
+                   key=lambda timing: -timing.rate)
+
+    def spread(timing: FeedTiming) -> str:
+        margin = relative_margin(best.estimate(), timing.estimate())
+        return (f"the {timing.label} ({timing.rate:.1f} steps/s, runs from "
+                f"{min(timing.rates):.1f} to {max(timing.rates):.1f}: a margin of "
+                f"{margin:.0%})")
+
+    clauses = []
+    if same:
+        clauses.append(f"{_joined([spread(timing) for timing in same])}, within the noise of it")
+    if noisy:
+        clauses.append(f"{_joined([spread(timing) for timing in noisy])}, too noisy to tell "
+                       f"from it (a margin wider than {TOO_NOISY:.0%}, beyond which the rule "
+                       "calls nothing equal)")
     slower = len(timings) - len(leaders)
-    return (f"{measure}, no single setup won: {names} are within the noise of the highest "
-            f"rate, or too noisy to tell from it, so this run cannot rank these "
-            f"{len(leaders)}, and any of them will do. The other {slower} "
-            f"{'was' if slower == 1 else 'were'} slower beyond the noise.")
+    return (f"{measure}, no single setup won: the highest rate, {best.rate:.1f} steps/s (the "
+            f"{best.label}), was not faster beyond the noise than {'; nor than '.join(clauses)}. "
+            "The wider a setup's runs spread, the larger the gap its margin can hide."
+            f" So this run cannot rank these {len(leaders)}, and any of them will do. The "
+            f"other {slower} {'was' if slower == 1 else 'were'} slower beyond the noise.")
+
+
+def _joined(texts: Sequence[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
 
 
 def _column(timing: FeedTiming, baseline: FeedTiming, column: str) -> str:
@@ -310,7 +341,8 @@ def overlap_sentence(timing: FeedTiming, single_threaded: FeedTiming,
     """A setup that makes batches ahead (worker processes, say) against the same loader at
     `worker_count=0, ReadOptions(num_threads=0)`: like with like, the same code making each
     batch, only where and when it runs changed. A cause is named only from the column that
-    moved: less waiting is overlap; a slower step is the cores the loading shares with it."""
+    moved: less waiting is overlap; a slower step is said to have slowed beside the loading,
+    without a cause, since the cores, caches and memory bandwidth are shared alike."""
     cores = cores or os.cpu_count() or 1
     verdict = speed_outcome(timing, single_threaded)
     numbers = f"{timing.rate_text()}, against {single_threaded.rate_text()}"
@@ -332,8 +364,10 @@ def overlap_sentence(timing: FeedTiming, single_threaded: FeedTiming,
     elif wait == "more":
         causes.append("the wait grew beyond its noise")
     if step == "more":
-        causes.append(f"the step slowed beyond its noise: the loading ran on the {cores} "
-                      "cores the step computes on")
+        causes.append(f"the step, the same computation, slowed beyond its noise while the "
+                      f"loading ran beside it on the same {cores} cores; this comparison "
+                      "cannot tell whether the cores, the caches or the memory bandwidth they "
+                      "share slowed it")
     elif step == "less":
         causes.append("the step got faster beyond its noise, although it computes the same")
     if not causes:
@@ -350,12 +384,32 @@ def gains_sentence(timing: FeedTiming, single_threaded: FeedTiming, naive: FeedT
     code = single_threaded.rate / naive.rate
     ahead = timing.rate / single_threaded.rate
     total = timing.rate / naive.rate
-    return (f"Against the naive loop, the {timing.label} ran at {format_times(total)} the "
-            f"speed ({speed_outcome(timing, naive)}) = {format_times(code)} from the loader's "
-            "own code (num_threads=0 against the naive loop, the same schedule: "
-            f"{speed_outcome(single_threaded, naive)}) x {format_times(ahead)} from making "
-            f"batches ahead (against num_threads=0, the same code: "
-            f"{speed_outcome(timing, single_threaded)}).")
+    said = f"Against the naive loop, the {timing.label} ran at {format_times(total)} the speed"
+    verdict = speed_outcome(timing, naive)
+    if verdict in (SAME, NOISY):
+        relation = "within the noise of it" if verdict == SAME else "too noisy to tell from it"
+        return f"{said}, {relation}: this run splits no gain into causes."
+    factors = [(format_times(ahead), "making batches ahead", "against num_threads=0, the same code",
+                speed_outcome(timing, single_threaded)),
+               (format_times(code), "the loader's own code",
+                "num_threads=0 against the naive loop, the same schedule",
+                speed_outcome(single_threaded, naive))]
+    product = " x ".join(f"{ratio} from {cause} ({how}: {outcome})"
+                         for ratio, cause, how, outcome in factors)
+    beyond = [(ratio, cause) for ratio, cause, _, outcome in factors
+              if outcome in (FASTER, SLOWER)]
+    within = [(ratio, cause, outcome) for ratio, cause, _, outcome in factors
+              if outcome in (SAME, NOISY)]
+    if not within:
+        credit = "Both factors are beyond the noise, so this run credits both causes."
+    elif not beyond:
+        credit = ("Neither factor is beyond the noise on its own, so this run credits neither "
+                  "cause.")
+    else:
+        (ratio, cause), (other_ratio, other_cause, outcome) = beyond[0], within[0]
+        credit = (f"This run credits only {cause} ({ratio}, beyond the noise); the "
+                  f"{other_ratio} is {outcome}, so it credits {other_cause} with nothing.")
+    return f"{said} ({verdict}) = {product}. {credit}"
 
 
 def workers_sentence(workers: FeedTiming, thread: FeedTiming,
@@ -399,26 +453,40 @@ def batch_thread_sentence(thread: FeedTiming, single_threaded: FeedTiming,
             f"{thread.idle_share:.0%} with the batch thread")
     if verdict == NOISY:
         return _noisy("The batch thread", "num_threads=0", numbers, thread, single_threaded)
-    if verdict == FASTER:
-        sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
-                    f"faster than num_threads=0 at 0 workers ({numbers}); "
-                    f"{_columns(thread, single_threaded)}, {idle}: the thread made the "
-                    "next batches while the step ran, which a thread in this process can "
-                    "do only while the step and the decoding run without the interpreter "
-                    "lock.")
-    elif verdict == SLOWER:
-        sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
-                    f"slower than num_threads=0 at 0 workers ({numbers}); "
-                    f"{_columns(thread, single_threaded)}, {idle}: the thread decoded on "
-                    f"the {cores} cores the step computes on, and took more from the step "
-                    "than the overlap won back.")
-    else:
+    if verdict == SAME:
         sentence = (f"The batch thread and num_threads=0 ran within the noise of each other at "
                     f"0 workers ({numbers}; {idle}): this run cannot tell them apart by speed.")
+    else:
+        sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
+                    f"{verdict} than num_threads=0 at 0 workers ({numbers}); "
+                    f"{_columns(thread, single_threaded)}, {idle}. "
+                    + _thread_columns(thread, single_threaded, cores))
     if verdict != FASTER and thread.idle_share < single_threaded.idle_share - 0.10:
         sentence += (" The idle share fell all the same: a step slowed by the thread beside "
                      "it waits a smaller share of the time without training any faster.")
     return sentence
+
+
+def _thread_columns(thread: FeedTiming, single_threaded: FeedTiming, cores: int) -> str:
+    """What the wait and step columns say of the batch thread against num_threads=0: the
+    wait isolates the overlap; a step that moved beside the thread has two suspects this
+    comparison cannot separate (the cores and the interpreter lock the two share)."""
+    wait = _column(thread, single_threaded, "wait_ms")
+    step = _column(thread, single_threaded, "step_ms")
+    said = {"less": "The wait fell beyond its noise: the thread made the next batches while "
+                    "the step ran",
+            "more": "The wait grew beyond its noise",
+            "same": "The wait did not move beyond its noise, so this run cannot say the "
+                    "thread overlapped the step",
+            "too noisy": "The wait is too noisy to tell, so this run cannot say the thread "
+                         "overlapped the step"}[wait]
+    if step == "more":
+        said += (f"; the step, the same computation, slowed beyond its noise with the thread "
+                 f"working beside it, and this comparison cannot tell whether the {cores} "
+                 "cores or the interpreter lock the two share slowed it")
+    elif step == "less":
+        said += "; the step got faster beyond its noise, although it computes the same"
+    return said + "."
 
 
 def prefetch_sentence(with_prefetch: FeedTiming, without: FeedTiming,
@@ -432,23 +500,39 @@ def prefetch_sentence(with_prefetch: FeedTiming, without: FeedTiming,
     if verdict == NOISY:
         return _noisy("Device prefetch", "the workers alone", numbers, with_prefetch, without)
     if verdict == FASTER:
-        return (f"Device prefetch made the loop {_ratio_text(with_prefetch, without)} faster "
-                f"on top of the workers ({numbers}; {idle}): its thread had the next batch "
-                "ready while the step ran.")
+        saved = without.ms_per_step - with_prefetch.ms_per_step
+        said = (f"Device prefetch made the loop {_ratio_text(with_prefetch, without)} faster "
+                f"on top of the workers ({numbers}; {idle}): of the {saved:.1f} ms per step "
+                f"saved, {without.wait - with_prefetch.wait:+.1f} ms came from the wait and "
+                f"{without.step - with_prefetch.step:+.1f} ms from the step "
+                f"({_columns(with_prefetch, without)}). ")
+        wait = _column(with_prefetch, without, "wait_ms")
+        step = _column(with_prefetch, without, "step_ms")
+        if wait != "less":
+            return said + ("The wait did not fall beyond its noise, so this run cannot put "
+                           "the gain on prefetch having the next batch ready.")
+        if step in ("less", "more"):
+            return said + ("The wait fell beyond its noise, but the step, the same "
+                           f"computation, also moved beyond its noise ({step}), which "
+                           "prefetch does not change: this run cannot separate what prefetch "
+                           "saved from a change in the conditions the step ran in.")
+        return said + ("The wait fell beyond its noise and the step did not move beyond "
+                       "its noise: the prefetch thread had the next batch on the device "
+                       "while the step ran.")
     waited = ("although it waited less" if with_prefetch.idle_share < without.idle_share
               else "and it waited no less")
     if verdict == SLOWER:
         return (f"Device prefetch made the loop {_ratio_text(with_prefetch, without)} slower "
-                f"({numbers}), {waited} ({idle}). The idle share is a diagnostic, not the "
-                "speed: on this CPU-only machine the CPU is both the loader and the "
-                "'accelerator', so the prefetch thread competes with the step and the "
-                f"workers for the {cores} cores, and copying a batch to the 'device' is a "
-                "copy within the same memory, with nothing to hide. On a GPU that copy is "
-                "real work, which prefetch overlaps with the step.")
-    return (f"Device prefetch changed the speed within the noise ({numbers}; {idle}). On this "
-            "CPU-only machine copying a batch to the 'device' is a copy within the same "
-            "memory, so there is little to hide, and the prefetch thread competes with the "
-            f"step for the same {cores} cores.")
+                f"({numbers}), {waited} ({idle}); {_columns(with_prefetch, without)}. The idle "
+                "share is a diagnostic, not the speed. On this CPU-only machine the prefetch "
+                f"thread runs on the same {cores} cores as the step and the workers, and "
+                "copying a batch to the 'device' stays within the same memory; this "
+                "comparison cannot say what cost the time. On a GPU that copy is real work, "
+                "which prefetch overlaps with the step.")
+    return (f"Device prefetch changed the speed within the noise ({numbers}; {idle}): this "
+            "run cannot tell the two apart. On this CPU-only machine copying a batch to the "
+            "'device' stays within the same memory, so there is little for prefetch to hide; "
+            "on a GPU that copy is real work.")
 
 
 def typical_run(profilers: Sequence[Any], timing: FeedTiming) -> int:
@@ -559,18 +643,31 @@ def gil_sentence(decode_one: Sequence[float], decode_two: Sequence[float],
     if TOO_NOISY_TO_TELL in (decoded, controlled):
         return (f"Too noisy to tell whether Pillow's decoder ran without the interpreter "
                 f"lock ({numbers}).")
+    released = (", as Pillow's source says of its C decoder"
+                + ("; two threads fell short of 2x, and this measurement cannot tell how much "
+                   "of that is the Python around the decoder (opening the file, reading the "
+                   "PNG's chunks), which holds the lock, and how much the 2 threads' share of "
+                   "the cores" if gain < 1.9 else
+                   "; nearly all of it, here: two threads came within 5% of 2x"))
     if decoded == "better" and controlled != "better":
-        rest = ("; the Python around it (opening the file, reading the PNG's chunks) still "
-                "takes turns, which is why two threads fell short of 2x" if gain < 1.9 else
-                "; nearly all of it, here: the Python around it was too short to show")
         return (f"Two threads decoded faster than one, beyond the noise, and the pure-Python "
                 f"control did not ({numbers}): part of each decode ran without the "
-                f"interpreter lock, as Pillow's source says of its C decoder{rest}.")
+                f"interpreter lock{released}.")
     if decoded == "better":
-        return (f"Two threads decoded faster than one, but the pure-Python control sped up "
-                f"too ({numbers}): something other than the decoder changed between the "
-                "runs, so this run cannot credit the decoder.")
-    return (f"Two threads decoded no faster than one ({numbers}): here the decode spent "
-            "too little time without the interpreter lock for a second thread to help; a "
-            "thread beside the step would then gain only from the step's own time without "
-            "the lock.")
+        # the control sped up too: what two threads gain without releasing the lock; the
+        # decoder is credited only with a gain beyond the control's
+        decode_gain = decode[0].ratio(decode[1])
+        control_gain = control[0].ratio(control[1])
+        beyond = judge(decode_gain, control_gain, lower_is_better=False)
+        if beyond == "better":
+            return (f"Two threads decoded faster than one, and the pure-Python control sped "
+                    f"up too ({numbers}); the control gains without releasing the lock, so "
+                    f"only the decoder's gain beyond it counts, "
+                    f"{format_times(gain / control_gain.value)}, beyond the noise: part of "
+                    f"each decode ran without the interpreter lock{released}.")
+        return (f"Two threads decoded faster than one, but the pure-Python control, which "
+                f"never releases the lock, sped up too ({numbers}): the decoder's "
+                "gain is not beyond the control's, so this run cannot credit the decoder.")
+    return (f"Two threads decoded no faster than one ({numbers}): either the decode spends "
+            "too little time without the interpreter lock for a second thread to help, or "
+            "the second core was busy; this measurement alone cannot tell which.")
