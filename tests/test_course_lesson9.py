@@ -132,7 +132,7 @@ def test_warm_leader_calls_a_lead_clear_only_beyond_the_margin(lead, outcome):
 @pytest.mark.parametrize("sizes, reads, expected", [
     ((200, 100), (quiet(10_000), quiet(500)),
      ["2.00x smaller", "20x slower", "(2 ms per read against 100 µs, medians of 3 runs each; "
-                                     "margin "]),
+                                     "margin 5%)"]),
     ((200, 199), (quiet(10_000), quiet(10_100)),
      ["saved no space", "the same within the noise"]),
     ((200, 100), (quiet(500), quiet(10_000)), ["2.00x smaller", "faster", "expect them slower"]),
