@@ -159,7 +159,7 @@ STEPS = {"fixed": 284, "packing": 146}
 @pytest.mark.parametrize(("packing", "fills", "expected"), [
     ([300, 303, 306], FILLS, "more than the padding explains (86% of packing's slots hold "
                              "real tokens against 45% of fixed's, 1.91x; margin 5%). The other "
-                             "1.57x goes with the number of steps: 146 against 284"),
+                             "1.57x goes with the number of steps, 146 against 284"),
     ([190, 191, 192], FILLS, "Packing is 1.89x fixed; the padding alone would give 1.91x (86% "
                              "of packing's slots hold real tokens against 45% of fixed's), the "
                              "same within the noise (margin 5%): the padding explains the gap."),
@@ -202,10 +202,10 @@ def test_throughput_sentence_names_each_comparison_once():
     assert "Packing is 2.01x 4 buckets, more than the padding explains" in sentence
     assert "77% of 4 buckets'" in sentence
     assert sentence.count("fixed cost per step") == 1
-    assert "The other 1.57x goes with the number of steps: 146 against 284 for the same tokens, " \
+    assert "The other 1.57x goes with the number of steps, 146 against 284 for the same tokens, " \
            "and a model" in sentence
-    assert "The other 1.80x goes with the number of steps: 146 against 284 for the same " \
-           "tokens." in sentence
+    assert "The other 1.80x goes with the number of steps, 146 against 284 for the same " \
+           "tokens; this run does not isolate that cost" in sentence
 
 
 def test_normalisation_sentence_says_how_unequal_the_tokens_weigh():
@@ -512,11 +512,13 @@ def test_the_throughput_chart_shows_every_pass_and_highlights_only_a_clear_winne
     assert sum(len(line.get_xdata()) for line in ax.get_lines()) == 9  # a dot per pass
     assert [bar.get_facecolor()[:3] for bar in ax.patches].count(
         plt.matplotlib.colors.to_rgb("tab:orange")) == 1
+    assert "orange: faster than every other" in ax.get_title()
     plt.close(figure)
     tied = {**clear, "packing": [93_000.0, 98_000.0, 91_500.0]}  # within the passes spread
     figure = course.plot_throughput(tied)
     assert plt.matplotlib.colors.to_rgb("tab:orange") not in [
         bar.get_facecolor()[:3] for bar in figure.axes[0].patches]
+    assert "orange" not in figure.axes[0].get_title()
     plt.close(figure)
 
 
