@@ -74,48 +74,73 @@ def test_memory_sentence(whole, lazily, expected):
     assert all(part in sentence for part in expected)
 
 
+# Runs for the tests below: QUIET spreads by about 1% around its median, so the course's
+# margin is its 5% floor; NOISY spreads so much that the margin is wider than 25%.
+def quiet(rate):
+    return [rate * 0.99, rate, rate * 1.01]
+
+
+def noisy(rate):
+    return [rate * 0.5, rate, rate * 2.0]
+
+
+def test_verdict_maps_the_course_rule_onto_reads():
+    assert lesson.verdict(quiet(2000), quiet(1000)) == "faster"
+    assert lesson.verdict(quiet(1000), quiet(2000)) == "slower"
+    assert lesson.verdict(quiet(1030), quiet(1000)) == "same"  # 3%: under the 5% floor
+    assert lesson.verdict(noisy(1200), noisy(1000)) == "too noisy"
+    # a single rate on each side has no standard error: only the 5% floor
+    assert lesson.verdict(1060, 1000) == "faster" and lesson.verdict(1040, 1000) == "same"
+    assert lesson.rate_comparison(quiet(1030), quiet(1000)).margin == pytest.approx(0.05)
+
+
+def test_micros_and_median_rate():
+    assert lesson.micros(8000) == "125 µs" and lesson.micros(98_000) == "10.2 µs"
+    assert lesson.median_rate([100, 300, 200]) == pytest.approx(200)
+    assert lesson.runs_phrase([1, 2, 3], [1, 2, 3]) == "medians of 3 runs each"
+    assert lesson.runs_phrase(1.0, 2.0) == "one run each"
+    assert lesson.runs_phrase([1, 2, 3], [1, 2]) == "medians of 3 and 2 runs"
+    with pytest.raises(ValueError, match="positive records/s"):
+        lesson.runs_of([])
+
+
 @pytest.mark.parametrize("cold, warm, expected", [
-    (1000, 8000, ["1,000 µs per random read cold, 125 µs warm (8.0x faster warm)",
-                  "88% of a cold read was waiting for the disk, the other 12%"]),
-    (630, 896, ["1.4x faster warm", "30% of a cold read was waiting for the disk"]),
-    (8000, 1000, ["8.0x slower warm", "says nothing about the cache"]),
-    (1000, 1100, ["within 20%", "not on the disk"]),
-    (1000, 1210, ["within 20%", "not on the disk"])])  # 1.21x prints as 1.2x: a tie
+    (quiet(1000), quiet(8000), ["1 ms per random read cold, 125 µs warm (medians of 3 runs "
+                                "each; margin 5%), 8.00x faster warm",
+                                "88% of a cold read was waiting for the disk, the other 12%"]),
+    (quiet(630), quiet(896), ["1.42x faster warm", "30% of a cold read was waiting"]),
+    (quiet(8000), quiet(1000), ["8.00x slower warm", "says nothing about the cache"]),
+    (quiet(1000), quiet(1040), ["the same within the noise", "not on the disk"]),
+    (noisy(1000), noisy(1300), ["too noisy to tell cold from warm", "names no cause"])])
 def test_cold_warm_sentence(cold, warm, expected):
     sentence = lesson.cold_warm_sentence("ArrayRecord", cold, warm)
     assert all(part in sentence for part in expected), sentence
-    assert ("waiting for the disk" in sentence) == lesson.beyond_margin(warm / cold)
+    assert ("waiting for the disk" in sentence) == (lesson.verdict(warm, cold) == "faster")
 
 
-def test_beyond_margin_judges_the_ratio_as_printed():
-    assert not lesson.beyond_margin(1.21) and not lesson.beyond_margin(1.249)
-    assert lesson.beyond_margin(1.26) and lesson.beyond_margin(5.0)
-    assert not lesson.beyond_margin(1 / 1.21) and lesson.beyond_margin(1 / 0.7)
-
-
-@pytest.mark.parametrize("lead, clear", [(1.21, False), (1.26, True)])
-def test_warm_leader_calls_a_lead_clear_only_when_its_printed_ratio_is(lead, clear):
-    # the sentence prints the lead with one decimal: 1.21 prints 1.2x, within the 20% margin
-    rates = {"record file": {"random, warm": 10_000 * lead},
-             "folder of files": {"random, warm": 10_000.0}}
-    order, printed, is_clear = lesson.warm_leader(rates)
-    assert order == ["record file", "folder of files"] and printed == pytest.approx(lead)
-    assert is_clear is clear
-    sentence = lesson.warm_ranking_sentence(rates)
-    assert (f"{lead:.1f}x faster than folder of files" in sentence) is clear
-    assert ("too close to rank" in sentence) is not clear
+@pytest.mark.parametrize("lead, outcome", [(1.03, "same"), (1.3, "faster")])
+def test_warm_leader_calls_a_lead_clear_only_beyond_the_margin(lead, outcome):
+    runs = {"record file": {"random, warm": quiet(10_000 * lead)},
+            "folder of files": {"random, warm": quiet(10_000.0)}}
+    order, judged = lesson.warm_leader(runs)
+    assert order == ["record file", "folder of files"] and judged == outcome
+    sentence = lesson.warm_ranking_sentence(runs)
+    assert (f"{lead:.2f}x faster than folder of files" in sentence) is (outcome == "faster")
+    assert ("a tie, not a ranking" in sentence) is (outcome == "same")
 
 
 @pytest.mark.parametrize("sizes, reads, expected", [
-    ((200, 100), (10_000, 500), ["2.0x smaller", "20.0x slower",
-                                 "(2,000 µs per read against 100 µs)"]),
-    ((200, 199), (10_000, 10_100), ["saved no space", "about as fast, within 20%"]),
-    ((200, 199), (10_000, 8_700), ["about as fast, within 20%"]),  # 1.15x: a tie at 20%
-    ((200, 100), (500, 10_000), ["2.0x smaller", "faster", "expect them slower"]),
+    ((200, 100), (quiet(10_000), quiet(500)),
+     ["2.00x smaller", "20x slower", "(2 ms per read against 100 µs, medians of 3 runs each; "
+                                     "margin 5%)"]),
+    ((200, 199), (quiet(10_000), quiet(10_100)),
+     ["saved no space", "the same within the noise"]),
+    ((200, 100), (quiet(500), quiet(10_000)), ["2.00x smaller", "faster", "expect them slower"]),
+    ((200, 100), (noisy(10_000), noisy(8_000)), ["too noisy to tell apart", "names no cause"]),
 ])
 def test_group_size_sentence(sizes, reads, expected):
     sentence = lesson.group_size_sentence(*sizes, *reads, group_size=64)
-    assert all(part in sentence for part in expected)
+    assert all(part in sentence for part in expected), sentence
 
 
 @pytest.mark.parametrize("anonymous, expected", [(2, "flat"), (300, "not flat"),
@@ -135,52 +160,56 @@ def test_read_threads_sentence_says_where_threads_fall_short():
     assert "1 (75%), 4 (62%) threads" in all_short and "Even the fewest" in all_short
     rounds_up = lesson.latency_threads_sentence({1: 190, 16: 0.796 * 3200}, 0.005)
     assert "Every thread count up to 16 reached at least 80%" in rounds_up
+    medians = lesson.latency_threads_sentence({1: [150, 190, 195], 16: quiet(3000)}, 0.005)
+    assert "read 190 records/s (medians of 3 runs each), 95% of the 200/s" in medians
 
 
 @pytest.mark.parametrize("in_workers, expected", [
-    (3000, "1.9x more with workers. The waits were the same in number"),
-    (800, "1.9x less with workers: for pure waiting, workers added nothing here"),
-    (1600, "a tie (1.03x): for pure waiting, workers add nothing"),
-    # lesson 9's full run: 2,508 against 2,961 records/s is 1.18x, a tie by the 20% margin
-    (2508 * 1550 / 2961, "a tie (0.85x)")])
+    (quiet(3000), "1.94x more with workers. The waits were the same in number"),
+    (quiet(800), "1.94x less with workers: for pure waiting, workers added nothing here"),
+    (quiet(1600), "the same within the noise (1.03x): for pure waiting, workers add nothing")])
 def test_workers_threads_sentence_compares_equal_thread_totals(in_workers, expected):
-    sentence = lesson.workers_threads_sentence(1550, in_workers, 2, 8)
-    assert expected in sentence
+    sentence = lesson.workers_threads_sentence(quiet(1550), in_workers, 2, 8)
+    assert expected in sentence, sentence
     assert "8 read threads each (16 in all)" in sentence and "for 16 threads in" in sentence
+    assert "medians of 3 runs each; margin 5%" in sentence
     assert "start-up" not in sentence and "memory" not in sentence
 
 
 def test_workers_threads_sentence_widens_the_margin_to_the_runs_noise():
-    # medians 2,000 against 1,550 (1.29x), but twice the medians' combined standard error
-    # (in seconds per record) is 25% of the baseline, wider than the lesson's 20%: a tie
-    sentence = lesson.workers_threads_sentence([1500, 1550, 1600], [1500, 2000, 2700], 2, 8)
-    assert "medians of 3 runs each; a difference under 25% is a tie" in sentence
-    assert "a tie (1.29x)" in sentence
-    # wider still, over 25%: too noisy to tell, and no cause named
-    noisy = lesson.workers_threads_sentence([1500, 1550, 1600], [1200, 2000, 3000], 2, 8)
-    assert "Too noisy to tell" in noisy and "a tie" not in noisy
-    assert "waits were the same" not in noisy
+    # medians 1,600 against 1,550, 3%; the runs spread so that the margin is 7%: the same
+    sentence = lesson.workers_threads_sentence([1500, 1550, 1600], [1500, 1600, 1700], 2, 8)
+    margin = lesson.rate_comparison([1500, 1600, 1700], [1500, 1550, 1600]).margin
+    assert 0.05 < margin < 0.25 and f"margin {margin:.0%}" in sentence
+    assert "the same within the noise" in sentence
+    # wider than 25%: too noisy to tell, and no cause named
+    noisy_sentence = lesson.workers_threads_sentence([1500, 1550, 1600], [1200, 2000, 3000],
+                                                     2, 8)
+    assert "Too noisy to tell" in noisy_sentence and "the same" not in noisy_sentence
+    assert "waits were the same" not in noisy_sentence
 
 
 def test_remember_lines_carry_the_numbers():
-    rates = {"folder": {"random, warm": 60_000, "random, cold": 7000},
-             "ArrayRecord": {"random, warm": 40_000, "random, cold": 5000}}
-    lines = lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5, rates=rates,
-                                  thread_rates={1: 190, 32: 5000}, latency_s=0.005)
+    runs = {"folder": {"random, warm": quiet(60_000), "random, cold": quiet(7000)},
+            "ArrayRecord": {"random, warm": quiet(40_000), "random, cold": quiet(5000)}}
+    lines = lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5, runs=runs,
+                                  thread_rates={1: quiet(190), 32: quiet(5000)},
+                                  latency_s=0.005)
     text = "\n".join(lines)
-    assert "393 MB whole cost 390 MB" in text and "from folder (17 µs per read)" in text
+    assert "393 MB whole cost 390 MB" in text and "from folder (16.7 µs per read)" in text
     assert "slowest from ArrayRecord (200 µs per read)" in text and "limit 6,400/s" in text
 
 
-def test_remember_lines_call_a_lead_within_20_percent_a_tie():
-    # 1.24x prints as 1.2x: within the lesson's 20%, so no single fastest format
-    rates = {"folder": {"random, warm": 49_600, "random, cold": 7000},
-             "ArrayRecord": {"random, warm": 40_000, "random, cold": 5000}}
+@pytest.mark.parametrize("runs_of_folder, words", [
+    (quiet(41_200), "tied within the noise"), (noisy(48_000), "too noisy to tell apart")])
+def test_remember_lines_call_a_lead_within_the_margin_no_winner(runs_of_folder, words):
+    runs = {"folder": {"random, warm": runs_of_folder, "random, cold": quiet(7000)},
+            "ArrayRecord": {"random, warm": noisy(40_000) if "noisy" in words else
+                            quiet(40_000), "random, cold": quiet(5000)}}
     text = "\n".join(lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5,
-                                           rates=rates, thread_rates={1: 190, 32: 5000},
+                                           runs=runs, thread_rates={1: 190, 32: 5000},
                                            latency_s=0.005))
-    assert "fastest from folder and ArrayRecord, tied within 20%" in text
-    assert lesson.warm_leader(rates)[2] is False
+    assert f"fastest from folder and ArrayRecord, {words}" in text
 
 
 def test_files_read_and_epoch_keys(tmp_path):
@@ -220,11 +249,14 @@ def test_cached_mb_sees_a_file_just_read(tmp_path):
 
 
 def test_step_need_sentence_for_each_outcome():
-    sentence = lesson.step_need_sentence(100, 32, {"warm": 9600, "even": 3300, "slow": 800})
+    sentence = lesson.step_need_sentence(100, 32, {"warm": quiet(9600), "even": quiet(3300),
+                                                   "slow": quiet(800), "noisy": noisy(3000)})
     assert "needs 3,200 records/s" in sentence
-    assert "warm: 9,600 records/s, enough, 3.0x the need" in sentence
-    assert "even: 3,300 records/s, about the need (within 20%)" in sentence
-    assert "slow: 800 records/s, short by 4.0x: the step would wait" in sentence
+    assert "warm: 9,600 records/s, enough, 3.00x the need" in sentence
+    assert "even: 3,300 records/s, about the need, the same within the noise (margin 5%)" \
+        in sentence
+    assert "slow: 800 records/s, short by 4.00x: the step would wait" in sentence
+    assert "noisy: 3,000 records/s, too noisy to tell against the need" in sentence
 
 
 def test_train_steps_per_second_times_the_lesson_step():
@@ -252,29 +284,32 @@ WARM = {"folder of files": 19.0, "record file": 13.0, "ArrayRecord": 62.0,
         "ArrayRecord, group_size:64": 874.0}  # µs per warm random read
 
 
-def _warm_rates(micros):
-    return {name: {"random, warm": 1e6 / us, "random, cold": 1e6 / (2 * us)}
+def _warm_runs(micros):
+    return {name: {"random, warm": quiet(1e6 / us), "random, cold": quiet(1e6 / (2 * us))}
             for name, us in micros.items()}
 
 
 def test_warm_ranking_sentence_ranks_from_the_numbers_and_names_the_leader_s_work():
-    sentence = lesson.warm_ranking_sentence(_warm_rates(WARM))
-    assert ("fastest first (µs per read, one run each): record file 13 µs, folder of files "
-            "19 µs, ArrayRecord 62 µs, ArrayRecord, group_size:64 874 µs.") in sentence
-    assert "Fastest: record file, 1.5x faster than folder of files" in sentence
+    sentence = lesson.warm_ranking_sentence(_warm_runs(WARM))
+    assert ("fastest first (µs per read, medians of 3 runs each): record file 13 µs, folder "
+            "of files 19 µs, ArrayRecord 62 µs, ArrayRecord, group_size:64 874 µs.") in sentence
+    assert "Fastest: record file, 1.46x faster than folder of files, the next (margin 5%)" \
+        in sentence
     assert "no system call" in sentence
-    # the same sentence turns when the numbers do: the folder first, by more than 20%
-    turned = lesson.warm_ranking_sentence(_warm_rates({**WARM, "folder of files": 9.0}))
-    assert "Fastest: folder of files, 1.4x faster than record file" in turned
+    # the same sentence turns when the numbers do: the folder first, beyond the margin
+    turned = lesson.warm_ranking_sentence(_warm_runs({**WARM, "folder of files": 9.0}))
+    assert "Fastest: folder of files, 1.44x faster than record file" in turned
     assert "three system calls" in turned and "no system call" not in turned
 
 
-def test_warm_ranking_sentence_refuses_to_rank_a_lead_within_20_percent():
-    sentence = lesson.warm_ranking_sentence(_warm_rates({**WARM, "folder of files": 15.0}))
-    assert "within 20% of each other (1.2x): too close to rank" in sentence
+def test_warm_ranking_sentence_refuses_to_rank_a_lead_within_the_margin():
+    sentence = lesson.warm_ranking_sentence(_warm_runs({**WARM, "folder of files": 13.5}))
+    assert "are the same within the noise (1.04x, margin 5%): a tie, not a ranking" in sentence
     assert "Fastest:" not in sentence
-    assert "(µs per read, medians of 3 runs each)" in lesson.warm_ranking_sentence(
-        _warm_rates(WARM), runs=3)
+    noisy_runs = _warm_runs(WARM)
+    noisy_runs["record file"]["random, warm"] = noisy(1e6 / 13)
+    noisy_sentence = lesson.warm_ranking_sentence(noisy_runs)
+    assert "too noisy to tell apart" in noisy_sentence and "Fastest:" not in noisy_sentence
 
 
 def test_read_rate_runs_keep_every_run_and_the_plot_draws_them(tmp_path, records):

@@ -32,11 +32,16 @@ from typing import Any
 import numpy as np
 
 from course_lib.course.basics import (
+    BETTER,
     DIGIT_SIDE,
     NOISY_EXPLANATION,
+    SAME,
     TOO_NOISY_TO_TELL,
+    WORSE,
     Comparison,
     digits,
+    format_duration,
+    format_times,
     upscale,
 )
 from course_lib.transforms import MapTransform
@@ -385,53 +390,114 @@ def plot_read_rates(rates: Mapping[str, Mapping[str, float]],
     return figure
 
 
-TIE_MARGIN = 0.2  # the lesson's one margin: two rates within 20% of each other are a tie
+# -- judging two read rates: the course's one margin rule -------------------------------------
+FASTER, SLOWER = "faster", "slower"
+_READ_VERDICTS = {BETTER: FASTER, WORSE: SLOWER, SAME: SAME,
+                  TOO_NOISY_TO_TELL: TOO_NOISY_TO_TELL}
+Rates = float | Sequence[float]  # records/s: one run, or every run of a timing
 
 
-def beyond_margin(ratio: float) -> bool:
-    """Whether a ratio of two timings is more than the lesson's 20% margin, judged on the
-    number as printed with one decimal: 1.24 prints as 1.2x, so it is not beyond, and a
-    sentence never calls "1.2x" a clear difference."""
-    return round(ratio, 1) > 1 + TIE_MARGIN
+def runs_of(rates: Rates) -> tuple[float, ...]:
+    """The runs of a rate (records/s) as a tuple: a single rate is one run."""
+    runs = tuple(float(rate) for rate in np.atleast_1d(np.asarray(rates, dtype=float)))
+    if not runs or min(runs) <= 0:
+        raise ValueError(f"rates={rates!r} must hold positive records/s, at least one run.")
+    return runs
 
 
-def cold_warm_sentence(name: str, cold: float, warm: float) -> str:
+def median_rate(rates: Rates) -> float:
+    """The rate of a timing's median run: one over the median time per record, the value
+    `rate_comparison` judges (for an odd number of runs, the median rate itself)."""
+    return 1 / float(np.median([1 / rate for rate in runs_of(rates)]))
+
+
+def rate_comparison(rates: Rates, baseline: Rates) -> Comparison:
+    """Two read rates as the course's `Comparison` of times: each run becomes its seconds per
+    record, so that "better" means faster, and the median, its standard error and the margin
+    are `basics`' own."""
+    return Comparison(tuple(1 / rate for rate in runs_of(rates)),
+                      tuple(1 / rate for rate in runs_of(baseline)))
+
+
+def verdict(rates: Rates, baseline: Rates) -> str:
+    """`Comparison.verdict` of two read rates, in the words of reads: "faster", "slower",
+    "same" (within the noise) or "too noisy" (too noisy to tell)."""
+    return _READ_VERDICTS[rate_comparison(rates, baseline).verdict]
+
+
+def micros(rate: float) -> str:
+    """A rate (records/s) as the time of one read, three significant digits: "10.2 µs"."""
+    return format_duration(1 / rate)
+
+
+def runs_phrase(*sides: Rates) -> str:
+    """How many runs each median holds, in the order cited: "medians of 3 runs each"."""
+    counts = [len(runs_of(side)) for side in sides]
+    if set(counts) == {1}:
+        return "one run each"
+    if len(set(counts)) == 1:
+        return f"medians of {counts[0]} runs each"
+    return f"medians of {' and '.join(map(str, counts))} runs"
+
+
+def margin_phrase(comparison: Comparison) -> str:
+    return f"margin {comparison.margin:.0%}"
+
+
+def cold_warm_sentence(name: str, cold: Rates, warm: Rates) -> str:
     """How much of a cold random read was waiting for the disk: the warm run reads the same
     records with nothing to wait for, so the time it still takes is the format's own work
-    (system calls, copying, decompressing), and the rest of the cold time is the disk."""
-    cold_us, warm_us = 1e6 / cold, 1e6 / warm
-    times = f"{cold_us:,.0f} µs per random read cold, {warm_us:,.0f} µs warm"
-    if beyond_margin(warm / cold):
-        disk = 1 - cold / warm
-        return (f"{name}: {times} ({warm / cold:.1f}x faster warm): {disk:.0%} of a cold "
-                f"read was waiting for the disk, the other {1 - disk:.0%} is the format's own "
-                "work, which a warm cache does not remove.")
-    if beyond_margin(cold / warm):
-        return (f"{name}: {times}, {cold / warm:.1f}x slower warm: the machine was busier "
-                "during the warm run, which says nothing about the cache.")
-    return (f"{name}: {times}, within 20% of each other: these reads spent their time on the "
-            "format's own work, not on the disk, or the pages were not really dropped (a file "
-            "system in memory, a disk cache below the kernel).")
+    (system calls, copying, decompressing), and the rest of the cold time is the disk.
+    `cold`, `warm`: records/s of each run; judged by the course's one margin rule."""
+    comparison = rate_comparison(warm, cold)
+    cold_rate, warm_rate = median_rate(cold), median_rate(warm)
+    times = (f"{micros(cold_rate)} per random read cold, {micros(warm_rate)} warm "
+             f"({runs_phrase(cold, warm)}; {margin_phrase(comparison)})")
+    outcome = _READ_VERDICTS[comparison.verdict]
+    if outcome == FASTER:
+        disk = 1 - cold_rate / warm_rate
+        return (f"{name}: {times}, {format_times(warm_rate / cold_rate)} faster warm: "
+                f"{disk:.0%} of a cold read was waiting for the disk, the other "
+                f"{1 - disk:.0%} is the format's own work, which a warm cache does not "
+                "remove.")
+    if outcome == SLOWER:
+        return (f"{name}: {times}, {format_times(cold_rate / warm_rate)} slower warm: the "
+                "machine was busier during the warm run, which says nothing about the cache.")
+    if outcome == TOO_NOISY_TO_TELL:
+        return f"{name}: {times}: too noisy to tell cold from warm; this run names no cause."
+    return (f"{name}: {times}, the same within the noise: these reads spent their time on "
+            "the format's own work, not on the disk, or the pages were not really dropped (a "
+            "file system in memory, a disk cache below the kernel).")
 
 
-def group_size_sentence(bytes_one: int, bytes_group: int, random_one: float,
-                        random_group: float, group_size: int) -> str:
-    """The trade-off group_size makes, from the file sizes and the warm random reads."""
+def group_size_sentence(bytes_one: int, bytes_group: int, random_one: Rates,
+                        random_group: Rates, group_size: int) -> str:
+    """The trade-off group_size makes, from the file sizes and the warm random reads
+    (records/s of each run, judged by the course's one margin rule)."""
     smaller = bytes_one / bytes_group
-    size_part = (f"group_size:{group_size} made the file {smaller:.1f}x smaller than "
-                 "group_size:1" if smaller > 1.05 else
+    size_part = (f"group_size:{group_size} made the file {format_times(smaller)} smaller "
+                 "than group_size:1" if smaller > 1.05 else
                  f"group_size:{group_size} saved no space over group_size:1 here")
-    slower = random_one / random_group
-    reads = f"{1e6 / random_group:,.0f} µs per read against {1e6 / random_one:,.0f} µs"
-    if beyond_margin(slower):
-        read_part = (f"and warm random reads {slower:.1f}x slower ({reads}): each one "
-                     f"decompresses {group_size} records to return one")
-    elif beyond_margin(1 / slower):
-        read_part = (f"and warm random reads were {1 / slower:.1f}x faster ({reads}), which a "
-                     "busy machine can do to a run; expect them slower, since each read "
-                     "decompresses the whole group")
+    # group_size:1 judged against group_size:64, so that the margin is a share of the
+    # slower reads it is meant for, not of reads many times faster
+    comparison = rate_comparison(random_one, random_group)
+    group_rate, one_rate = median_rate(random_group), median_rate(random_one)
+    reads = (f"{micros(group_rate)} per read against {micros(one_rate)}, "
+             f"{runs_phrase(random_group, random_one)}; {margin_phrase(comparison)}")
+    outcome = {FASTER: SLOWER, SLOWER: FASTER}.get(_READ_VERDICTS[comparison.verdict],
+                                                   _READ_VERDICTS[comparison.verdict])
+    if outcome == SLOWER:
+        read_part = (f"and warm random reads {format_times(one_rate / group_rate)} slower "
+                     f"({reads}): each one decompresses {group_size} records to return one")
+    elif outcome == FASTER:
+        read_part = (f"and warm random reads {format_times(group_rate / one_rate)} faster "
+                     f"({reads}), which a busy machine can do to a run; expect them slower, "
+                     "since each read decompresses the whole group")
+    elif outcome == TOO_NOISY_TO_TELL:
+        read_part = (f"and warm random reads too noisy to tell apart ({reads}); this run "
+                     "names no cause")
     else:
-        read_part = (f"and warm random reads about as fast, within 20% ({reads}): these "
+        read_part = (f"and warm random reads the same within the noise ({reads}): these "
                      "records decompress quickly")
     return f"{size_part}, {read_part}. Grain asks for group_size:1, made for random access."
 
@@ -443,36 +509,43 @@ _OWN_WORK = {
 }
 
 
-def warm_leader(rates: Mapping[str, Mapping[str, float]]) -> tuple[list[str], float, bool]:
-    """The formats ordered by warm random reads (fastest first), the lead of the first over
-    the second, and whether that lead is clear: more than 20% as printed (a lead of 1.24x
-    prints as 1.2x, and is not called clear)."""
-    order = sorted(rates, key=lambda name: -rates[name]["random, warm"])
+def warm_leader(runs: Mapping[str, Mapping[str, Rates]]) -> tuple[list[str], str]:
+    """The formats ordered by the median of their warm random reads (fastest first), and
+    `verdict` of the first against the second: the lead is clear only when it is "faster"."""
+    order = sorted(runs, key=lambda name: -median_rate(runs[name]["random, warm"]))
     if len(order) < 2:
-        return order, math.inf, True
-    lead = rates[order[0]]["random, warm"] / rates[order[1]]["random, warm"]
-    return order, lead, beyond_margin(lead)
+        return order, FASTER
+    return order, verdict(runs[order[0]]["random, warm"], runs[order[1]]["random, warm"])
 
 
-def warm_ranking_sentence(rates: Mapping[str, Mapping[str, float]], runs: int = 1) -> str:
-    """The formats ranked by their warm random reads (µs per read: medians of `runs` runs),
-    and whether the fastest one is clear of the next by more than 20%, the lesson's margin.
+def warm_ranking_sentence(runs: Mapping[str, Mapping[str, Rates]]) -> str:
+    """The formats ranked by their warm random reads (µs per read: the medians of each
+    format's runs), and whether the fastest one is clear of the next by the course's one
+    margin rule.
 
     Warm, nothing waits for the disk, so the time is the format's own work; the sentence names
     that work for the fastest format when it leads clearly."""
-    order, lead, clear = warm_leader(rates)
-    listed = ", ".join(f"{name} {1e6 / rates[name]['random, warm']:,.0f} µs" for name in order)
-    each = "one run each" if runs == 1 else f"medians of {runs} runs each"
+    order, outcome = warm_leader(runs)
+    listed = ", ".join(f"{name} {micros(median_rate(runs[name]['random, warm']))}"
+                       for name in order)
+    each = runs_phrase(*(runs[name]["random, warm"] for name in order))
     head = f"Warm random reads, fastest first (µs per read, {each}): {listed}."
     if len(order) < 2:
         return head
     first, second = order[0], order[1]
-    if not clear:
-        return (f"{head} The first two, {first} and {second}, are within 20% of each other "
-                f"({lead:.1f}x): too close to rank on a shared machine.")
+    comparison = rate_comparison(runs[first]["random, warm"], runs[second]["random, warm"])
+    lead = comparison.ratio
+    if outcome == TOO_NOISY_TO_TELL:
+        return (f"{head} The first two, {first} and {second}, are too noisy to tell apart "
+                f"({format_times(lead)}, {margin_phrase(comparison)}): this run ranks "
+                "neither first.")
+    if outcome != FASTER:
+        return (f"{head} The first two, {first} and {second}, are the same within the noise "
+                f"({format_times(lead)}, {margin_phrase(comparison)}): a tie, not a ranking.")
     work = _OWN_WORK.get(first)
     why = f": {work}" if work else ""
-    return f"{head} Fastest: {first}, {lead:.1f}x faster than {second}, the next{why}."
+    return (f"{head} Fastest: {first}, {format_times(lead)} faster than {second}, the next "
+            f"({margin_phrase(comparison)}){why}.")
 
 
 # -- memory while an epoch runs --------------------------------------------------------------
@@ -715,14 +788,17 @@ def plot_read_threads(rates: Mapping[int, float], latency_s: float,
     return figure
 
 
-def latency_threads_sentence(rates: Mapping[int, float], latency_s: float) -> str:
-    """How close each thread count came to `num_threads / latency`, and where it fell short."""
+def latency_threads_sentence(runs: Mapping[int, Rates], latency_s: float) -> str:
+    """How close each thread count came to `num_threads / latency` (records/s: one rate or
+    every run, judged by the median), and where it fell short."""
+    rates = {threads: median_rate(value) for threads, value in runs.items()}
     shares = {threads: rate / threads_limit(threads, latency_s)
               for threads, rate in sorted(rates.items())}
     one = min(rates)
     parts = [f"With {one} thread{'s' if one > 1 else ''} the loader read {rates[one]:,.0f} "
-             f"records/s, {shares[one]:.0%} of the {threads_limit(one, latency_s):,.0f}/s that "
-             f"waits of {latency_s * 1e3:.0f} ms allow."]
+             f"records/s ({runs_phrase(*runs.values())}), {shares[one]:.0%} of the "
+             f"{threads_limit(one, latency_s):,.0f}/s that waits of {latency_s * 1e3:.0f} ms "
+             "allow."]
     # compared as printed (79.6% prints as 80%, and is not listed as below 80%)
     short = [threads for threads, share in shares.items() if round(share, 2) < 0.8]
     if not short:
@@ -742,45 +818,35 @@ def latency_threads_sentence(rates: Mapping[int, float], latency_s: float) -> st
     return " ".join(parts)
 
 
-def workers_threads_sentence(in_process: float | Sequence[float],
-                             in_workers: float | Sequence[float], worker_count: int,
+def workers_threads_sentence(in_process: Rates, in_workers: Rates, worker_count: int,
                              threads_per_worker: int) -> str:
     """The same number of read threads in total, in the main process or split over workers:
-    records/s of each run (or one rate), compared by their medians with the lesson's 20%
-    margin, widened to twice the medians' combined standard error where that is larger
-    (`basics.judge`, with the lesson's margin as its floor).
+    records/s of each run (or one rate), compared by their medians with the course's one
+    margin rule (`rate_comparison`).
 
     `in_process` is measured with worker_count * threads_per_worker threads in one process,
     so the comparison holds the number of reads waiting at once equal."""
-    process_runs = tuple(np.atleast_1d(np.asarray(in_process, dtype=float)))
-    worker_runs = tuple(np.atleast_1d(np.asarray(in_workers, dtype=float)))
-    # seconds per record, so that Comparison's "better" means more records/s
-    comparison = Comparison(tuple(1 / rate for rate in worker_runs),
-                            tuple(1 / rate for rate in process_runs), floor=TIE_MARGIN)
+    comparison = rate_comparison(in_workers, in_process)
     total = worker_count * threads_per_worker
-    workers_rate, process_rate = np.median(worker_runs), np.median(process_runs)
-    if len(worker_runs) == len(process_runs):
-        runs = ("one run each" if len(worker_runs) == 1 else
-                f"medians of {len(worker_runs)} runs each")
-    else:
-        runs = f"medians of {len(worker_runs)} and {len(process_runs)} runs"
+    workers_rate, process_rate = median_rate(in_workers), median_rate(in_process)
     head = (f"{worker_count} workers with {threads_per_worker} read threads each ({total} in "
             f"all) read {workers_rate:,.0f} records/s, against {process_rate:,.0f}/s for "
-            f"{total} threads in the main process ({runs}; "
-            + (f"margin {comparison.margin:.0%})" if comparison.verdict == TOO_NOISY_TO_TELL
-               else f"a difference under {comparison.margin:.0%} is a tie)"))
+            f"{total} threads in the main process ({runs_phrase(in_workers, in_process)}; "
+            f"{margin_phrase(comparison)})")
     ratio = comparison.ratio
-    if comparison.verdict == TOO_NOISY_TO_TELL:
+    outcome = _READ_VERDICTS[comparison.verdict]
+    if outcome == TOO_NOISY_TO_TELL:
         return f"{head}: {NOISY_EXPLANATION}"
-    if comparison.verdict == "better":
-        return (f"{head}: {ratio:.1f}x more with workers. The waits were the same in number, "
-                "so the difference lies in the loader's other work; this run does not say "
-                "which part.")
-    if comparison.verdict == "worse":
-        return (f"{head}: {1 / ratio:.1f}x less with workers: for pure waiting, workers "
-                "added nothing here over the same number of threads in one process.")
-    return (f"{head}: a tie ({ratio:.2f}x): for pure waiting, workers add nothing that "
-            "threads do not; waiting is waiting, whichever process does it.")
+    if outcome == FASTER:
+        return (f"{head}: {format_times(ratio)} more with workers. The waits were the same in "
+                "number, so the difference lies in the loader's other work; this run does not "
+                "say which part.")
+    if outcome == SLOWER:
+        return (f"{head}: {format_times(1 / ratio)} less with workers: for pure waiting, "
+                "workers added nothing here over the same number of threads in one process.")
+    return (f"{head}: the same within the noise ({format_times(ratio)}): for pure waiting, "
+            "workers add nothing that threads do not; waiting is waiting, whichever process "
+            "does it.")
 
 
 # -- what to remember -------------------------------------------------------------------------
@@ -810,40 +876,51 @@ def train_steps_per_second(in_features: int, batch_size: int, steps: int) -> flo
 
 
 def step_need_sentence(steps_per_s: float, batch_size: int,
-                       supplies: Mapping[str, float]) -> str:
-    """Records/s the step needs (batch size x steps/s) against each measured read rate."""
+                       supplies: Mapping[str, Rates]) -> str:
+    """Records/s the step needs (batch size x steps/s, timed once) against each measured read
+    rate (records/s of each run), judged by the course's one margin rule: "enough" when the
+    supply is faster than the need, "short" when slower, "about the need" within the noise."""
     need = batch_size * steps_per_s
     parts = [f"The step runs {steps_per_s:,.0f} steps/s on batches of {batch_size}: it needs "
              f"{need:,.0f} records/s."]
-    for name, rate in supplies.items():
-        ratio = rate / need
-        if ratio >= 1 + TIE_MARGIN:
-            verdict = f"enough, {ratio:.1f}x the need"
-        elif ratio > 1 / (1 + TIE_MARGIN):
-            verdict = "about the need (within 20%): any slowdown makes the step wait"
+    for name, supply in supplies.items():
+        comparison = rate_comparison(supply, need)
+        rate = median_rate(supply)
+        outcome = _READ_VERDICTS[comparison.verdict]
+        if outcome == FASTER:
+            judged = f"enough, {format_times(rate / need)} the need"
+        elif outcome == SLOWER:
+            judged = f"short by {format_times(need / rate)}: the step would wait for its data"
+        elif outcome == TOO_NOISY_TO_TELL:
+            judged = (f"too noisy to tell against the need ({margin_phrase(comparison)}): "
+                      "time it again on a quieter machine")
         else:
-            verdict = f"short by {1 / ratio:.1f}x: the step would wait for its data"
-        parts.append(f"{name}: {rate:,.0f} records/s, {verdict}.")
+            judged = (f"about the need, the same within the noise "
+                      f"({margin_phrase(comparison)}): any slowdown makes the step wait")
+        parts.append(f"{name}: {rate:,.0f} records/s, {judged}.")
     return " ".join(parts)
 
 
 def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
-                   rates: Mapping[str, Mapping[str, float]], thread_rates: Mapping[int, float],
+                   runs: Mapping[str, Mapping[str, Rates]], thread_rates: Mapping[int, Rates],
                    latency_s: float) -> list[str]:
-    """The lesson's closing points, each with this run's numbers."""
-    order, _, clear = warm_leader(rates)
+    """The lesson's closing points, each with this run's numbers (`runs`: records/s of each
+    run, per format and pattern, from `read_rate_runs`; `thread_rates`: per thread count)."""
+    order, outcome = warm_leader(runs)
     fastest = order[0]
-    slowest = min(rates, key=lambda name: rates[name]["random, cold"])
-    many = max(thread_rates)
-    def per_read(name: str, pattern: str) -> str:
-        return f"{1e6 / rates[name][pattern]:,.0f} µs per read"
+    slowest = min(runs, key=lambda name: median_rate(runs[name]["random, cold"]))
+    fewest, many = min(thread_rates), max(thread_rates)
 
-    if clear:
+    def per_read(name: str, pattern: str) -> str:
+        return f"{micros(median_rate(runs[name][pattern]))} per read"
+
+    if outcome == FASTER:
         warm = (f"Warm random reads were fastest from {fastest} "
                 f"({per_read(fastest, 'random, warm')})")
     else:
-        warm = (f"Warm random reads were fastest from {fastest} and {order[1]}, tied within "
-                f"20% ({per_read(fastest, 'random, warm')} and "
+        tied = "tied within the noise" if outcome == SAME else "too noisy to tell apart"
+        warm = (f"Warm random reads were fastest from {fastest} and {order[1]}, {tied} "
+                f"({per_read(fastest, 'random, warm')} and "
                 f"{per_read(order[1], 'random, warm')})")
     return [
         f"Reading {data_mb:.0f} MB whole cost {whole_mb:.0f} MB of the process's own memory; "
@@ -852,10 +929,11 @@ def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
         f"({per_read(slowest, 'random, cold')}).",
         "The page cache is the kernel's, shared and dropped when memory is needed: "
         "a lazy source's anonymous memory stays flat over an epoch.",
-        f"With {latency_s * 1e3:.0f} ms per read, {min(thread_rates)} read thread gave "
-        f"{thread_rates[min(thread_rates)]:,.0f} records/s and {many} gave "
-        f"{thread_rates[many]:,.0f}/s (limit {threads_limit(many, latency_s):,.0f}/s): threads "
-        "for waiting, processes (lesson 4) for computing.",
+        f"With {latency_s * 1e3:.0f} ms per read, {fewest} read thread gave "
+        f"{median_rate(thread_rates[fewest]):,.0f} records/s and {many} gave "
+        f"{median_rate(thread_rates[many]):,.0f}/s (limit "
+        f"{threads_limit(many, latency_s):,.0f}/s): threads for waiting, processes (lesson 4) "
+        "for computing.",
     ]
 
 

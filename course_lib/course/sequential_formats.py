@@ -33,8 +33,30 @@ from pathlib import Path
 
 import numpy as np
 
-from course_lib.course.basics import format_times
-from course_lib.course.bigger_than_memory import DigitRecords, beyond_margin, drop_page_cache
+from course_lib.course.basics import (
+    BETTER,
+    TOO_NOISY_TO_TELL,
+    WORSE,
+    Estimate,
+    format_duration,
+    format_times,
+    judge,
+    relative_margin,
+)
+from course_lib.course.bigger_than_memory import (
+    FASTER,
+    SLOWER,
+    DigitRecords,
+    Rates,
+    drop_page_cache,
+    margin_phrase,
+    median_rate,
+    micros,
+    rate_comparison,
+    runs_of,
+    runs_phrase,
+    verdict,
+)
 
 LENGTH = struct.Struct("<I")  # the 4-byte little-endian length before every record
 REQUEST_BYTES = 1 << 20  # what one read request asks the storage for: 1 MiB
@@ -198,16 +220,14 @@ def plot_label_orders(orders: Mapping[str, Sequence[int]], batch_size: int):
     return figure
 
 
-TIE_MARGIN = 0.2  # lesson 9's one margin: two rates within 20% of each other are a tie
-
-
-def stream_speed_sentence(*, stream_slow: float, random_slow: float, threaded_slow: float,
+def stream_speed_sentence(*, stream_slow: Rates, random_slow: Rates, threaded_slow: Rates,
                           threads: int, latency_s: float, records_per_request: float,
-                          stream_cold: float, in_order_cold: float, random_cold: float,
-                          in_order_warm: float, random_warm: float,
+                          stream_cold: Rates, in_order_cold: Rates, random_cold: Rates,
+                          in_order_warm: Rates, random_warm: Rates,
                           format_name: str = "ArrayRecord") -> str:
     """Streaming against random access on slow storage, then what the order alone does on
-    a cold local disk.
+    a cold local disk. Every rate is records/s, one run or every run of a timing; each pair is
+    judged by the course's one margin rule (`bigger_than_memory.verdict`).
 
     The disk part compares like with like: one format (`format_name`, the same files, the
     same codec), read in file order and in random order, cold and warm. Warm, no read waits
@@ -216,60 +236,89 @@ def stream_speed_sentence(*, stream_slow: float, random_slow: float, threaded_sl
     credited to the kernel's read-ahead. The stream's own cold rate is printed beside it, not
     divided by another format's: its records are uncompressed and parsed in Python."""
     wait = f"{latency_s * 1e3:.0f} ms"
-    tie = 1 + TIE_MARGIN
-    ratio = stream_slow / random_slow
-    head = (f"With {wait} per request, one reader streaming read {stream_slow:,.0f} "
-            f"records/s against {random_slow:,.0f}/s for random reads one at a time")
-    if ratio > tie:
-        head += (f": {ratio:.0f}x more, since each request of a megabyte brought about "
-                 f"{records_per_request:.0f} records for one wait")
-    elif ratio < 1 / tie:
-        head += (f": {1 / ratio:.1f}x less, which the one wait per request cannot explain; "
-                 "the machine was busy during the stream, run it again")
+    stream_rate, random_rate = median_rate(stream_slow), median_rate(random_slow)
+    outcome = verdict(stream_slow, random_slow)
+    margin = margin_phrase(rate_comparison(stream_slow, random_slow))
+    head = (f"With {wait} per request, one reader streaming read {stream_rate:,.0f} "
+            f"records/s against {random_rate:,.0f}/s for random reads one at a time")
+    if outcome == FASTER:
+        head += (f": {format_times(stream_rate / random_rate)} more, since each request of a "
+                 f"megabyte brought about {records_per_request:.0f} records for one wait")
+    elif outcome == SLOWER:
+        head += (f": {format_times(random_rate / stream_rate)} less ({margin}), which the one "
+                 "wait per request cannot explain; the machine was busy during the stream, "
+                 "run it again")
+    elif outcome == TOO_NOISY_TO_TELL:
+        head += f": too noisy to tell apart ({margin}), so this run names no cause"
     else:
-        head += ": about the same (within 20%), so here the waits were not what limited it"
-    if threaded_slow * tie >= stream_slow:
-        threads_part = (f"Random access catches up only with many threads ({threads} read "
-                        f"{threaded_slow:,.0f}/s above), each waiting for its own record.")
-    else:
-        threads_part = (f"Even {threads} threads of random access ({threaded_slow:,.0f}/s "
+        head += (f": the same within the noise ({margin}), so here the waits were not what "
+                 "limited it")
+    threaded_rate = median_rate(threaded_slow)
+    catching_up = verdict(threaded_slow, stream_slow)
+    if catching_up == SLOWER:
+        threads_part = (f"Even {threads} threads of random access ({threaded_rate:,.0f}/s "
                         "above) stayed below the single stream.")
-    us = {key: 1e6 / rate for key, rate in (("in order, cold", in_order_cold),
-                                            ("random, cold", random_cold),
-                                            ("in order, warm", in_order_warm),
-                                            ("random, warm", random_warm))}
-    listed = ", ".join(f"{key} {value:,.0f}" for key, value in us.items())
-    disk = (f"On this machine's disk, {format_name}, same files, same codec, µs per read: "
-            f"{listed}.")
-    warm_gap = us["random, warm"] / us["in order, warm"]
-    if beyond_margin(warm_gap):
-        disk += (f" Warm, with no disk to wait for, file order was already {warm_gap:.1f}x "
-                 "faster: that part of the cold gap is not the disk.")
-    elif beyond_margin(1 / warm_gap):
-        disk += f" Warm, file order was {1 / warm_gap:.1f}x slower than random order."
+    elif catching_up == TOO_NOISY_TO_TELL:
+        threads_part = (f"{threads} threads of random access ({threaded_rate:,.0f}/s above) "
+                        "and the single stream are too noisy to tell apart.")
     else:
-        disk += " Warm, the two orders were within 20% of each other."
-    return (f"{head}. {threads_part} {disk} {disk_added_sentence(us)} (The stream itself, "
-            f"uncompressed and parsed in Python, read {stream_cold:,.0f} records/s cold: "
-            f"another format, so not set against {format_name}'s.)")
+        threads_part = (f"Random access catches up only with many threads ({threads} read "
+                        f"{threaded_rate:,.0f}/s above), each waiting for its own record.")
+    runs = {"in order, cold": in_order_cold, "random, cold": random_cold,
+            "in order, warm": in_order_warm, "random, warm": random_warm}
+    listed = ", ".join(f"{key} {micros(median_rate(value))}" for key, value in runs.items())
+    disk = (f"On this machine's disk, {format_name}, same files, same codec, time per read "
+            f"({runs_phrase(*runs.values())}): {listed}.")
+    warm_order = verdict(in_order_warm, random_warm)
+    warm_margin = margin_phrase(rate_comparison(in_order_warm, random_warm))
+    warm_gap = median_rate(in_order_warm) / median_rate(random_warm)
+    if warm_order == FASTER:
+        disk += (f" Warm, with no disk to wait for, file order was already "
+                 f"{format_times(warm_gap)} faster ({warm_margin}): that part of the cold gap "
+                 "is not the disk.")
+    elif warm_order == SLOWER:
+        disk += (f" Warm, file order was {format_times(1 / warm_gap)} slower than random "
+                 f"order ({warm_margin}).")
+    elif warm_order == TOO_NOISY_TO_TELL:
+        disk += f" Warm, the two orders were too noisy to tell apart ({warm_margin})."
+    else:
+        disk += f" Warm, the two orders were the same within the noise ({warm_margin})."
+    return (f"{head}. {threads_part} {disk} {disk_added_sentence(runs)} (The stream itself, "
+            f"uncompressed and parsed in Python, read {median_rate(stream_cold):,.0f} "
+            f"records/s cold: another format, so not set against {format_name}'s.)")
 
 
-def disk_added_sentence(us: Mapping[str, float]) -> str:
+def _seconds_per_read(rates: Rates) -> Estimate:
+    """The median time per read of a rate's runs, with its standard error."""
+    return Estimate.median_of([1 / rate for rate in runs_of(rates)])
+
+
+def _difference(larger: Estimate, smaller: Estimate) -> Estimate:
+    """`larger - smaller`, with the two standard errors combined (a side timed once has
+    none)."""
+    errors = [0.0 if np.isnan(side.stderr) else side.stderr for side in (larger, smaller)]
+    stderr = float(np.hypot(*errors)) if any(errors) else np.nan
+    return Estimate(larger.value - smaller.value, stderr, min(larger.count, smaller.count))
+
+
+def disk_added_sentence(runs: Mapping[str, Rates]) -> str:
     """What the disk added to a read, in file order and at random: cold minus warm (µs per
-    read, keys as in `stream_speed_sentence`). A difference counts only when the cold time
-    is beyond the lesson's 20% margin of the warm one: the runs of one timing disagree by
-    that much among themselves, so a smaller difference is noise, and a ratio against it
-    would be meaningless."""
-    added = {order: us[f"{order}, cold"] - us[f"{order}, warm"]
-             for order in ("in order", "random")}
-    seen = {order: beyond_margin(us[f"{order}, cold"] / us[f"{order}, warm"])
-            for order in added}
+    read; `runs`: records/s of each run under the keys "in order, cold", "random, cold",
+    "in order, warm", "random, warm"). A difference counts only when the cold reads are
+    slower than the warm ones by the course's one margin rule; the two differences are then
+    compared by the same rule, with their standard errors combined."""
+    orders = ("in order", "random")
+    seen = {order: verdict(runs[f"{order}, warm"], runs[f"{order}, cold"]) == FASTER
+            for order in orders}
+    added = {order: _difference(_seconds_per_read(runs[f"{order}, cold"]),
+                                _seconds_per_read(runs[f"{order}, warm"])) for order in orders}
 
     def part(order: str, where: str) -> str:
         if seen[order]:
-            return f"{added[order]:,.0f} µs per read {where}"
-        return (f"nothing measurable {where} (cold {us[f'{order}, cold']:,.0f} µs against "
-                f"{us[f'{order}, warm']:,.0f} warm, within 20%)")
+            return f"{format_duration(added[order].value)} per read {where}"
+        cold, warm = (micros(median_rate(runs[f"{order}, {state}"])) for state in ("cold", "warm"))
+        return (f"nothing measurable {where} (cold {cold} against {warm} warm, the same "
+                "within the noise or too noisy to tell)")
 
     head = ("Cold minus warm, what the disk added: "
             f"{part('in order', 'in file order')}, {part('random', 'at random')}")
@@ -286,12 +335,17 @@ def disk_added_sentence(us: Mapping[str, float]) -> str:
         return f"{head}: the disk cost more in file order than at random{busier}"
     if not seen["in order"]:
         return f"{head}: only random reads waited for it.{read_ahead}"
-    ratio = added["random"] / added["in order"]
-    if beyond_margin(ratio):
-        return f"{head}: {format_times(ratio)} less in file order.{read_ahead}"
-    if beyond_margin(1 / ratio):
-        return f"{head}: {format_times(1 / ratio)} more in file order{busier}"
-    return f"{head}: within 20% of each other, so at the disk the order saved nothing here."
+    judged = judge(added["in order"], added["random"])
+    margin = f"margin {relative_margin(added['in order'], added['random']):.0%}"
+    ratio = added["random"].value / added["in order"].value
+    if judged == BETTER:
+        return f"{head}: {format_times(ratio)} less in file order ({margin}).{read_ahead}"
+    if judged == WORSE:
+        return f"{head}: {format_times(1 / ratio)} more in file order ({margin}){busier}"
+    if judged == TOO_NOISY_TO_TELL:
+        return f"{head}: too noisy to tell the two apart ({margin}); this run names no cause."
+    return (f"{head}: the same within the noise ({margin}), so at the disk the order saved "
+            "nothing here.")
 
 
 def shuffle_mix_sentence(mix: Mapping[str, float], *, best_buffer: str, global_name: str,
@@ -306,7 +360,7 @@ def shuffle_mix_sentence(mix: Mapping[str, float], *, best_buffer: str, global_n
         return (f"{head} The {best_buffer} mixed about as well as the {global_name}: at "
                 f"{buffer_share:.0%} of the data set it held records of every label most of "
                 "the time.")
-    return (f"{head} Even the {best_buffer} gave {whole / buffer:.1f}x fewer labels per "
+    return (f"{head} Even the {best_buffer} gave {format_times(whole / buffer)} fewer labels per "
             f"batch than the {global_name}: a batch "
             "can only hold what lay near it in the file, and this file lies class by class.")
 
@@ -319,11 +373,13 @@ def buffer_memory_sentence(buffer_size: int, record_bytes: int, data_mb: float) 
             "holds none, only the sampler's position.")
 
 
-def stream_remember_line(*, stream_slow: float, random_slow: float, buffer_name: str,
+def stream_remember_line(*, stream_slow: Rates, random_slow: Rates, buffer_name: str,
                          buffer_mix: float, global_mix: float) -> str:
-    """The section's closing point, with this run's numbers."""
-    return (f"A stream pays one wait per request ({stream_slow:,.0f} records/s against "
-            f"{random_slow:,.0f}/s for one random reader) and shuffles only what it holds: the "
+    """The section's closing point, with this run's numbers (rates: the medians of their
+    runs)."""
+    return (f"A stream pays one wait per request ({median_rate(stream_slow):,.0f} records/s "
+            f"against {median_rate(random_slow):,.0f}/s for one random reader) and shuffles "
+            "only what it holds: the "
             f"{buffer_name} gave {buffer_mix:.1f} labels per batch, the global shuffle "
             f"{global_mix:.1f}. Shuffle a stream when it is written, and read several shards "
             "at once.")

@@ -32,7 +32,18 @@ from typing import Any
 
 import numpy as np
 
-from course_lib.course.basics import format_seconds
+from course_lib.course.basics import (
+    BETTER,
+    NOISE_FLOOR,
+    SAME,
+    TOO_NOISY_TO_TELL,
+    WORSE,
+    Estimate,
+    format_duration,
+    format_times,
+    judge,
+    relative_margin,
+)
 from course_lib.course.determinism import format_bytes
 
 ROW_LENGTH = 128  # bytes per row, and the longest sequence the lesson keeps
@@ -262,32 +273,33 @@ def plot_compile_passes(result: Mapping[str, Any], num_batches: int, title: str)
     figure, ax = plt.subplots(figsize=(5.6, 3.4))
     bar_chart({"first pass\n(traces and compiles)": result["first_pass_s"],
                f"the same {num_batches} batches,\nalready compiled": result["compiled_pass_s"]},
-              ylabel="seconds", value_format=format_seconds, title=title, ax=ax)
+              ylabel="seconds", value_format=format_duration, title=title, ax=ax)
     figure.tight_layout()
     return figure
 
 
 def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
                      batches: int) -> str:
-    """What compiling cost in the first pass, from the two passes' times."""
+    """What compiling cost in the first pass, from the two passes' times (each timed once,
+    so the course's one margin rule judges them with its 5% floor)."""
     compiling = first_pass_s - compiled_pass_s
     head = (f"{batches} batches gave {traces} trace{'s' if traces != 1 else ''}: the first "
-            f"pass took {format_seconds(first_pass_s)}, the same batches once compiled "
-            f"{format_seconds(compiled_pass_s)}.")
-    if compiling <= 0.1 * compiled_pass_s:
-        return (f"{head} Compiling cost nothing measurable here: the difference is within "
-                "the noise of a shared machine.")
+            f"pass took {format_duration(first_pass_s)}, the same batches once compiled "
+            f"{format_duration(compiled_pass_s)}.")
+    outcome = judge(Estimate(first_pass_s, np.nan, 1), Estimate(compiled_pass_s, np.nan, 1))
+    if outcome == BETTER:
+        return (f"{head} The first pass was the faster one, by more than the {NOISE_FLOOR:.0%} "
+                "margin of two single timings: the machine was busier during the second; "
+                "run the cell again.")
+    if outcome != WORSE:
+        return (f"{head} Compiling cost nothing measurable here: the two passes are the same "
+                f"within the noise (margin {NOISE_FLOOR:.0%} for two single timings).")
     share = compiling / first_pass_s
     if share >= 0.5:
         return (f"{head} Compiling took {share:.1%} of the first pass: this loop spends more "
                 "time compiling than computing.")
     return (f"{head} Compiling took {share:.0%} of the first pass, a cost paid again for "
             "every new shape.")
-
-
-def _spread(values: Sequence[float]) -> float:
-    """The range of repeated measurements, relative to their median."""
-    return (max(values) - min(values)) / statistics.median(values)
 
 
 def shown_percent(share: float, decimals: int = 0) -> float:
@@ -313,25 +325,35 @@ def _possessive(name: str) -> str:
 
 
 def _step_size(larger: float, name: str) -> str:
-    """Why a way of batching gains less than its padding says, from how large its steps are
-    (`larger`: its slots per step over `name`'s)."""
+    """What may explain a way of batching that gains less than its padding says, from how
+    large its steps are (`larger`: its slots per step over `name`'s). Nothing here isolates
+    the cause, and the sentence says so."""
     if larger > 1.05:
-        return (f"its steps hold {larger:.1f}x the slots of {name}'s, and attention's work per "
-                "slot grows with the row length, so its slots cost more.")
+        return (f"its steps hold {format_times(larger)} the slots of {name}'s, and attention's "
+                "work per slot grows with the row length, so its slots may cost more; this run "
+                "does not isolate that cause.")
     return (f"its steps are no larger than {name}'s, so neither padding nor row length "
-            "explains it: this is the timing noise of a busy machine; run the cell again.")
+            "explains it, and this run does not say what does; run the cell again.")
+
+
+def _faster(rates: Sequence[float], baseline: Sequence[float]) -> tuple[str, float]:
+    """The course's one verdict on two throughputs (higher is better), from the medians of
+    their passes and their standard errors, and the margin it used."""
+    measured, base = Estimate.median_of(rates), Estimate.median_of(baseline)
+    return (judge(measured, base, lower_is_better=False), relative_margin(measured, base))
 
 
 def throughput_sentence(rates: Mapping[str, Sequence[float]], fills: Mapping[str, float],
                         steps: Mapping[str, int], subject: str = "packing") -> str:
     """Real tokens per second of `subject` against each other way of batching, and how much
-    of each ratio the padding explains.
+    of each ratio the padding explains, every comparison by the course's one margin rule.
 
     All ways carry the same real tokens, so if time followed the slots computed, the speed
-    ratio would be the ratio of fills (real tokens per slot). What is left over goes with
-    the number of steps (each step has a fixed cost) or, when below it, with a dearer slot
-    (longer rows cost more per slot in attention). Within the spread of the repetitions,
-    nothing is concluded."""
+    ratio would be the ratio of fills (real tokens per slot). The measured ratio (with the
+    two medians' standard errors combined) is judged against that: what is left over goes
+    with the number of steps (each step has a fixed cost) or, when below it, with a dearer
+    slot (longer rows cost more per slot in attention). Within the noise, or too noisy to
+    tell, nothing is concluded."""
     medians = {name: statistics.median(values) for name, values in rates.items()}
     listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in rates)
     parts = [f"Real tokens per second (median of {len(rates[subject])} passes): {listing}."]
@@ -339,53 +361,67 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]], fills: Mapping[str
     for name in rates:
         if name == subject:
             continue
-        noise = max(_spread(rates[subject]), _spread(rates[name]), 0.05)
+        outcome, margin = _faster(rates[subject], rates[name])
         ratio = medians[subject] / medians[name]
         padding = fills[subject] / fills[name]
         # slots per step of subject over name's: the same real tokens in both
         larger = (fills[name] * steps[name]) / (fills[subject] * steps[subject])
         slots = (f"{fills[subject]:.0%} of {_possessive(subject)} slots hold real tokens "
                  f"against {fills[name]:.0%} of {_possessive(name)}")
-        if abs(ratio - 1) <= noise:
-            parts.append(f"Against {name}, {subject} is within the noise of the repetitions "
-                         f"({ratio:.2f}x, passes spreading by up to {noise:.0%}), though "
-                         f"{slots}.")
-        elif ratio < 1:
-            parts.append(f"{subject.capitalize()} is {1 / ratio:.2f}x slower than {name}, "
-                         f"although {slots}: {_step_size(larger, name)}")
-        elif abs(ratio / padding - 1) <= noise:
-            parts.append(f"{subject.capitalize()} is {ratio:.2f}x {name}; the padding alone "
-                         f"would give {padding:.2f}x ({slots}), and the two differ by less "
-                         f"than the passes spread ({noise:.0%}): the padding explains the "
-                         "gap.")
-        elif ratio > padding:
+        if outcome == TOO_NOISY_TO_TELL:
+            parts.append(f"Against {name}, {subject} is too noisy to tell ({format_times(ratio)}, "
+                         f"margin {margin:.0%}), though {slots}: this run names no cause.")
+            continue
+        if outcome == SAME:
+            parts.append(f"Against {name}, {subject} is the same within the noise "
+                         f"({format_times(ratio)}, margin {margin:.0%}), though {slots}.")
+            continue
+        if outcome == WORSE:
+            parts.append(f"{subject.capitalize()} is {format_times(1 / ratio)} slower than "
+                         f"{name} (margin {margin:.0%}), although {slots}: "
+                         f"{_step_size(larger, name)}")
+            continue
+        measured = Estimate.median_of(rates[subject]).ratio(Estimate.median_of(rates[name]))
+        predicted = Estimate(padding, np.nan, 1)
+        explained = judge(measured, predicted, lower_is_better=False)
+        left = relative_margin(measured, predicted)
+        if explained == SAME:
+            parts.append(f"{subject.capitalize()} is {format_times(ratio)} {name}; the padding "
+                         f"alone would give {format_times(padding)} ({slots}), the same within "
+                         f"the noise (margin {left:.0%}): the padding explains the gap.")
+        elif explained == TOO_NOISY_TO_TELL:
+            parts.append(f"{subject.capitalize()} is {format_times(ratio)} {name}; the padding "
+                         f"alone would give {format_times(padding)} ({slots}), but the two "
+                         f"ratios are too noisy to tell apart (margin {left:.0%}): this run "
+                         "does not say how much of the gap the padding explains.")
+        elif explained == BETTER:
             why = ("" if steps_explained else ", and a model this small on a CPU pays a fixed "
                    "cost per step (dispatching the jitted call, the Python loop) of the size "
                    "of its arithmetic")
             steps_explained = True
             parts.append(
-                f"{subject.capitalize()} is {ratio:.2f}x {name}, more than the padding "
-                f"explains ({slots}, {padding:.2f}x). The other {ratio / padding:.2f}x goes "
-                f"with the number of steps: {steps[subject]} against {steps[name]} for the "
-                f"same tokens{why}.")
+                f"{subject.capitalize()} is {format_times(ratio)} {name}, more than the padding "
+                f"explains ({slots}, {format_times(padding)}; margin {left:.0%}). The other "
+                f"{format_times(ratio / padding)} goes with the number of steps, "
+                f"{steps[subject]} against {steps[name]} for the same tokens{why}; this run "
+                "does not isolate that cost (no pass changed the number of steps alone).")
         else:
             parts.append(
-                f"{subject.capitalize()} is {ratio:.2f}x {name}, less than the padding alone "
-                f"would give ({slots}, {padding:.2f}x): {_step_size(larger, name)}")
+                f"{subject.capitalize()} is {format_times(ratio)} {name}, less than the padding "
+                f"alone would give ({slots}, {format_times(padding)}; margin {left:.0%}): "
+                f"{_step_size(larger, name)}")
     return " ".join(parts)
 
 
 def plot_throughput(rates: Mapping[str, Sequence[float]], subject: str = "packing"):
     """Real tokens per second of each way of batching: a bar at the median, a dot for every
-    pass. `subject` is drawn in orange only where it beats every other way by more than
-    the passes spread (the rule of `throughput_sentence`), so a tie is never highlighted."""
+    pass. `subject` is drawn in orange only where it is faster than every other way by the
+    course's one margin rule (as in `throughput_sentence`), so a tie is never highlighted."""
     import matplotlib.pyplot as plt
 
     medians = {name: statistics.median(values) for name, values in rates.items()}
-    clear = all(
-        medians[subject] / medians[name] - 1 > max(_spread(rates[subject]),
-                                                   _spread(rates[name]), 0.05)
-        for name in rates if name != subject)
+    clear = all(_faster(rates[subject], rates[name])[0] == BETTER
+                for name in rates if name != subject)
     names = list(rates)
     figure, ax = plt.subplots(figsize=(6.4, 3.6))
     colors = ["tab:orange" if name == subject and clear else "tab:blue" for name in names]
@@ -396,8 +432,9 @@ def plot_throughput(rates: Mapping[str, Sequence[float]], subject: str = "packin
         ax.plot([index] * len(rates[name]), rates[name], "o", color="black", markersize=4,
                 label="one pass" if index == 0 else None)
     ax.set_ylabel("real tokens per second")
+    orange = ("; orange: faster than every other\nby the course's margin" if clear else "")
     ax.set_title(f"The same model and sequences, three ways to batch\n(bars: median of "
-                 f"{len(rates[subject])} passes; dots: each pass)", fontsize="medium")
+                 f"{len(rates[subject])} passes; dots: each pass{orange})", fontsize="medium")
     ax.legend(loc="upper left", fontsize="small")
     ax.margins(y=0.2)
     figure.tight_layout()
@@ -424,7 +461,8 @@ def normalisation_sentence(counts: Mapping[str, Sequence[int]]) -> str:
         return (f"{head} Almost the same count in every batch, so a mean per batch weighs "
                 "every token alike.")
     return (f"{head} `loss_fn` divides each batch's sum by that batch's count, so one token "
-            f"of the sparsest batch weighs up to {most_uneven:.1f}x one token of the fullest. "
+            f"of the sparsest batch weighs up to {format_times(most_uneven)} one token of the "
+            "fullest. "
             "To weigh every token alike, divide each batch's sum by one fixed number (the most "
             "a batch can hold), or add sums and counts over several batches (across "
             "accumulation steps and devices) before dividing.")
@@ -1152,7 +1190,7 @@ def context_sentence(report: Mapping[str, Mapping[str, Any]] | None) -> str:
             f"Concatenating cut {concat['cut'] - split['cut']:,} more documents "
             f"({concat['short_cut']:,} of those it cut fit a row, which splitting leaves "
             "whole) and left "
-            + (f"{lost / base:.1f}x the tokens" if base else "tokens")
+            + (f"{format_times(lost / base)} the tokens" if base else "tokens")
             + f" without their start, for {_padding_change(padding_saved)}. Both cut "
             "the long documents and train each piece alone; the choice is padding against "
             "context, and this run puts a number on each.")
