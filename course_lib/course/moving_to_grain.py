@@ -555,9 +555,10 @@ def _why(slow: FeedSummary, fast: FeedSummary, cores: int,
                 "the gap is the other feed's step running faster than that, which this run "
                 "does not explain")
     return (f"neither the waiting ({100 * slow.idle_fraction:.0f}% against "
-            f"{100 * fast.idle_fraction:.0f}%) nor the step time differed beyond the noise; "
-            "the rest is the loop's own overhead, such as handing batches between processes, "
-            "which this run does not isolate")
+            f"{100 * fast.idle_fraction:.0f}%) nor the step time "
+            f"({format_seconds(slow.step_s)} against {format_seconds(fast.step_s)}, median) "
+            "differed beyond the noise on its own, so this run does not isolate which part "
+            "of the loop made the gap")
 
 
 def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
@@ -625,9 +626,9 @@ def _start_up_check(feed: FeedSummary, baseline: FeedSummary, outcome: str) -> s
         return ""
     said = {BETTER: "faster", WORSE: "slower", SAME: "the same within the noise",
             TOO_NOISY_TO_TELL: "too noisy to tell apart from it"}
-    return (f" But start-up moved {' and '.join(moved)} (above): over the second half of "
-            f"each window alone, where nothing of it is left, {feed.label} was {said[late]}, "
-            "so this verdict comes from the start of the window, not from the steady rate.")
+    return (f" But the rate of {' and '.join(moved)} moved within the window (above): over "
+            f"the second half of each window alone, {feed.label} was {said[late]}, so this "
+            "verdict comes from the first halves, not from the steady rate.")
 
 
 def grain_first_batch_sentence(course_lib_s: float | Sequence[float],
@@ -715,15 +716,17 @@ def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str
         margin = gaps[label][1]
         if value > 0:
             parts.append(f"{label} ran its first half {value:.0%} faster than its second "
-                         f"(margin {margin:.0%}): batches read ahead while it started, which "
-                         "the first steps took without waiting, are the start-up effect that "
-                         "raises a first half.")
+                         f"(margin {margin:.0%}): batches read ahead while it started would "
+                         "do that, and so would other programs taking the cores later in "
+                         "the window; this run does not tell the two apart.")
         else:
             parts.append(f"{label} ran its first half {-value:.0%} slower than its second "
                          f"(margin {margin:.0%}): a start still under way inside the window "
-                         "is the start-up effect that lowers a first half.")
-    parts.append("Each verdict below that involves one of these feeds is checked on the "
-                 f"second halves alone, and says so where they disagree.{too_noisy}")
+                         "would do that, and so would other programs taking the cores early "
+                         "in it; this run does not tell the two apart.")
+    parts.append("Whatever the cause, each verdict below that involves one of these feeds "
+                 "is checked on the second halves alone, and says so where they disagree."
+                 f"{too_noisy}")
     return " ".join(parts)
 
 
