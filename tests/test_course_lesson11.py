@@ -12,6 +12,15 @@ import pytest
 
 import course_lib
 from course_lib.course import moving_to_grain as lesson
+from course_lib.course.basics import (
+    BETTER,
+    SAME,
+    TOO_NOISY_TO_TELL,
+    WORSE,
+    Estimate,
+    judge,
+    relative_margin,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "11_moving_to_grain.ipynb"
@@ -30,26 +39,32 @@ def summary(label: str, speeds, *, idle: float = 0.2, step_s: float = 0.05,
 
 
 # -- verdicts and sentences from made-up numbers ---------------------------------------------
-def test_verdict_reads_faster_slower_and_within_noise_from_the_repetitions():
-    assert lesson.verdict([10.0, 10.4, 9.9], [5.0, 5.1, 5.2]) == "faster"
-    assert lesson.verdict([5.0, 5.1, 5.2], [10.0, 10.4, 9.9]) == "slower"
-    # 5% apart, but repetitions of one feed differ by 20%: noise
-    assert lesson.verdict([10.5, 12.0, 9.6], [10.0, 10.1, 9.9]) == "within noise"
-    # the same 5% with tight repetitions is a real difference
-    assert lesson.verdict([10.5, 10.5, 10.5], [10.0, 10.0, 10.0]) == "faster"
+def test_verdict_is_the_course_margin_rule_with_higher_speeds_better():
+    assert lesson.verdict([10.0, 10.4, 9.9], [5.0, 5.1, 5.2]) == BETTER
+    assert lesson.verdict([5.0, 5.1, 5.2], [10.0, 10.4, 9.9]) == WORSE
+    # 5% apart, but the runs spread: inside the margin
+    assert lesson.verdict([10.5, 12.0, 9.6], [10.0, 10.1, 9.9]) == SAME
+    # 3% apart with tight runs: under the 5% floor, still the same
+    assert lesson.verdict([10.3] * 3, [10.0] * 3) == SAME
+    # 10% apart with tight runs: a real difference
+    assert lesson.verdict([11.0] * 3, [10.0] * 3) == BETTER
+    # runs that disagree by a factor of two: the margin passes 25%
+    assert lesson.verdict([20.0, 40.0], [30.0, 31.0]) == TOO_NOISY_TO_TELL
+    assert lesson.speed_margin([20.0, 40.0], [30.0, 31.0]) > 0.25
 
 
-def test_verdict_is_the_same_either_way_round():
-    fast, slow = [44.0, 40.0, 46.0], [26.0, 20.0, 35.0]  # 1.7x apart, 58% spread
-    assert lesson.verdict(fast, slow) == "faster"
-    assert lesson.verdict(slow, fast) == "slower"
-    level, other = [10.0, 13.0, 9.0], [11.0, 11.5]
-    assert lesson.verdict(level, other) == lesson.verdict(other, level) == "within noise"
+def test_verdict_agrees_with_judge_and_names_its_statistic():
+    speeds, baseline = [12.0, 12.5, 11.8], [10.0, 10.2, 9.9]
+    assert lesson.verdict(speeds, baseline) == judge(
+        Estimate.median_of(speeds), Estimate.median_of(baseline), lower_is_better=False)
+    assert lesson.speed_margin(speeds, baseline) == relative_margin(
+        Estimate.median_of(speeds), Estimate.median_of(baseline))
 
 
-def test_verdict_uses_the_single_run_noise_when_there_is_no_spread():
-    assert lesson.verdict([10.5], [10.0]) == "within noise"
-    assert lesson.verdict([12.0], [10.0]) == "faster"
+def test_verdict_uses_the_floor_for_single_runs():
+    assert lesson.verdict([10.4], [10.0]) == SAME
+    assert lesson.verdict([12.0], [10.0]) == BETTER
+    assert lesson.speed_margin([12.0], [10.0]) == pytest.approx(0.05)
 
 
 def test_verdict_refuses_empty_or_non_positive_speeds():
@@ -95,23 +110,35 @@ def test_speed_sentence_says_when_the_slower_step_is_no_slower_than_the_step_alo
     slow = summary("b", [3.0, 3.1], idle=0.0, step_s=0.3)
     sentence = lesson.speed_sentence(slow, fast, cores=2, step_alone_s=0.29)
     assert "and 290.00 ms with no loader running" in sentence
-    assert "no slower than the step alone" in sentence and "does not explain" in sentence
+    assert "not measurably slower than the step alone" in sentence
+    assert "does not explain" in sentence
     assert "slowed while this loader ran" not in sentence
 
 
 def test_speed_sentence_names_the_overhead_when_neither_phase_explains_it():
     fast = summary("a", [10.0, 10.0], idle=0.2, step_s=0.05)
     slow = summary("b", [5.0, 5.0], idle=0.2, step_s=0.05)
-    assert "neither the waiting" in lesson.speed_sentence(slow, fast)
+    sentence = lesson.speed_sentence(slow, fast)
+    assert "neither the waiting" in sentence and "does not isolate which part" in sentence
+    assert "processes" not in sentence
 
 
-def test_speed_sentence_says_within_the_noise_with_the_spread():
-    one = summary("a", [10.0, 12.0, 9.0])
+def test_speed_sentence_says_within_the_noise_with_the_margin():
+    one = summary("a", [10.0, 10.8, 9.4])
     other = summary("b", [10.2, 10.0])
     sentence = lesson.speed_sentence(one, other)
-    assert "within the noise" in sentence and "30%" in sentence
+    assert "within the noise" in sentence and "margin 8%" in sentence
     assert "faster" not in sentence and "slower" not in sentence
     assert "same 2 CPU cores" in lesson.speed_sentence(one, other, cores=2)
+
+
+def test_speed_sentence_names_no_cause_when_too_noisy_to_tell():
+    one = summary("a", [20.0, 40.0], idle=0.6)
+    other = summary("b", [30.0, 31.0], idle=0.1)
+    sentence = lesson.speed_sentence(one, other)
+    assert "too noisy to tell" in sentence and "wider than 25%" in sentence
+    assert "names no winner and no cause" in sentence
+    assert "waiting" not in sentence and "faster" not in sentence
 
 
 def test_speed_sentence_says_when_start_up_decided_the_verdict():
@@ -122,8 +149,8 @@ def test_speed_sentence_says_when_start_up_decided_the_verdict():
     mine = summary("course_lib, 2 workers", [10.0, 10.1], idle=0.3)
     sentence = lesson.speed_sentence(grain, mine, cores=2)
     assert "as fast as course_lib, 2 workers" in sentence
-    assert "But start-up moved Grain DataLoader, 2 workers (above)" in sentence
-    assert "was the same within the noise, so this verdict comes from the start" in sentence
+    assert "But the rate of Grain DataLoader, 2 workers moved within the window" in sentence
+    assert "was the same within the noise, so this verdict comes from the first" in sentence
     steady = summary("Grain DataLoader, 2 workers", [12.0, 12.1], idle=0.05)
     assert "second half" not in lesson.speed_sentence(steady, mine, cores=2)
 
@@ -133,23 +160,28 @@ def test_speed_sentence_blames_start_up_only_for_a_feed_start_up_moved():
     # runs' spread), but the second halves alone are noisier and give another verdict:
     # that is not start-up's doing, and the sentence must not say so
     grain = summary("Grain Dataset, 0 workers", [26.4, 26.5], idle=0.35,
-                    halves=[(26.0, 20.0), (26.8, 33.0)])
+                    halves=[(26.0, 20.0), (26.8, 45.0)])
     mine = summary("course_lib, 0 workers", [39.2, 39.3], idle=0.17,
                    halves=[(39.0, 39.5), (39.4, 39.1)])
     assert lesson.start_up_moved(grain) is None and lesson.start_up_moved(mine) is None
     assert lesson.verdict(grain.second_half_steps_per_s,
-                          mine.second_half_steps_per_s) == "within noise"
+                          mine.second_half_steps_per_s) != lesson.verdict(grain.steps_per_s,
+                                                                          mine.steps_per_s)
     sentence = lesson.speed_sentence(grain, mine, cores=2)
-    assert "slower than course_lib" in sentence and "start-up" not in sentence
+    assert "slower than course_lib" in sentence and "moved within the window" not in sentence
 
 
-def test_first_batch_sentence_covers_later_sooner_and_noise():
+def test_first_batch_sentence_covers_later_sooner_same_and_too_noisy():
     later = lesson.grain_first_batch_sentence(0.5, 5.0, 2)
-    assert "10.0x later" in later and "spawns a fresh Python" in later
+    assert "10x later" in later and "spawns a fresh Python" in later
+    assert "one run each, so the margin is the 5% floor" in later
     sooner = lesson.grain_first_batch_sentence(5.0, 0.5, 2)
-    assert "10.0x sooner" in sooner and "although" in sooner
-    same = lesson.grain_first_batch_sentence(1.0, 1.05, 2)
-    assert "within the noise" in same
+    assert "10x sooner" in sooner and "although" in sooner
+    assert "9.64x later" in lesson.grain_first_batch_sentence([0.2, 0.22], [2.0, 2.05], 2)
+    same = lesson.grain_first_batch_sentence(1.0, 1.04, 2)
+    assert "within the noise" in same and "later" not in same
+    noisy = lesson.grain_first_batch_sentence([1.0, 1.02], [0.8, 1.6], 2)
+    assert "too noisy to tell" in noisy and "fork server" not in noisy
     with pytest.raises(ValueError, match="grain_s"):
         lesson.grain_first_batch_sentence(1.0, 0.0, 2)
 
@@ -170,7 +202,7 @@ def test_what_to_remember_follows_the_numbers():
     assert "went on with exactly the batches" in text
     assert "within the noise of it" not in text  # 12 against 9 steps/s, single runs
     level = {label: summary(label, [10.0, 10.5]) for label in ("a", "b", "c")}
-    assert "2 of the other 2 feeds ran within the noise" in "\n".join(
+    assert "2 of the other 2 feeds could not be told apart from it" in "\n".join(
         lesson.what_to_remember(level, resumed_exactly=True))
     swapped = {label: summary(label, [30.0 - s.median_steps_per_s], first_batch_s=1.0)
                for label, s in summaries.items()}
@@ -240,8 +272,13 @@ def test_accuracy_sentence_explains_the_spread_from_the_repeats():
                 "Grain": [_run("g", 0.953), _run("g", 0.953)]}
     sentence = lesson.accuracy_sentence(repeated, 297)
     assert "from 90.6% (course_lib) to 95.3% (Grain), 4.7 points: 14 of the 297" in sentence
-    assert "repeated its own accuracy within 0.0 points" in sentence
+    assert "repeated its own accuracy exactly" in sentence and "0.0 points" not in sentence
     assert "its own permutation" in sentence and "not that a library trains better" in sentence
+    close = {"course_lib": [_run("c", 0.906), _run("c", 0.916)],
+             "Grain": [_run("g", 0.953), _run("g", 0.953)]}
+    sentence = lesson.accuracy_sentence(close, 297)
+    assert "repeated its own accuracy within 1.0 points" in sentence
+    assert "exactly" not in sentence
     noisy = {"course_lib": [_run("c", 0.906), _run("c", 0.95)],
              "Grain": [_run("g", 0.953), _run("g", 0.92)]}
     assert "the spread is noise, and ranks no library" in lesson.accuracy_sentence(noisy, 297)
@@ -379,8 +416,9 @@ def test_window_sentence_says_start_up_moved_nothing_when_the_halves_agree():
                                          halves=[(8.2, 8.0), (8.1, 8.1)])}
     line = lesson.window_sentence(1200, summaries)
     assert "1200 steps" in line and "b, 2 workers, took 7.50 s, outside the window" in line
-    assert "start-up does not decide the verdicts below" in line
-    assert "flattered" not in line and "still under way" not in line
+    assert "start-up does not decide their verdicts below" in line
+    assert "margin" in line and "too noisy" not in line
+    assert "read ahead while it started" not in line and "still under way" not in line
 
 
 def test_window_sentence_names_the_direction_start_up_moved_each_feed():
@@ -390,8 +428,9 @@ def test_window_sentence_names_the_direction_start_up_moved_each_feed():
         "c": summary("c", [10.0]),
     }
     line = lesson.window_sentence(20, summaries)
-    assert "a ran its first half 50% faster than its second: batches read ahead" in line
-    assert "b ran its first half 40% slower than its second: its start was still" in line
+    assert "a ran its first half 50% faster than its second (margin 5%): batches read" in line
+    assert "b ran its first half 40% slower than its second (margin 5%): a start still" in line
+    assert line.count("this run does not tell the two apart") == 2
     assert "c ran" not in line and "checked on the second halves alone" in line
     assert lesson.start_up_moved(summaries["a"]) == pytest.approx(0.5)
     assert lesson.start_up_moved(summaries["c"]) is None
@@ -409,14 +448,14 @@ def test_window_sentence_rejects_what_is_not_a_measurement(num_steps, summaries)
 
 
 @pytest.mark.parametrize("idle, expected, absent", [
-    (0.02, "the loading overlapped the step", "inside next()"),
-    (0.3, "part of the loading overlapped", "more than it ran"),
-    (0.75, "most of the loading happened inside next()", "overlapped"),
+    (0.02, "nearly always ready", "part of the time"),
+    (0.3, "kept up only part of the time", "more than it ran"),
+    (0.75, "the loader, not the step, set the pace", "nearly always"),
 ])
 def test_overlap_sentence_reads_the_idle_share(idle, expected, absent):
     line = lesson.feed_overlap_sentence(summary("feed", [10.0], idle=idle))
     assert expected in line and absent not in line
-    assert f"{idle:.0%}" in line
+    assert f"{idle:.0%}" in line and "next()" not in line  # where it ran is not measured here
 
 
 def test_summarise_keeps_every_runs_window():
@@ -447,8 +486,8 @@ def test_the_side_by_side_picture_shows_every_run_of_every_feed_in_every_panel()
     figure = lesson.plot_side_by_side(summaries)
 
     def dots(ax):
-        return sorted(round(float(y), 6) for line in ax.get_lines()
-                      if line.get_marker() == "o" for y in line.get_ydata())
+        return sorted(round(float(x), 6) for line in ax.get_lines()
+                      if line.get_marker() == "o" for x in line.get_xdata())
 
     steps, idle, first = figure.axes
     assert dots(steps) == [10.0, 15.0, 16.0, 20.0]
@@ -541,3 +580,62 @@ def test_what_to_remember_gives_each_restore_its_advice():
             "KeyError: 'next_index': keep the worker count for the whole run") in text
     assert "Other Dataset chain, a state saved with 0 workers restored with 2: went on with " \
            "another batch" in text
+
+
+def test_window_sentence_says_which_feeds_halves_were_too_noisy_to_tell():
+    summaries = {"steady": summary("steady", [10.0, 10.2], halves=[(10.1, 10.0), (10.2, 10.1)]),
+                 "jumpy": summary("jumpy", [10.0, 10.0], halves=[(6.0, 10.0), (14.0, 10.0)])}
+    line = lesson.window_sentence(100, summaries)
+    assert "every other feed ran its first half within the noise" in line
+    assert "For jumpy the two halves were too noisy to tell apart" in line
+    assert "cannot rule out" in line
+    only_noisy = {"jumpy": summaries["jumpy"]}
+    assert "no feed's halves could be compared" in lesson.window_sentence(100, only_noisy)
+
+
+def test_the_side_by_side_picture_names_the_feeds_upright_once():
+    import matplotlib.pyplot as plt
+
+    summaries = {"course_lib DataLoader, 0 workers": summary("course_lib DataLoader, 0 workers",
+                                                             [10.0]),
+                 "Grain Dataset, 2 workers": summary("Grain Dataset, 2 workers", [12.0])}
+    figure = lesson.plot_side_by_side(summaries)
+    labels = [tick.get_text() for tick in figure.axes[0].get_yticklabels()]
+    assert labels == list(summaries)
+    assert all(tick.get_rotation() == 0 for tick in figure.axes[0].get_yticklabels())
+    assert figure.axes[0].yaxis_inverted()  # the first feed on top, as in the table
+    plt.close(figure)
+
+
+def test_made_ahead_counts_the_calls_that_found_their_batch_made():
+    assert lesson.made_ahead([0.06, 1e-5, 2e-5, 0.03]) == 2
+    assert lesson.made_ahead([0.06, 0.03, 1e-5]) == 0
+    with pytest.raises(ValueError):
+        lesson.made_ahead([0.1])
+
+
+def test_handout_paragraph_says_whether_a_chain_read_further_than_asked():
+    times = {"wide": [1.3] + [1e-5] * 63 + [0.02] * 6, "bounded": [0.07, 1e-5] + [0.02] * 6}
+    text = lesson.handout_paragraph(times, prefetch_buffer_size=2)
+    assert "wide had 63 batches made ahead of the second call, more than " \
+           "prefetch_buffer_size=2" in text
+    assert "bounded had 1 made ahead of the second call, no more than" in text
+
+
+def test_handout_paragraph_judges_the_waiting_calls_by_the_margin_rule():
+    slow = [0.07, 1e-5, 0.040, 0.041, 0.039, 0.040]
+    fast = [0.03, 0.018, 0.019, 0.018, 0.020]
+    text = lesson.handout_paragraph({"Grain": slow, "course_lib": fast}, 2)
+    assert "Grain was 2.16x slower than course_lib at making one" in text
+    assert "per batch" in text and "margin" in text
+    text = lesson.handout_paragraph({"course_lib": fast, "Grain": slow}, 2)
+    assert "course_lib was 2.16x faster than Grain" in text
+    level = [0.03, 0.0182, 0.0190, 0.0181, 0.0199]
+    assert "took about as long as" in lesson.handout_paragraph({"a": fast, "b": level}, 2)
+    noisy = [0.03, 0.010, 0.040, 0.012, 0.035]
+    assert "could not be told apart from" in lesson.handout_paragraph({"a": fast, "b": noisy}, 2)
+    made = [0.5] + [1e-5] * 5
+    assert "Too few calls waited" in lesson.handout_paragraph({"a": made, "b": fast}, 2)
+    assert "at making one" not in lesson.handout_paragraph({"a": fast}, 2)
+    with pytest.raises(ValueError):
+        lesson.handout_paragraph({}, 2)

@@ -19,6 +19,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from course_lib.course.basics import (
+    BETTER,
+    SAME,
+    TOO_NOISY,
+    TOO_NOISY_TO_TELL,
+    Estimate,
+    format_times,
+    judge,
+    relative_margin,
+    round_significant,
+)
 from course_lib.course.variable_length import _stdlib_docstrings
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "train_lm.py"
@@ -205,13 +216,16 @@ def size_sentence(sizes: Mapping) -> str:
     layout, files = sizes["layout"], sizes["files"]
     ratio = sizes["bytes_on_disk"] / sizes["tokens"]
     head = (f"{sizes['bytes_on_disk']:,} bytes on disk for {sizes['tokens']:,} bytes of "
-            f"text: {ratio:.1f}x ")
-    if ratio > 1.05:
-        head += "larger"
-    elif ratio < 0.95:
-        head += "smaller"
+            f"text: ")
+    # byte counts are exact: only the course's 5% floor applies (judge of single values)
+    verdict = judge(_once(sizes["bytes_on_disk"]), _once(sizes["tokens"]))
+    if verdict == SAME:
+        margin = relative_margin(_once(sizes["bytes_on_disk"]), _once(sizes["tokens"]))
+        head += f"the text's size, within the course's {margin:.0%} margin"
+    elif verdict == BETTER:
+        head += f"{format_times(1 / ratio)} smaller"
     else:
-        head += "the text's size, within 5%"
+        head += f"{format_times(ratio)} larger"
     known = sum(layout[part] for part in LAYOUT_PARTS)
     if known != sizes["bytes_on_disk"]:
         return head + (f". The chunks read back account for {known:,} of those bytes, not "
@@ -237,31 +251,43 @@ def size_sentence(sizes: Mapping) -> str:
              f"{layout['postscript'] + layout['signature'] + layout['block_headers']:,}")
     grouped = sizes["bytes_group_64"] / sizes["tokens"]
     return (head + f". The same records with group_size:64 take "
-            f"{sizes['bytes_group_64']:,} bytes, padding included ({grouped:.1f}x the text). "
+            f"{sizes['bytes_group_64']:,} bytes, padding included ({format_times(grouped)} the "
+            "text). "
             "group_size:1 is "
             "kept because every random read then touches one record only (lesson 9).")
 
 
-LOSS_MARGIN = 0.05  # nats: closer than this to a baseline counts as "about" it
+def _once(value: float) -> Estimate:
+    """A value known once, or exactly: no standard error, so only the margin's floor."""
+    return Estimate(float(value), float("nan"), 1)
 
 
 def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) -> str:
-    """The mean loss of the last `last` steps against a uniform guess (ln 256) and against
-    the bytes' frequencies alone (the unigram entropy)."""
+    """The mean loss of the last `last` steps, with its standard error, against the bytes'
+    frequencies alone (the unigram entropy) and a uniform guess (ln 256), each judged by
+    the course's margin rule (lower is better)."""
     if len(steps) < last:
         raise ValueError(f"{len(steps)} steps are fewer than last={last}.")
-    final = sum(step["loss"] for step in steps[-last:]) / last
+    final = Estimate.mean_of([step["loss"] for step in steps[-last:]])
     uniform = math.log(256)
-    head = (f"Mean loss of the last {last} steps: {final:.2f} nats; a uniform guess over 256 "
-            f"bytes scores ln 256 = {uniform:.2f}, the bytes' own frequencies (the unigram "
-            f"entropy of the training bytes) {unigram_nats:.2f}: ")
-    if abs(final - unigram_nats) < LOSS_MARGIN:
-        return head + (f"about the byte frequencies (within {LOSS_MARGIN} nats): no clear sign "
-                       "yet that the model uses the bytes before each byte.")
-    if final < unigram_nats:
-        return head + ("below both, so the model predicts each byte from the bytes before "
-                       "it, not only from how common it is.")
-    if final < uniform:
+    error = "" if math.isnan(final.stderr) else f" ± {final.stderr:.2f}"
+    head = (f"Mean loss of the last {last} steps: {final.value:.2f}{error} nats (mean ± "
+            f"standard error over those steps' batches); the bytes' own frequencies (the "
+            f"unigram entropy of the training bytes) score {unigram_nats:.2f}, a uniform guess "
+            f"over 256 bytes ln 256 = {uniform:.2f}: ")
+    unigram = _once(unigram_nats)
+    margin = relative_margin(final, unigram)
+    versus_unigram = judge(final, unigram)
+    if versus_unigram == BETTER:
+        return head + (f"below both, beyond the margin ({margin:.0%}), so the model predicts "
+                       "each byte from the bytes before it, not only from how common it is.")
+    if versus_unigram == SAME:
+        return head + (f"about the byte frequencies (within the {margin:.0%} margin): no clear "
+                       "sign yet that the model uses the bytes before each byte.")
+    if versus_unigram == TOO_NOISY_TO_TELL:
+        return head + (f"too noisy to tell from the byte frequencies (a margin of {margin:.0%}, "
+                       f"wider than {TOO_NOISY:.0%}): train longer, or average more steps.")
+    if judge(final, _once(uniform)) == BETTER:
         return head + ("better than uniform but not yet below the byte frequencies: the "
                        "model has not learned, on average, more than how common each byte "
                        "is.")
@@ -417,6 +443,37 @@ def time_split(report: Mapping) -> dict[str, float]:
             "saves": len(saves), "rest": wall - step - wait - checkpoint}
 
 
+def rounded_percents(shares: Mapping[str, float]) -> dict[str, int]:
+    """Shares of one whole as whole percents that add up to the rounded total: each is
+    rounded down, and the points still missing go to the largest remainders (so that
+    idle 24% reads 1% + 21% + 2%, never 1% + 21% + 3%)."""
+    if any(not math.isfinite(value) for value in shares.values()):
+        raise ValueError(f"shares={dict(shares)!r} must be finite numbers.")
+    exact = {name: 100 * value for name, value in shares.items()}
+    floors = {name: math.floor(value) for name, value in exact.items()}
+    missing = round(sum(exact.values())) - sum(floors.values())
+    by_remainder = sorted(exact, key=lambda name: exact[name] - floors[name], reverse=True)
+    for name in by_remainder[:max(missing, 0)]:
+        floors[name] += 1
+    return floors
+
+
+def wall_percents(report: Mapping) -> dict[str, int]:
+    """A process's wall time after the compiling step as whole percents, rounded together:
+    the step, waiting for data, checkpoints and the rest add up to 100, and "idle" is the
+    sum of the last three."""
+    split = time_split(report)
+    percents = rounded_percents({name: max(split[name], 0.0) / split["wall"]
+                                 for name in ("step", "wait", "checkpoint", "rest")})
+    return {**percents, "idle": 100 - percents["step"]}
+
+
+def format_rate(tokens_per_second: float) -> str:
+    """Tokens per second to three significant digits (19,873 -> "19,900"): runs of the same
+    job differ in the third digit already."""
+    return f"{round_significant(tokens_per_second, 3):,.0f}"
+
+
 def idle_share(report: Mapping) -> float:
     """The share of a process's wall time (after the compiling step) not spent in the step."""
     split = time_split(report)
@@ -427,11 +484,9 @@ def idle_summary(reports: Sequence[Mapping]) -> str:
     """Each process's idle share and its three parts, in percent of the wall time."""
     parts = []
     for report in reports:
-        split = time_split(report)
-        parts.append(f"process {report['rank']} {100 * idle_share(report):.0f}% (data "
-                     f"{100 * split['wait'] / split['wall']:.0f}%, checkpoints "
-                     f"{100 * split['checkpoint'] / split['wall']:.0f}%, rest "
-                     f"{100 * split['rest'] / split['wall']:.0f}%)")
+        percent = wall_percents(report)
+        parts.append(f"process {report['rank']} {percent['idle']}% (data {percent['wait']}%, "
+                     f"checkpoints {percent['checkpoint']}%, rest {percent['rest']}%)")
     return ", ".join(parts)
 
 
@@ -442,17 +497,18 @@ IDLE_PARTS = {"wait": "waiting for data", "checkpoint": "saving checkpoints",
 def idle_sentence(reports: Sequence[Mapping], rate: float) -> str:
     """Tokens/s, then each process's wall time split into the step, waiting for data,
     checkpoint saves and the rest, with which part the idle time mostly is."""
-    lines = [f"{rate:,.0f} real tokens per second over both processes."]
+    lines = [f"{format_rate(rate)} real tokens per second over both processes."]
     for report in reports:
         split = time_split(report)
         share = {name: split[name] / split["wall"] for name in ("step", *IDLE_PARTS)}
         idle = 1 - share["step"]
         largest = max(IDLE_PARTS, key=share.get)
+        percent = wall_percents(report)
         line = (f"Process {report['rank']}: {split['wall']:.1f} s of wall time after the "
-                f"compiling step, {100 * share['step']:.0f}% in the step, idle "
-                f"{100 * idle:.0f}%: {100 * share['wait']:.0f}% waiting for data, "
-                f"{100 * share['checkpoint']:.0f}% saving {split['saves']} checkpoint(s), "
-                f"{100 * share['rest']:.0f}% the rest of the loop. ")
+                f"compiling step, {percent['step']}% in the step, idle {percent['idle']}%: "
+                f"{percent['wait']}% waiting for data, {percent['checkpoint']}% saving "
+                f"{split['saves']} checkpoint(s), {percent['rest']}% the rest of the loop "
+                "(each part rounded so that the parts add up). ")
         if share["wait"] < 0.05:
             line += "The loader keeps up (under 5% waiting); "
         else:
@@ -515,14 +571,12 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
                     edgecolor=EDGE_COLOR, linewidth=0.6)
         ax.set_yticks([lane for _, lane, _, _ in lanes], [label for *_, label in lanes])
         ax.set_xlabel("time (ms); white gaps: the rest of the loop")
-        split = time_split(report)
+        percent = wall_percents(report)
         ax.set_title(
             f"{run}, process {report['rank']}: steps {around - width + 1}-{around + width}, "
             f"around the checkpoint after step {around}. Over the run: idle "
-            f"{100 * (1 - split['step'] / split['wall']):.0f}% = "
-            f"{100 * split['wait'] / split['wall']:.0f}% data + "
-            f"{100 * split['checkpoint'] / split['wall']:.0f}% checkpoints + "
-            f"{100 * split['rest'] / split['wall']:.0f}% rest", fontsize=9)
+            f"{percent['idle']}% = {percent['wait']}% data + {percent['checkpoint']}% "
+            f"checkpoints + {percent['rest']}% rest", fontsize=9)
     figure.tight_layout()
     return figure
 
@@ -541,7 +595,7 @@ def summary_lines(numbers: Mapping[str, object]) -> list[str]:
         f"Lesson 10 packed rows of {numbers['row_length']} bytes: "
         f"{100 * numbers['fill']:.0f}% of the slots hold real tokens",
         f"Lesson 6  the step traced {numbers['max_traces']} time per process, resume included",
-        f"Lesson 7  {numbers['tokens_per_second']:,.0f} real tokens/s; idle share "
+        f"Lesson 7  {format_rate(numbers['tokens_per_second'])} real tokens/s; idle share "
         f"{numbers['idle']}",
         f"Lesson 8  one Orbax checkpoint: model, optimizer, {numbers['processes']} data "
         f"positions; killed after step {numbers['killed_after']}, resumed from step "
@@ -572,9 +626,6 @@ def mixture_check(report: Mapping) -> dict:
             "records_per_batch": sum(records) / len(counts)}
 
 
-SHARE_MARGIN = 0.02  # shares closer than this count as the same
-
-
 def mixture_sentence(check: Mapping, names: Sequence[str] = CORPORA) -> str:
     """The records' and tokens' shares of the first corpus against the weight, and why the
     tokens' share differs when it does."""
@@ -595,9 +646,12 @@ def mixture_sentence(check: Mapping, names: Sequence[str] = CORPORA) -> str:
     lengths = [t / r for t, r in zip(check["tokens"], check["records"], strict=True)]
     gap = check["token_share"] - check["record_share"]
     tokens = f"In tokens, {first} are {check['token_share']:.1%}: "
-    if abs(gap) < SHARE_MARGIN:
-        return head + tokens + (f"about their share of records (within {SHARE_MARGIN:.0%}): "
-                                "the weights hold for tokens too.")
+    # shares counted exactly: only the course's 5% floor applies (judge of single values)
+    verdict = judge(_once(check["token_share"]), _once(check["record_share"]))
+    if verdict == SAME:
+        margin = relative_margin(_once(check["token_share"]), _once(check["record_share"]))
+        return head + tokens + (f"about their share of records (within the course's "
+                                f"{margin:.0%} margin): the weights hold for tokens too.")
     side = "more" if gap > 0 else "less"
     return head + tokens + (f"{side} than their share of records, because a {first} record "
                             f"holds {lengths[0]:.0f} bytes on average and a {second} record "

@@ -17,9 +17,10 @@ what this module helps a lesson show and measure:
   batch and every later step with `StepProfiler`, in interleaved rounds so that a busy
   moment of a shared machine does not hit one feed only.
 - **Sentences from the numbers.** `speed_sentence`, `grain_first_batch_sentence`,
-  `window_sentence`, `feed_overlap_sentence` and `what_to_remember` say faster, slower or
-  "within the noise" from the measurements, and why, so they would say the opposite if the
-  numbers did.
+  `window_sentence`, `handout_paragraph` and `what_to_remember` say faster, slower, "within
+  the noise" or "too noisy to tell" by the course's one margin rule (`basics.judge`, printed
+  by `basics.noise_rule`), with ratios in its one format (`basics.format_times`), and why,
+  so they would say the opposite if the numbers did.
 """
 
 from __future__ import annotations
@@ -39,14 +40,22 @@ from typing import Any
 
 import numpy as np
 
-from course_lib.course.basics import format_seconds
+from course_lib.course.basics import (
+    BETTER,
+    SAME,
+    TOO_NOISY,
+    TOO_NOISY_TO_TELL,
+    WORSE,
+    Comparison,
+    Estimate,
+    format_seconds,
+    format_times,
+    judge,
+    relative_margin,
+)
 from course_lib.profiling import StepProfiler
 
 GRAIN_INSTALL = 'pip install "grain==0.2.18"'
-# With a single run per feed there is no spread to read the noise from: differences smaller
-# than this share of the slower value are called noise, since timings on a shared machine
-# move by about that much between runs.
-SINGLE_RUN_NOISE = 0.10
 
 NAME_MAP: tuple[tuple[str, str], ...] = (
     ("ImageFolderDataSource(folder)",
@@ -305,10 +314,21 @@ class FeedSummary:
     # each run's steps/s over the first and the second half of its window
     first_half_steps_per_s: list[float] = dataclasses.field(default_factory=list)
     second_half_steps_per_s: list[float] = dataclasses.field(default_factory=list)
+    # each run's median step time, to judge two feeds' steps with their noise
+    step_runs_s: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def median_steps_per_s(self) -> float:
         return statistics.median(self.steps_per_s)
+
+    def step_estimate(self) -> Estimate:
+        """The median step time over the runs, with its standard error (the one value
+        `step_s` where the runs' own values were not kept)."""
+        return Estimate.median_of(self.step_runs_s or [self.step_s])
+
+    def idle_estimate(self) -> Estimate:
+        """The median idle share over the runs, with its standard error."""
+        return Estimate.median_of(self.idle_fractions or [self.idle_fraction])
 
 
 def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSummary]:
@@ -325,7 +345,8 @@ def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSu
         idle_fractions=[run.idle_fraction for run in measured],
         first_batches_s=[run.first_batch_s for run in measured],
         first_half_steps_per_s=[run.half_steps_per_s[0] for run in measured],
-        second_half_steps_per_s=[run.half_steps_per_s[1] for run in measured])
+        second_half_steps_per_s=[run.half_steps_per_s[1] for run in measured],
+        step_runs_s=[float(np.median(run.profiler.step_times)) for run in measured])
         for label, measured in runs.items()}
 
 
@@ -345,9 +366,10 @@ def summary_table(summaries: Mapping[str, FeedSummary]) -> str:
 
 
 def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
-    """Three panels, one bar per feed at the median of its runs and a dot for every run, so
-    that each panel shows its spread: steps per second, idle share, time to the first batch.
-    Blue bars are course_lib, orange Grain; hatched bars the Dataset API."""
+    """Three panels, one horizontal bar per feed at the median of its runs and a dot for
+    every run, so that each panel shows its spread: steps per second, idle share, time to
+    the first batch. The feeds are named once, upright, on the left; blue bars are
+    course_lib, orange Grain; hatched bars the Dataset API."""
     import matplotlib.pyplot as plt
 
     labels = list(summaries)
@@ -363,28 +385,28 @@ def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
         ("time to the first batch\n(lower is better)", "seconds", "{:.2f}",
          lambda summary: summary.first_batch_s, lambda summary: summary.first_batches_s),
     )
-    figure, axes = plt.subplots(1, 3, figsize=(16, 5.2))
-    for ax, (title, ylabel, value_format, median, each_run) in zip(axes, panels, strict=True):
+    figure, axes = plt.subplots(1, 3, figsize=(15, 1.6 + 0.45 * len(labels)), sharey=True)
+    rows = range(len(labels))
+    for ax, (title, xlabel, value_format, median, each_run) in zip(axes, panels, strict=True):
         medians = [median(summaries[label]) for label in labels]
-        ax.bar(range(len(labels)), medians, color=colors, hatch=hatches, edgecolor="white")
+        ax.barh(rows, medians, color=colors, hatch=hatches, edgecolor="white", height=0.7)
         for index, label in enumerate(labels):
             runs = each_run(summaries[label])
-            ax.plot([index] * len(runs), runs, "o", color="black", markersize=4,
-                    label="one run" if index == 0 else None)
+            ax.plot(runs, [index] * len(runs), "o", color="black", markersize=4)
             ax.annotate(value_format.format(medians[index]),
-                        (index, max([medians[index], *runs])), xytext=(0, 4),
-                        textcoords="offset points", ha="center", fontsize="small")
-        ax.legend(loc="upper left", fontsize="small")
-        ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right")
-        ax.set_xlabel("feed (blue: course_lib, orange: Grain; hatched: Dataset API)")
-        ax.set_ylabel(ylabel)
+                        (max([medians[index], *runs]), index), xytext=(5, 0),
+                        textcoords="offset points", va="center", fontsize="small")
+        ax.set_xlabel(xlabel)
         ax.set_title(title)
-        ax.margins(y=0.15)
+        ax.margins(x=0.18)
+    axes[0].set_yticks(list(rows), labels)
+    axes[0].invert_yaxis()  # the first feed on top, as in the table
     runs = sorted({len(summary.steps_per_s) for summary in summaries.values()})
     drawn = ("bars and dots: the one run of each feed" if runs == [1] else
              f"bars: median of {' or '.join(map(str, runs))} runs; dots: each run, in every "
              "panel")
-    figure.suptitle(f"Lesson 7's loop, fed by course_lib and by Grain ({drawn})")
+    figure.suptitle(f"Lesson 7's loop, fed by course_lib (blue) and by Grain (orange); "
+                    f"hatched: Dataset API ({drawn})")
     figure.tight_layout()
     return figure
 
@@ -402,16 +424,27 @@ def next_times(iterator: Iterator, count: int) -> list[float]:
     return times
 
 
-def handout_sentence(label: str, times: Sequence[float]) -> str:
-    """How a feed handed out its first batches, from `next_times`: the first call, then how
-    many calls found their batch already made (each under a twentieth of the first call and
-    under 1 ms) before one had to wait, or that each call waited for its batch."""
+def _check_times(times: Sequence[float]) -> None:
     if len(times) < 2 or min(times) < 0:
         raise ValueError(f"times={list(times)!r} must be at least 2 non-negative durations "
                          "from next_times().")
+
+
+def made_ahead(times: Sequence[float]) -> int:
+    """How many calls after the first found their batch already made (each under a
+    twentieth of the first call and under 1 ms) before one had to wait."""
+    _check_times(times)
     first, rest = times[0], list(times[1:])
     ready = min(first / 20, 1e-3)
-    made = next((index for index, seconds in enumerate(rest) if seconds > ready), len(rest))
+    return next((index for index, seconds in enumerate(rest) if seconds > ready), len(rest))
+
+
+def handout_sentence(label: str, times: Sequence[float]) -> str:
+    """How a feed handed out its first batches, from `next_times`: the first call, then how
+    many calls found their batch already made (`made_ahead`) before one had to wait, or
+    that each call waited for its batch."""
+    made = made_ahead(times)
+    first, rest = times[0], list(times[1:])
     head = f"{label}: the first next() took {format_seconds(first)}"
     if made == 0:
         return (f"{head}; every later call waited for its batch (median "
@@ -423,100 +456,162 @@ def handout_sentence(label: str, times: Sequence[float]) -> str:
     return f"{head}, {found}; call {made + 2} waited {format_seconds(rest[made])}."
 
 
+def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size: int) -> str:
+    """What `next_times` of each chain says about how far it reads ahead, against the
+    `prefetch_buffer_size` it was given, and, for two chains, how fast each made its
+    batches once nothing made ahead was left (the calls that waited, judged by the
+    course's margin rule as repetitions of one batch's making)."""
+    if not times:
+        raise ValueError("times is empty: pass {chain name: next_times(...)}.")
+    if prefetch_buffer_size < 0:
+        raise ValueError(f"prefetch_buffer_size={prefetch_buffer_size!r} must be >= 0.")
+    parts = []
+    for name, each in times.items():
+        made = made_ahead(each)
+        if made > prefetch_buffer_size:
+            parts.append(f"{name} had {made} batches made ahead of the second call, more "
+                         f"than prefetch_buffer_size={prefetch_buffer_size}: it read further "
+                         "ahead than it was asked to, and held those batches in memory")
+        else:
+            parts.append(f"{name} had {made} made ahead of the second call, no more than "
+                         f"prefetch_buffer_size={prefetch_buffer_size}: it held no more "
+                         "batches than it was asked to")
+    text = "; ".join(parts) + "."
+    if len(times) != 2:
+        return text
+    (name, one), (other_name, other) = times.items()
+    waited = [list(each[1 + made_ahead(each):]) for each in (one, other)]
+    if min(len(calls) for calls in waited) < 2:
+        return text + (" Too few calls waited for a batch to compare how fast the two make "
+                       "one: time more calls.")
+    comparison = Comparison(tuple(waited[0]), tuple(waited[1]), per=" per batch")
+    return (text + f" Once that was spent, each call waited while its batch was made: "
+            f"{comparison.how(name, other_name)} at making one {comparison.numbers()}. With "
+            "nothing between the calls, that is how fast each chain makes batches with no "
+            "workers, not what it does in the training loop (the pairs above).")
+
+
 # -- sentences from the numbers -------------------------------------------------------------
-def relative_noise(*samples: Sequence[float]) -> float:
-    """The larger relative spread (max - min over median) of the samples; with one value
-    per sample there is no spread, so `SINGLE_RUN_NOISE` stands in for it."""
-    spreads = [(max(values) - min(values)) / statistics.median(values)
-               for values in samples if len(values) > 1]
-    return max(spreads) if spreads else SINGLE_RUN_NOISE
-
-
 def verdict(speeds: Sequence[float], baseline_speeds: Sequence[float]) -> str:
-    """"faster", "slower" or "within noise": the ratio of the medians (the larger over the
-    smaller) against the spread of the repetitions themselves (higher is faster)."""
+    """The course's one verdict (`basics.judge`) on two feeds' steps per second, each the
+    median of its runs with its standard error; higher is faster: "better" (faster),
+    "worse" (slower), "same" (within the noise) or "too noisy" (too noisy to tell)."""
     for name, values in (("speeds", speeds), ("baseline_speeds", baseline_speeds)):
         if not values or min(values) <= 0:
             raise ValueError(f"{name}={list(values)!r} must be a non-empty list of positive "
                              "speeds (steps per second).")
-    mine, theirs = statistics.median(speeds), statistics.median(baseline_speeds)
-    # the larger over the smaller, so that swapping the two never changes the verdict's kind
-    if max(mine, theirs) / min(mine, theirs) - 1 <= relative_noise(speeds, baseline_speeds):
-        return "within noise"
-    return "faster" if mine > theirs else "slower"
+    return judge(Estimate.median_of(speeds), Estimate.median_of(baseline_speeds),
+                 lower_is_better=False)
+
+
+def speed_margin(speeds: Sequence[float], baseline_speeds: Sequence[float]) -> float:
+    """The margin `verdict` judged by (`basics.relative_margin`), a share of the baseline."""
+    return relative_margin(Estimate.median_of(speeds), Estimate.median_of(baseline_speeds))
+
+
+def _as_estimate(seconds: float | Sequence[float]) -> Estimate:
+    if isinstance(seconds, int | float):
+        return Estimate(float(seconds), float("nan"), 1, "median")
+    return Estimate.median_of(seconds)
+
+
+def _larger(measured: Estimate, baseline: Estimate) -> bool:
+    """Whether `measured` is larger than `baseline` beyond the course's margin; a baseline
+    of 0 (a feed that never waited) is judged the other way round, as a share of
+    `measured`."""
+    if baseline.value > 0:
+        return judge(measured, baseline) == WORSE
+    return measured.value > 0 and judge(baseline, measured) == BETTER
 
 
 def _why(slow: FeedSummary, fast: FeedSummary, cores: int,
-         step_alone_s: float | None = None) -> str:
-    """Which phase of the loop made `slow` slower than `fast`, from their numbers.
+         step_alone_s: float | Sequence[float] | None = None) -> str:
+    """Which phase of the loop made `slow` slower than `fast`, from their numbers, each
+    difference judged by the course's margin rule over the feeds' runs.
 
     A longer step is blamed on the loader beside it only against the control
-    `step_alone_s` (the same step with no loader running); without it, or where the
-    control does not show it, the sentence says that this run does not isolate the cause."""
-    if slow.idle_fraction > fast.idle_fraction + 0.05:
+    `step_alone_s` (the same step with no loader running: its median, or its runs'
+    medians); without it, or where the control does not show it, the sentence says that
+    this run does not isolate the cause."""
+    if _larger(slow.idle_estimate(), fast.idle_estimate()):
         return (f"{slow.label} left the step waiting for batches "
                 f"{100 * slow.idle_fraction:.0f}% of the time against "
                 f"{100 * fast.idle_fraction:.0f}%: its loader did not keep up")
-    if slow.step_s > 1.1 * fast.step_s:
+    if _larger(slow.step_estimate(), fast.step_estimate()):
         head = (f"{slow.label} kept the step no less busy, but its step itself took "
                 f"{format_seconds(slow.step_s)} against {format_seconds(fast.step_s)} (median)")
         if step_alone_s is None:
             return (f"{head}; this run does not isolate why, since it did not time the step "
                     "without a loader beside it")
-        alone = (f", and {format_seconds(step_alone_s)} with no loader running (the same step "
-                 "on one batch held in memory)")
-        if slow.step_s > 1.1 * step_alone_s:
+        alone_estimate = _as_estimate(step_alone_s)
+        alone = (f", and {format_seconds(alone_estimate.value)} with no loader running (the "
+                 "same step on one batch held in memory)")
+        if _larger(slow.step_estimate(), alone_estimate):
             return (f"{head}{alone}: the step slowed while this loader ran beside it, on the "
                     f"same {cores} CPU cores (here the 'accelerator' is the CPU that also "
                     "loads), so a low idle share does not mean a fast loop; which of the "
                     "loader's threads or processes took the time is not isolated here")
-        return (f"{head}{alone}: its step was no slower than the step alone, so the gap is "
-                f"the other feed's step running faster than that, which this run does not "
-                "explain")
+        return (f"{head}{alone}: its step was not measurably slower than the step alone, so "
+                "the gap is the other feed's step running faster than that, which this run "
+                "does not explain")
     return (f"neither the waiting ({100 * slow.idle_fraction:.0f}% against "
-            f"{100 * fast.idle_fraction:.0f}%) nor the step time alone explains it; the rest "
-            "is the loop's own overhead, such as handing batches between processes")
+            f"{100 * fast.idle_fraction:.0f}%) nor the step time "
+            f"({format_seconds(slow.step_s)} against {format_seconds(fast.step_s)}, median) "
+            "differed beyond the noise on its own, so this run does not isolate which part "
+            "of the loop made the gap")
 
 
 def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
-                   cores: int | None = None, step_alone_s: float | None = None) -> str:
+                   cores: int | None = None,
+                   step_alone_s: float | Sequence[float] | None = None) -> str:
     """How the steps per second of `feed` compare with those of `baseline` and why, in a
-    sentence decided by the numbers (each summary holds a list of repetitions);
-    `step_alone_s`, the median step with no loader running, is the control that a longer
-    step is checked against."""
+    sentence decided by the course's margin rule (each summary holds a list of runs);
+    `step_alone_s`, the step with no loader running, is the control that a longer step is
+    checked against."""
     cores = cores or os.cpu_count() or 1
     outcome = verdict(feed.steps_per_s, baseline.steps_per_s)
     mine, theirs = feed.median_steps_per_s, baseline.median_steps_per_s
-    numbers = (f"{mine:.1f} against {theirs:.1f} steps/s, median of {len(feed.steps_per_s)} "
-               f"and {len(baseline.steps_per_s)} runs")
-    if outcome == "within noise":
-        noise = relative_noise(feed.steps_per_s, baseline.steps_per_s)
+    margin = speed_margin(feed.steps_per_s, baseline.steps_per_s)
+    numbers = (f"{mine:.1f} against {theirs:.1f} steps/s, medians of "
+               f"{len(feed.steps_per_s)} and {len(baseline.steps_per_s)} runs; margin "
+               f"{margin:.0%}")
+    if outcome == SAME:
         return (f"{feed.label} and {baseline.label} ran at the same speed within the noise "
-                f"({numbers}): the difference is smaller than the {100 * noise:.0f}% by which "
-                "runs of one feed differ here, so this run cannot tell them apart. Both decode "
-                f"the same files with the same Pillow calls on the same {cores} CPU cores, "
-                "which here also run the step, so neither library has more to work with.")
-    if outcome == "faster":
-        head = f"{feed.label} ran {mine / theirs:.2f}x as fast as {baseline.label}"
+                f"({numbers}): the difference is inside the margin, so this run cannot tell "
+                f"them apart. Both decode the same files with the same Pillow calls on the "
+                f"same {cores} CPU cores, which here also run the step, so neither library "
+                "has more to work with.")
+    if outcome == TOO_NOISY_TO_TELL:
+        return (f"{feed.label} against {baseline.label}: too noisy to tell ({numbers}); the "
+                f"margin is wider than {TOO_NOISY:.0%}, because runs of one feed disagreed "
+                "that much, so this run names no winner and no cause.")
+    if outcome == BETTER:
+        head = f"{feed.label} ran {format_times(mine / theirs)} as fast as {baseline.label}"
         why = _why(baseline, feed, cores, step_alone_s)
     else:
-        head = f"{feed.label} ran {theirs / mine:.2f}x slower than {baseline.label}"
+        head = f"{feed.label} ran {format_times(theirs / mine)} slower than {baseline.label}"
         why = _why(feed, baseline, cores, step_alone_s)
     return f"{head} ({numbers}): {why}.{_start_up_check(feed, baseline, outcome)}"
 
 
+def _halves_verdict(summary: FeedSummary) -> str | None:
+    """`judge` of a feed's first halves against its second halves (higher is faster), or
+    None where nothing was halved."""
+    if not (summary.first_half_steps_per_s and summary.second_half_steps_per_s):
+        return None
+    return verdict(summary.first_half_steps_per_s, summary.second_half_steps_per_s)
+
+
 def start_up_moved(summary: FeedSummary) -> float | None:
     """How much faster (positive) or slower (negative) a feed ran the first half of its
-    window than the second, as a share, where that gap exceeds the spread of its runs'
-    halves (or `SINGLE_RUN_NOISE` for one run); None where it does not, or nothing was
-    halved. `window_sentence` and `speed_sentence` both decide by this."""
-    if not (summary.first_half_steps_per_s and summary.second_half_steps_per_s):
+    window than the second, as a share, where the course's margin rule calls the halves
+    different; None where it does not (within the noise, or too noisy to tell), or nothing
+    was halved. `window_sentence` and `speed_sentence` both decide by this."""
+    if _halves_verdict(summary) not in (BETTER, WORSE):
         return None
     first = statistics.median(summary.first_half_steps_per_s)
     second = statistics.median(summary.second_half_steps_per_s)
-    noise = relative_noise(summary.first_half_steps_per_s, summary.second_half_steps_per_s)
-    change = first / second - 1
-    return change if abs(change) > noise else None
+    return first / second - 1
 
 
 def _start_up_check(feed: FeedSummary, baseline: FeedSummary, outcome: str) -> str:
@@ -529,32 +624,44 @@ def _start_up_check(feed: FeedSummary, baseline: FeedSummary, outcome: str) -> s
     late = verdict(feed.second_half_steps_per_s, baseline.second_half_steps_per_s)
     if late == outcome:
         return ""
-    said = {"faster": "faster", "slower": "slower", "within noise": "the same within the noise"}
-    return (f" But start-up moved {' and '.join(moved)} (above): over the second half of "
-            f"each window alone, where nothing of it is left, {feed.label} was {said[late]}, "
-            "so this verdict comes from the start of the window, not from the steady rate.")
+    said = {BETTER: "faster", WORSE: "slower", SAME: "the same within the noise",
+            TOO_NOISY_TO_TELL: "too noisy to tell apart from it"}
+    return (f" But the rate of {' and '.join(moved)} moved within the window (above): over "
+            f"the second half of each window alone, {feed.label} was {said[late]}, so this "
+            "verdict comes from the first halves, not from the steady rate.")
 
 
-def grain_first_batch_sentence(course_lib_s: float, grain_s: float, worker_count: int) -> str:
-    """Seconds to the first batch with `worker_count` workers, course_lib against Grain,
-    in a sentence decided by the numbers, with what each library does at start-up."""
-    for name, value in (("course_lib_s", course_lib_s), ("grain_s", grain_s)):
-        if value <= 0:
-            raise ValueError(f"{name}={value!r} must be a positive number of seconds.")
-    times = f"{format_seconds(course_lib_s)} for course_lib, {format_seconds(grain_s)} for Grain"
+def grain_first_batch_sentence(course_lib_s: float | Sequence[float],
+                               grain_s: float | Sequence[float], worker_count: int) -> str:
+    """Seconds to the first batch with `worker_count` workers (one time or every run's),
+    course_lib against Grain, in a sentence decided by the course's margin rule, with what
+    each library does at start-up."""
+    course_lib_runs, grain_runs = (tuple([value]) if isinstance(value, int | float)
+                                   else tuple(value) for value in (course_lib_s, grain_s))
+    for name, values in (("course_lib_s", course_lib_runs), ("grain_s", grain_runs)):
+        if not values or min(values) <= 0:
+            raise ValueError(f"{name}={list(values)!r} must be positive numbers of seconds.")
+    comparison = Comparison(grain_runs, course_lib_runs)
+    numbers = (f"{format_seconds(comparison.median)} for Grain against "
+               f"{format_seconds(comparison.baseline_median)} for course_lib; "
+               f"{comparison.noise()}")
     why = ("course_lib forks its workers from a fork server that has its imports done "
            "(lesson 4), while Grain 0.2.18 spawns a fresh Python per worker, which imports "
            "grain and, with it, JAX before it reads a record")
-    ratio = grain_s / course_lib_s
-    if abs(ratio - 1) <= SINGLE_RUN_NOISE:
+    if comparison.verdict == SAME:
         return (f"With {worker_count} workers the first batch came as fast from both within "
-                f"the noise ({times}), although {why}: here other costs outweighed that.")
-    if ratio > 1:
-        return (f"With {worker_count} workers Grain's first batch came {ratio:.1f}x later "
-                f"({times}): {why}. A long run pays this once; a notebook cell, every time.")
-    return (f"With {worker_count} workers Grain's first batch came {1 / ratio:.1f}x sooner "
-            f"({times}), although {why}: here Grain's workers started faster anyway, e.g. "
-            "because course_lib's fork server was started by this very loader.")
+                f"the noise ({numbers}), although {why}: here other costs outweighed that.")
+    if comparison.verdict == TOO_NOISY_TO_TELL:
+        return (f"With {worker_count} workers the time to the first batch was too noisy to "
+                f"tell apart ({numbers}): the runs disagreed by more than {TOO_NOISY:.0%}, "
+                "so this run says nothing about which library starts sooner.")
+    if comparison.verdict == WORSE:
+        return (f"With {worker_count} workers Grain's first batch came "
+                f"{format_times(1 / comparison.ratio)} later ({numbers}): {why}. A long run "
+                "pays this once; a notebook cell, every time.")
+    return (f"With {worker_count} workers Grain's first batch came "
+            f"{format_times(comparison.ratio)} sooner ({numbers}), although {why}: here "
+            "Grain's workers started faster anyway, which this run does not explain.")
 
 
 def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str:
@@ -583,28 +690,43 @@ def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str
     for label, summary in summaries.items():
         first = statistics.median(summary.first_half_steps_per_s)
         second = statistics.median(summary.second_half_steps_per_s)
-        noise = relative_noise(summary.first_half_steps_per_s, summary.second_half_steps_per_s)
-        gaps[label] = (first / second - 1, noise)
-    largest = max(gaps, key=lambda label: abs(gaps[label][0]))
-    change, noise = gaps[largest]
+        margin = speed_margin(summary.first_half_steps_per_s, summary.second_half_steps_per_s)
+        gaps[label] = (first / second - 1, margin)
     beyond = {label: start_up_moved(summary) for label, summary in summaries.items()
               if start_up_moved(summary) is not None}
+    noisy = [label for label, summary in summaries.items()
+             if _halves_verdict(summary) == TOO_NOISY_TO_TELL]
+    too_noisy = ("" if not noisy else
+                 f" For {'; '.join(noisy)} the two halves were too noisy to tell apart (a "
+                 f"margin wider than {TOO_NOISY:.0%}), so this run cannot rule out that "
+                 "start-up moved their rates.")
     if not beyond:
-        return (f"{head} Inside it, every feed ran its first half within the noise of its "
-                f"second (the largest gap: {largest}, {change:+.0%}, against {noise:.0%} "
-                "between its runs): neither a read-ahead buffer nor a slow start moved the "
-                "rates, so start-up does not decide the verdicts below.")
+        level = [label for label in gaps if label not in noisy]
+        if not level:
+            return f"{head} Inside it, no feed's halves could be compared.{too_noisy}"
+        largest = max(level, key=lambda label: abs(gaps[label][0]))
+        change, margin = gaps[largest]
+        return (f"{head} Inside it, {'every other' if noisy else 'every'} feed ran its first "
+                f"half within the noise of its second (the largest gap: {largest}, "
+                f"{change:+.0%}, margin {margin:.0%}): neither a read-ahead buffer nor a slow "
+                f"start moved those rates, so start-up does not decide their verdicts below."
+                f"{too_noisy}")
     parts = [head]
     for label, value in beyond.items():
+        margin = gaps[label][1]
         if value > 0:
-            parts.append(f"{label} ran its first half {value:.0%} faster than its second: "
-                         "batches read ahead while it started flattered its rate.")
+            parts.append(f"{label} ran its first half {value:.0%} faster than its second "
+                         f"(margin {margin:.0%}): batches read ahead while it started would "
+                         "do that, and so would other programs taking the cores later in "
+                         "the window; this run does not tell the two apart.")
         else:
-            parts.append(f"{label} ran its first half {-value:.0%} slower than its second: "
-                         "its start was still under way inside the window, which lowered "
-                         "its rate.")
-    parts.append("Each verdict below that involves one of these feeds is checked on the "
-                 "second halves alone, and says so where they disagree.")
+            parts.append(f"{label} ran its first half {-value:.0%} slower than its second "
+                         f"(margin {margin:.0%}): a start still under way inside the window "
+                         "would do that, and so would other programs taking the cores early "
+                         "in it; this run does not tell the two apart.")
+    parts.append("Whatever the cause, each verdict below that involves one of these feeds "
+                 "is checked on the second halves alone, and says so where they disagree."
+                 f"{too_noisy}")
     return " ".join(parts)
 
 
@@ -641,6 +763,12 @@ def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]],
                 "spread is that and how much the training's own noise: it ranks no library "
                 "by accuracy.")
     noise = max(repeated.values())
+    if noise < image / 2:
+        return (f"{head} Every feed repeated its own accuracy exactly (its runs train on the "
+                f"same batches, so they end at the same model), so the spread comes from what "
+                f"differs between the feeds: {why[0].lower()}{why[1:]} and ends at another "
+                "model. It tells which batches a feed trained on, not that a library trains "
+                "better: that would need several seeds per feed, which this run did not try.")
     if noise >= spread / 2:
         return (f"{head} Runs of one feed differed by up to {100 * noise:.1f} points, as much "
                 "as the feeds: the spread is noise, and ranks no library.")
@@ -652,16 +780,19 @@ def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]],
 
 
 def feed_overlap_sentence(summary: FeedSummary) -> str:
-    """What the idle share says about where the feed's work ran relative to the step."""
+    """What the idle share says: how often the batch was not ready when the step asked.
+    Where the loading ran (beside the step or inside next()) is `PLACEMENT`'s, read from
+    the sources; the idle share alone does not say which."""
     idle = summary.idle_fraction
     if idle < 0.1:
-        return (f"{summary.label}: the step waited {idle:.0%} of the time, so the batch was "
-                "nearly always ready when the step asked: the loading overlapped the step.")
+        return (f"{summary.label}: the step waited {idle:.0%} of the time: the batch was "
+                "nearly always ready when the step asked.")
     if idle < 0.5:
-        return (f"{summary.label}: the step waited {idle:.0%} of the time: part of the "
-                "loading overlapped the step, the rest ran inside next() while it waited.")
+        return (f"{summary.label}: the step waited {idle:.0%} of the time: the batch was "
+                "ready for some steps and not for others; the loader kept up only part of "
+                "the time.")
     return (f"{summary.label}: the step waited {idle:.0%} of the time, more than it ran: "
-            "most of the loading happened inside next(), after the step, not beside it.")
+            "the loader, not the step, set the pace.")
 
 
 def same_first_batches(runs: Mapping[str, Sequence[FeedMeasurement]],
@@ -702,11 +833,12 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
              "CPU cores that also ran the step: measure your own pipeline on your own machine "
              "before choosing."]
     level = [label for label in summaries if label != fastest and verdict(
-        summaries[label].steps_per_s, best.steps_per_s) == "within noise"]
+        summaries[label].steps_per_s, best.steps_per_s) in (SAME, TOO_NOISY_TO_TELL)]
     if level:
-        lines.append(f"{len(level)} of the other {len(summaries) - 1} feeds ran within the "
-                     f"noise of it ({'; '.join(level)}): between those, this run cannot pick a "
-                     "winner, since runs of one feed differ by as much.")
+        lines.append(f"{len(level)} of the other {len(summaries) - 1} feeds could not be told "
+                     f"apart from it by the course's margin rule ({'; '.join(level)}): "
+                     "within the noise or too noisy to tell, so among those this run picks "
+                     "no winner.")
     starts = {label: summary.first_batch_s for label, summary in summaries.items()}
     slowest_start = max(starts, key=starts.get)
     lines.append(f"Slowest start: {slowest_start}, {format_seconds(starts[slowest_start])} "
