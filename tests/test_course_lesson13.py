@@ -69,6 +69,7 @@ def test_batch_sentence_when_the_mix_holds_the_share_and_the_coin_strays():
                                         0.6997)
     assert "22 to 23 docstring records" in sentence and "put 15 to 28" in sentence
     assert "not only in the long run" in sentence and "right only on average" in sentence
+    assert "at most 0.900" in sentence
 
 
 def test_batch_sentence_when_the_mix_strays_or_the_coin_does_not():
@@ -167,6 +168,12 @@ def test_resume_sentence_not_exact_and_a_control_that_matches():
         mix.mix_resume_sentence({"a": [True]}, control="b")
 
 
+def test_reshard_sentence_when_nothing_matches_and_when_something_does():
+    assert "keeps the old shards" in mix.reshard_sentence([False] * 4)
+    assert "2/4 batches equal" in mix.reshard_sentence([True, True, False, False])
+    assert "suspect" in mix.reshard_sentence([True, True, False, False])
+
+
 def test_grain_resume_sentence_for_each_outcome():
     refused = mix.grain_resume_sentence({"2": 16, "1": "IndexError: list index out of range",
                                          "0": "KeyError: 'next_index'", "compare": 16})
@@ -208,6 +215,9 @@ def test_training_sentence_for_each_verdict():
     same = mix.training_speed_sentence([1.0, 1.01, 1.0], [1.0, 1.0, 1.01], 20,
                                        [0.1] * 3, [0.1] * 3)
     assert "costs nothing the loop can feel" in same and "20.0 steps/s" in same
+    felt_not = mix.training_speed_sentence([1.0, 1.01, 1.0], [1.0, 1.0, 1.01], 20,
+                                           [0.2] * 3, [0.1] * 3)
+    assert "adds 5 ms per batch to the loader, against 50 ms per training step" in felt_not
     slower = mix.training_speed_sentence([2.0] * 3, [1.0] * 3, 20, [0.2] * 3, [0.1] * 3)
     assert "the mix is what the loop waits for" in slower and "2.00x the time" in slower
     unexplained = mix.training_speed_sentence([2.0] * 3, [1.0] * 3, 20, [0.1] * 3, [0.1] * 3)
@@ -234,6 +244,7 @@ def test_the_pictures_draw():
         mix.plot_resume_grid({"a": [True, False], "b": [False, False]}),
         mix.plot_leaks({"wrong": [0, 5], "right": [0, 0]}, 10),
         mix.plot_training_speed({"mix": [1.0, 1.1, 0.9], "one": [1.0, 1.0, 1.0]}, 10),
+        mix.plot_mix_costs({"index": [1e-6, 2e-6], "stream\nto 10": [1e-2, 1.1e-2]}),
     ]
     assert all(figure.axes for figure in figures)
     plt.close("all")

@@ -27,6 +27,7 @@ from course_lib.course.basics import (
     Comparison,
     bar_chart,
     compare_runs,
+    format_duration,
     format_times,
 )
 from course_lib.course.variable_length import ROW_LENGTH  # bytes per piece, as in lesson 10
@@ -140,25 +141,29 @@ def prefix_deviation(components: np.ndarray, share: float, component: int = 0) -
 def plot_batch_shares(mix_counts: np.ndarray, coin_counts: np.ndarray,
                       mix_deviation: np.ndarray, coin_deviation: np.ndarray,
                       batch_size: int, share: float):
-    """Left: docstrings per batch, batch by batch, for the mix and the coin. Right: how far
-    every prefix strays from the share, for both."""
+    """Left: how many batches held each count of docstring records, for the mix and the
+    coin. Right: how far every prefix strays from the share, for both."""
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
-    batches = np.arange(1, len(mix_counts) + 1)
-    left.plot(batches, coin_counts, color="tab:orange", marker=".", linewidth=0.8,
-              label="a coin per element")
-    left.plot(batches, mix_counts, color="tab:blue", marker=".", linewidth=0.8,
-              label="the mix's rule")
-    left.axhline(share * batch_size, color="black", linestyle=":",
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    low = int(min(np.min(mix_counts), np.min(coin_counts)))
+    high = int(max(np.max(mix_counts), np.max(coin_counts)))
+    values = np.arange(low, high + 1)
+    for offset, counts, color, label in ((-0.2, coin_counts, "tab:orange", "a coin per record"),
+                                         (0.2, mix_counts, "tab:blue", "the mix's rule")):
+        left.bar(values + offset, [int(np.sum(counts == value)) for value in values],
+                 width=0.4, color=color, label=label)
+    left.axvline(share * batch_size, color="black", linestyle=":",
                  label=f"{share:.2%} of {batch_size}")
-    left.set_xlabel("batch")
-    left.set_ylabel(f"docstring records (of {batch_size})")
-    left.set_title("What each batch holds")
+    left.set_xlabel(f"docstring records in a batch of {batch_size}")
+    left.set_ylabel("batches")
+    left.set_title(f"What each of {len(mix_counts)} batches holds")
     left.legend(fontsize="small")
     positions = np.arange(1, len(mix_deviation) + 1)
-    right.plot(positions, coin_deviation, color="tab:orange", label="a coin per element")
-    right.plot(positions, mix_deviation, color="tab:blue", label="the mix's rule")
+    right.plot(positions, coin_deviation, color="tab:orange",
+               label=f"a coin per record (at most {np.max(coin_deviation):.1f})")
+    right.plot(positions, mix_deviation, color="tab:blue", linewidth=0.6,
+               label=f"the mix's rule (at most {np.max(mix_deviation):.3f})")
     right.set_xlabel("prefix length (records from the start)")
     right.set_ylabel("docstring records off the share")
     right.set_title("How far every prefix strays from the share")
@@ -175,14 +180,14 @@ def batch_share_sentence(mix_counts: np.ndarray, coin_counts: np.ndarray,
     coin_low, coin_high = int(np.min(coin_counts)), int(np.max(coin_counts))
     parts = [f"Over {len(mix_counts)} batches of {batch_size}, the mix put {low} to {high} "
              f"docstring records in a batch ({share:.2%} of {batch_size} is "
-             f"{share * batch_size:.1f}); a coin per element put {coin_low} to {coin_high}."]
-    if mix_deviation <= 1:
-        parts.append(f"No prefix of the mix strays more than {mix_deviation:.2f} records from "
-                     "the share: each element is placed by the counts the share gives, so "
-                     "the share holds in every prefix, not only in the long run.")
+             f"{share * batch_size:.1f}); a coin per record put {coin_low} to {coin_high}."]
+    if mix_deviation < 1:
+        parts.append(f"No prefix of the mix strays a whole record from the share (at most "
+                     f"{mix_deviation:.3f}): each record is placed by the counts the share "
+                     "gives, so the share holds in every prefix, not only in the long run.")
     else:
-        parts.append(f"A prefix of the mix strays {mix_deviation:.2f} records from the share, "
-                     "more than the one element the rule promises: that is a bug to report.")
+        parts.append(f"A prefix of the mix strays {mix_deviation:.3f} records from the share, "
+                     "not less than the one record the rule promises: that is a bug to report.")
     if coin_deviation > max(mix_deviation, 1):
         parts.append(f"The coin's prefixes stray up to {coin_deviation:.1f} records: its "
                      "share is right only on average, and its errors add up as the run goes.")
@@ -316,6 +321,18 @@ def stream_cost_sentence(map_seconds: Sequence[float], iter_seconds: Sequence[fl
                         iter_seconds, "through MapDataset.mix", map_seconds, why=why)
 
 
+def plot_mix_costs(times: Mapping[str, Sequence[float]]):
+    """The timings of part 4 on a log axis, a bar per timing (the median) and a dot per
+    run; `times` maps a label (lines split by newlines) to the runs in seconds."""
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(8.5, 3.8))
+    return bar_chart({name: float(np.median(runs)) for name, runs in times.items()},
+                     ylabel="seconds (log scale)",
+                     title="Reaching a far position, and reading records",
+                     value_format=format_duration, log=True, runs=times, ax=ax)
+
+
 # -- 5. resume -----------------------------------------------------------------------------------
 def equal_batches(batches: Sequence[Mapping[str, np.ndarray]],
                   reference: Sequence[Mapping[str, np.ndarray]]) -> list[bool]:
@@ -355,6 +372,19 @@ def mix_resume_sentence(results: Mapping[str, Sequence[bool]], control: str) -> 
         verdict = (f"Not exact: {', '.join(failed)} gave other batches than the uninterrupted "
                    "run (the control matched none, so the comparison is sound).")
     return "; ".join(lines) + ". " + verdict
+
+
+def reshard_sentence(flags: Sequence[bool]) -> str:
+    """A resume that reads one shard of everything (`[0::1]`) from rank 0's state, compared
+    with the two-process run: it should match nothing."""
+    equal = sum(flags)
+    if equal == 0:
+        return (f"Read as one shard of everything ([0::1]) from rank 0's state, 0/{len(flags)} "
+                "batches equal the two-process run's: the shards define the stream, so a "
+                "resume at another process count keeps the old shards.")
+    return (f"Read as one shard of everything ([0::1]) from rank 0's state, {equal}/"
+            f"{len(flags)} batches equal the two-process run's, which another stream should "
+            "not give: the comparison is suspect.")
 
 
 def plot_resume_grid(results: Mapping[str, Sequence[bool]]):
@@ -562,6 +592,12 @@ def training_speed_sentence(mixed_seconds: Sequence[float],
                    f"{loaders.how('the mix', 'one source')} {loaders.numbers()}.")
     if loop.verdict == TOO_NOISY_TO_TELL:
         return head + body + loader_part + " Too noisy to tell, so no cause is named."
+    if loop.verdict == SAME and loaders.verdict == WORSE:
+        extra = (loaders.median - loaders.baseline_median) / steps
+        return head + body + loader_part + (
+            f" The mix adds {format_duration(extra)} per batch to the loader, against "
+            f"{format_duration(loop.median / steps)} per training step: too little for the "
+            "loop to feel.")
     if loop.verdict == SAME:
         return head + body + loader_part + (
             " Mixing costs nothing the loop can feel: the rule is a few integer operations "
