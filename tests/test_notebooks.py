@@ -32,6 +32,7 @@ EXPECTED_LESSONS += ["09_bigger_than_memory"]
 EXPECTED_LESSONS += ["10_variable_length"]
 EXPECTED_LESSONS += ["11_moving_to_grain"]
 EXPECTED_LESSONS += ["12_capstone"]
+EXPECTED_LESSONS += ["13_mixing_data_sets"]
 RAISES = "NBVAL_RAISES_EXCEPTION"
 CHECK = "NBVAL_CHECK_OUTPUT"
 

@@ -40,6 +40,7 @@ NOTEBOOK_EXTRAS = {
     "07_sharded_files": ("array_record",),
     "11_moving_to_grain": ("grain==0.2.18",),
     "12_capstone": ("array_record",),
+    "13_mixing_data_sets": ("grain==0.2.18",),
 }
 _SOURCE_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/tree/(.+)$")
 

@@ -1,0 +1,625 @@
+"""Lesson 13, mixing data sets: the two corpora as records, the rule's arithmetic, counts,
+Grain run side by side, pictures and the sentences that turn with the numbers.
+
+The corpora are the capstone's (`capstone.text_pieces`, the standard library's docstrings,
+and `capstone.code_pieces`, its source), cut into pieces of at most `ROW_LENGTH` bytes. A
+record is a dict of the piece's bytes padded to one row (`tokens`), the corpus it comes from
+(`corpus`, 0 or 1) and its index in that corpus (`key`), so that every count in the lesson
+is read from the records themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from course_lib.course import capstone  # noqa: F401  (the lesson reads its corpora from it)
+from course_lib.course.basics import (
+    BETTER,
+    SAME,
+    TOO_NOISY_TO_TELL,
+    WORSE,
+    Comparison,
+    bar_chart,
+    compare_runs,
+    format_duration,
+    format_times,
+)
+from course_lib.course.variable_length import ROW_LENGTH  # bytes per piece, as in lesson 10
+
+MIX_BATCH = 32  # records per batch in this lesson
+CORPUS_NAMES = ("docstrings", "code")
+
+
+# -- the records ------------------------------------------------------------------------------
+class CorpusPieces:
+    """A data source over one corpus's pieces: record `i` is `{"tokens": the piece's bytes
+    padded with 0 to ROW_LENGTH, "corpus": corpus, "key": i}` (int32 arrays). Picklable, so
+    worker processes can read it."""
+
+    def __init__(self, pieces: Sequence[bytes], corpus: int, row_length: int = ROW_LENGTH):
+        longest = max((len(piece) for piece in pieces), default=0)
+        if longest > row_length:
+            raise ValueError(f"a piece of {longest} bytes does not fit row_length={row_length}:"
+                             " cut the corpus with the same row length.")
+        self.pieces, self.corpus, self.row_length = list(pieces), int(corpus), row_length
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def __getitem__(self, key: int) -> dict[str, np.ndarray]:
+        piece = self.pieces[key]
+        tokens = np.zeros(self.row_length, np.int32)
+        tokens[:len(piece)] = np.frombuffer(piece, np.uint8)
+        return {"tokens": tokens, "corpus": np.int32(self.corpus), "key": np.int32(key)}
+
+
+def no_docstring_quote(record: Mapping[str, np.ndarray]) -> bool:
+    """True for a code piece with a triple quote in it: text the docstring corpus may already
+    hold. The lesson's filter keeps the others."""
+    return b'"""' not in np.asarray(record["tokens"], np.uint8).tobytes()
+
+
+def corpus_ids(records: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """The corpus of each record (or of each row of each batch), in stream order."""
+    return np.concatenate([np.atleast_1d(np.asarray(record["corpus"])) for record in records])
+
+
+# -- 1. the rule ----------------------------------------------------------------------------------
+def grain_integer_weights(weights: Sequence[float]) -> tuple[int, ...] | None:
+    """The integer weights Grain's mix uses for `weights` (`_float_to_int_proportions` in
+    Grain's `mix.py`), or None where Grain is not installed."""
+    try:
+        from grain._src.python.dataset.transformations import mix
+    except ImportError:
+        return None
+    return tuple(int(weight) for weight in mix._float_to_int_proportions(list(weights)))
+
+
+def rule_sentence(weights: Sequence[float], integers: Sequence[int],
+                  grain_integers: Sequence[int] | None) -> str:
+    """What the given weights become, the long-run share of each component, and whether
+    Grain turns them into the same integers."""
+    total = sum(integers)
+    shares = ", ".join(f"{name} {weight / total:.2%}"
+                       for name, weight in zip(CORPUS_NAMES, integers, strict=False))
+    given = sum(weights)
+    exact = all(abs(weight / total - asked / given) < 1e-12
+                for weight, asked in zip(integers, weights, strict=True))
+    head = (f"The weights {' / '.join(f'{weight:g}' for weight in weights)} become the integers "
+            f"{':'.join(map(str, integers))} (the smallest scaled to 100, the others alike and "
+            f"truncated), so in the long run the mix holds {shares}. ")
+    head += ("Those are exactly the shares asked for. " if exact else
+             "That is not exactly the share asked for: the truncation moved it, and every "
+             "share below is measured against these integers, which are what the rule uses. ")
+    if grain_integers is None:
+        return head + "Grain is not installed here, so its integers cannot be compared."
+    if tuple(grain_integers) == tuple(integers):
+        return head + "Grain 0.2.18 turns them into the same integers."
+    return head + (f"Grain 0.2.18 turns them into {':'.join(map(str, grain_integers))}, other "
+                   "integers: the two mixes would pick other components.")
+
+
+def print_positions(records: Sequence[Mapping[str, Any]],
+                    grain_pairs: Sequence[tuple[int, int]] | None = None) -> None:
+    """One line per position of the mix: the component and the index in it, and Grain's
+    pair for the same position where it is given."""
+    header = "position  component    index" + ("   Grain" if grain_pairs is not None else "")
+    print(header)
+    for position, record in enumerate(records):
+        corpus, key = int(record["corpus"]), int(record["key"])
+        line = f"{position:>8}  {CORPUS_NAMES[corpus]:<10} {key:>6}"
+        if grain_pairs is not None:
+            line += f"   {tuple(grain_pairs[position])}"
+        print(line)
+
+
+# -- 2. what a batch holds ------------------------------------------------------------------------
+def coin_components(count: int, share: float, seed: int = 0) -> np.ndarray:
+    """A weighted coin per element: component 0 with probability `share`, else 1."""
+    return (np.random.default_rng(seed).random(count) >= share).astype(np.int32)
+
+
+def per_batch(components: np.ndarray, batch_size: int, component: int = 0) -> np.ndarray:
+    """How many elements of each whole batch belong to `component`."""
+    whole = len(components) // batch_size * batch_size
+    return (np.asarray(components[:whole]) == component).reshape(-1, batch_size).sum(axis=1)
+
+
+def prefix_deviation(components: np.ndarray, share: float, component: int = 0) -> np.ndarray:
+    """For every prefix of the stream (the first 1, 2, ... elements), how many elements
+    `component` holds beyond (or short of) `share` of the prefix, in elements."""
+    held = np.cumsum(np.asarray(components) == component)
+    return np.abs(held - share * np.arange(1, len(held) + 1))
+
+
+def plot_batch_shares(mix_counts: np.ndarray, coin_counts: np.ndarray,
+                      mix_deviation: np.ndarray, coin_deviation: np.ndarray,
+                      batch_size: int, share: float):
+    """Left: how many batches held each count of docstring records, for the mix and the
+    coin. Right: how far every prefix strays from the share, for both."""
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    low = int(min(np.min(mix_counts), np.min(coin_counts)))
+    high = int(max(np.max(mix_counts), np.max(coin_counts)))
+    values = np.arange(low, high + 1)
+    for offset, counts, color, label in ((-0.2, coin_counts, "tab:orange", "a coin per record"),
+                                         (0.2, mix_counts, "tab:blue", "the mix's rule")):
+        left.bar(values + offset, [int(np.sum(counts == value)) for value in values],
+                 width=0.4, color=color, label=label)
+    left.axvline(share * batch_size, color="black", linestyle=":",
+                 label=f"{share:.2%} of {batch_size}")
+    left.set_xlabel(f"docstring records in a batch of {batch_size}")
+    left.set_ylabel("batches")
+    left.set_title(f"What each of {len(mix_counts)} batches holds")
+    left.legend(fontsize="small")
+    positions = np.arange(1, len(mix_deviation) + 1)
+    right.plot(positions, coin_deviation, color="tab:orange",
+               label=f"a coin per record (at most {np.max(coin_deviation):.1f})")
+    right.plot(positions, mix_deviation, color="tab:blue", linewidth=0.6,
+               label=f"the mix's rule (at most {np.max(mix_deviation):.3f})")
+    right.set_xlabel("prefix length (records from the start)")
+    right.set_ylabel("docstring records off the share")
+    right.set_title("How far every prefix strays from the share")
+    right.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def batch_share_sentence(mix_counts: np.ndarray, coin_counts: np.ndarray,
+                         mix_deviation: float, coin_deviation: float, batch_size: int,
+                         share: float) -> str:
+    """The per-batch counts and the largest prefix deviation of the mix against the coin."""
+    low, high = int(np.min(mix_counts)), int(np.max(mix_counts))
+    coin_low, coin_high = int(np.min(coin_counts)), int(np.max(coin_counts))
+    parts = [f"Over {len(mix_counts)} batches of {batch_size}, the mix put {low} to {high} "
+             f"docstring records in a batch ({share:.2%} of {batch_size} is "
+             f"{share * batch_size:.1f}); a coin per record put {coin_low} to {coin_high}."]
+    if mix_deviation < 1:
+        parts.append(f"No prefix of the mix strays a whole record from the share (at most "
+                     f"{mix_deviation:.3f}): each record is placed by the counts the share "
+                     "gives, so the share holds in every prefix, not only in the long run.")
+    else:
+        parts.append(f"A prefix of the mix strays {mix_deviation:.3f} records from the share, "
+                     "not less than the one record the rule promises: that is a bug to report.")
+    if coin_deviation > max(mix_deviation, 1):
+        parts.append(f"The coin's prefixes stray up to {coin_deviation:.1f} records: its "
+                     "share is right only on average, and its errors add up as the run goes.")
+    else:
+        parts.append(f"The coin's prefixes stray up to {coin_deviation:.1f} records, no more "
+                     "than the mix's here: run longer to see a coin wander.")
+    return " ".join(parts)
+
+
+# -- 3. the end of an epoch ----------------------------------------------------------------------
+def reads_per_corpus(records: Sequence[Mapping[str, Any]], lengths: Sequence[int]) -> list[dict]:
+    """For each corpus, from the records a run read: how many it read, how many distinct
+    records, and how many of the corpus's records it never read."""
+    corpora = corpus_ids(records)
+    keys = np.concatenate([np.atleast_1d(np.asarray(record["key"])) for record in records])
+    counts = []
+    for corpus, length in enumerate(lengths):
+        mine = keys[corpora == corpus]
+        distinct = len(np.unique(mine))
+        counts.append({"read": len(mine), "distinct": distinct,
+                       "never_read": int(length - distinct),
+                       "epochs": len(mine) / length})
+    return counts
+
+
+def epoch_end_sentence(mix_length: int, grain_length: int | None, lengths: Sequence[int],
+                       counts: Sequence[Mapping[str, int]], streamed: int) -> str:
+    """Where the mix ends, which corpus ran out, what the other left unread, and Grain's
+    length for the same components."""
+    ran_out = [corpus for corpus, (length, count) in enumerate(zip(lengths, counts,
+                                                                   strict=True))
+               if count["distinct"] == length]
+    sizes = ", ".join(f"{name} {length:,}" for name, length in zip(CORPUS_NAMES, lengths,
+                                                                    strict=False))
+    parts = [f"The corpora hold {sizes} records; len(mix) is {mix_length:,}, and iterating "
+             f"the mix gave {streamed:,} records."]
+    if ran_out:
+        names = " and ".join(CORPUS_NAMES[corpus] for corpus in ran_out)
+        unread = [f"{count['never_read']:,} of the {length:,} {name} records "
+                  f"({count['never_read'] / length:.0%})"
+                  for name, length, count in zip(CORPUS_NAMES, lengths, counts, strict=False)
+                  if count["never_read"]]
+        parts.append(f"It ends where {names} runs out: every {names} record was read once"
+                     + (f", and {' and '.join(unread)} were never read." if unread else
+                        ", and no record of the other corpus was left unread."))
+    else:
+        parts.append("It ended before any corpus ran out: this run did not read a whole "
+                     "epoch.")
+    if grain_length is None:
+        parts.append("Grain is not installed here, so its length cannot be compared.")
+    elif grain_length == mix_length:
+        parts.append(f"Grain 0.2.18's MapDataset.mix over components of the same lengths has "
+                     f"the same length, {grain_length:,}.")
+    else:
+        parts.append(f"Grain 0.2.18's MapDataset.mix over components of the same lengths has "
+                     f"another length, {grain_length:,}.")
+    return " ".join(parts)
+
+
+def repeat_sentence(counts: Sequence[Mapping[str, float]], positions: int) -> str:
+    """With every component repeated, how far each corpus got in `positions` records."""
+    parts = []
+    for name, count in zip(CORPUS_NAMES, counts, strict=False):
+        epochs = count["epochs"]
+        if count["never_read"] == 0:
+            parts.append(f"{name} {epochs:.2f} epochs (every record read)")
+        else:
+            parts.append(f"{name} {epochs:.2f} epochs ({count['never_read']:,} records not "
+                         "reached yet)")
+    smaller_past = any(count["epochs"] > 1 for count in counts)
+    head = (f"With repeat() on both components the mix has no end (len is sys.maxsize); "
+            f"its first {positions:,} records read {', '.join(parts)}.")
+    if smaller_past:
+        return (head + " The corpus that ran out first starts its next epoch, reshuffled, and "
+                "the shares stay those of the weights; the price is that its records come "
+                "back more often than the other corpus's.")
+    return head + " No corpus has passed its first epoch yet in this many records."
+
+
+# -- 4. MapDataset.mix against IterDataset.mix ----------------------------------------------------
+def filter_sentence(kept: int, total: int, map_share: float, iter_share: float,
+                    asked: float) -> str:
+    """What a filter before each kind of mix does to the code share, measured on the
+    records each mix gave."""
+    dropped = total - kept
+    parts = [f"The filter drops {dropped:,} of {total:,} code pieces ({dropped / total:.0%})."]
+    if abs(map_share - asked) > 0.005:
+        parts.append(f"Under MapDataset.mix, a filtered position is a hole (None) that "
+                     f"iterating skips, so code fell to {map_share:.2%} of the records instead "
+                     f"of {asked:.2%}: the weights were silently changed.")
+    else:
+        parts.append(f"Under MapDataset.mix code stayed at {map_share:.2%}: the filter "
+                     "dropped too little to move the share here.")
+    if abs(iter_share - asked) <= 0.005:
+        parts.append(f"IterDataset.mix draws the next kept record instead, so code is "
+                     f"{iter_share:.2%} of its records, the share of the weights.")
+    else:
+        parts.append(f"IterDataset.mix gave code {iter_share:.2%} of its records, not "
+                     f"{asked:.2%}: that is a bug to report.")
+    return " ".join(parts)
+
+
+def access_sentence(comparison: Comparison, position: int) -> str:
+    """Reaching one far position: by index on a MapDataset.mix (`comparison.seconds`)
+    against streaming an IterDataset.mix to it (`comparison.baseline_seconds`)."""
+    how = comparison.how(f"Indexing the MapDataset.mix at position {position:,}",
+                         "streaming the IterDataset.mix to it")
+    sentence = f"{how} {comparison.numbers()}."
+    if comparison.verdict == BETTER:
+        return (sentence + " A MapDataset answers any position from its index alone; a "
+                "stream must produce every element before it (or be restored from a state "
+                "saved there).")
+    if comparison.verdict == TOO_NOISY_TO_TELL:
+        return sentence + " Too noisy to tell: the run's margin is too wide to name a winner."
+    return (sentence + " Streaming was not slower here: the position is too near the start to "
+            "show what random access saves.")
+
+
+def stream_cost_sentence(map_seconds: Sequence[float], iter_seconds: Sequence[float],
+                         count: int) -> str:
+    """Reading `count` records through each kind of mix, judged by the margin rule."""
+    why = {
+        WORSE: ("IterDataset.mix runs in the main process, one element at a time, on top of "
+                "one read-ahead iterator per component; MapDataset.mix is one step of the "
+                "engine's chain, run on its read threads."),
+        BETTER: ("Pulling from two read-ahead iterators cost less here than the engine's own "
+                 "reading of the mixed chain."),
+        SAME: "Where the mix runs costs nothing measurable next to reading the records.",
+    }
+    return compare_runs(f"Reading {count:,} records through IterDataset.mix",
+                        iter_seconds, "through MapDataset.mix", map_seconds, why=why)
+
+
+def plot_mix_costs(times: Mapping[str, Sequence[float]]):
+    """The timings of part 4 on a log axis, a bar per timing (the median) and a dot per
+    run; `times` maps a label (lines split by newlines) to the runs in seconds."""
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(8.5, 3.8))
+    return bar_chart({name: float(np.median(runs)) for name, runs in times.items()},
+                     ylabel="seconds (log scale)",
+                     title="Reaching a far position, and reading records",
+                     value_format=format_duration, log=True, runs=times, ax=ax)
+
+
+# -- 5. resume -----------------------------------------------------------------------------------
+def equal_batches(batches: Sequence[Mapping[str, np.ndarray]],
+                  reference: Sequence[Mapping[str, np.ndarray]]) -> list[bool]:
+    """For each batch, whether every array equals the reference's batch at the same place
+    (a missing batch counts as different)."""
+    flags = []
+    for place, wanted in enumerate(reference):
+        if place >= len(batches):
+            flags.append(False)
+            continue
+        got = batches[place]
+        flags.append(set(got) == set(wanted)
+                     and all(np.array_equal(got[key], wanted[key]) for key in wanted))
+    return flags
+
+
+def mix_resume_sentence(results: Mapping[str, Sequence[bool]], control: str) -> str:
+    """How many batches after the resume point equal the uninterrupted run's, for each way
+    of resuming in `results`; `control` names the negative control among them, which must
+    match none for the others to prove anything."""
+    if control not in results:
+        raise ValueError(f"control={control!r} is not one of {list(results)}.")
+    lines = [f"{name}: {sum(flags)}/{len(flags)} batches equal the uninterrupted run's"
+             for name, flags in results.items()]
+    resumes = {name: flags for name, flags in results.items() if name != control}
+    control_equal = sum(results[control])
+    exact = all(all(flags) for flags in resumes.values())
+    if control_equal:
+        verdict = (f"The control that ignores the saved state matched {control_equal} "
+                   "batches, so equal batches do not prove a resume here: the comparison "
+                   "cannot tell streams apart.")
+    elif exact:
+        verdict = ("Every resume continued exactly, and the control that ignores the saved "
+                   "state matched none: the comparison does tell streams apart.")
+    else:
+        failed = [name for name, flags in resumes.items() if not all(flags)]
+        verdict = (f"Not exact: {', '.join(failed)} gave other batches than the uninterrupted "
+                   "run (the control matched none, so the comparison is sound).")
+    return "; ".join(lines) + ". " + verdict
+
+
+def reshard_sentence(flags: Sequence[bool]) -> str:
+    """A resume that reads one shard of everything (`[0::1]`) from rank 0's state, compared
+    with the two-process run: it should match nothing."""
+    equal = sum(flags)
+    if equal == 0:
+        return (f"Read as one shard of everything ([0::1]) from rank 0's state, 0/{len(flags)} "
+                "batches equal the two-process run's: the shards define the stream, so a "
+                "resume at another process count keeps the old shards.")
+    return (f"Read as one shard of everything ([0::1]) from rank 0's state, {equal}/"
+            f"{len(flags)} batches equal the two-process run's, which another stream should "
+            "not give: the comparison is suspect.")
+
+
+def plot_resume_grid(results: Mapping[str, Sequence[bool]]):
+    """One row per way of resuming, one square per batch after the resume point: filled
+    where the batch equals the uninterrupted run's."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    names = list(results)
+    grid = np.array([[1 if flag else 0 for flag in results[name]] for name in names])
+    figure, ax = plt.subplots(figsize=(max(6.0, 0.35 * grid.shape[1] + 3.5),
+                                       0.5 * len(names) + 1.2))
+    ax.imshow(grid, cmap=ListedColormap(["tab:red", "tab:green"]), vmin=0, vmax=1,
+              aspect="auto")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xticks(range(grid.shape[1]), [str(place + 1) for place in range(grid.shape[1])],
+                  fontsize="small")
+    ax.set_xlabel("batch after the resume point")
+    ax.set_xticks(np.arange(-0.5, grid.shape[1]), minor=True)
+    ax.set_yticks(np.arange(-0.5, len(names)), minor=True)
+    ax.grid(which="minor", color="white", linewidth=1)
+    ax.tick_params(which="minor", length=0)
+    ax.set_title("Green: the batch equals the uninterrupted run's; red: it does not")
+    figure.tight_layout()
+    return figure
+
+
+_GRAIN_RESUME_SCRIPT = """
+import json, sys
+from absl import flags
+flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
+import numpy as np
+import grain.python as grain
+from course_lib.course.mixing_data_sets import equal_batches
+lengths = [int(sys.argv[1]), int(sys.argv[2])]
+batch_size, save_after, compare = (int(argument) for argument in sys.argv[3:6])
+
+def records(length, corpus):
+    return grain.MapDataset.range(length).map(
+        lambda key: {"corpus": np.int32(corpus), "key": np.int32(key)})
+
+def chain(num_workers):
+    corpora = [records(length, corpus).shuffle(seed=corpus).repeat()
+               for corpus, length in enumerate(lengths)]
+    stream = grain.MapDataset.mix(corpora, [0.7, 0.3]).to_iter_dataset()
+    if num_workers:
+        stream = stream.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
+    return stream.batch(batch_size)
+
+def take(num_workers, count, state=None):
+    iterator = iter(chain(num_workers))
+    try:
+        if state is not None:
+            iterator.set_state(state)
+        batches = [next(iterator) for _ in range(count)]
+        return batches, iterator.get_state()
+    finally:
+        iterator.close()
+
+reference, _ = take(2, save_after + compare)
+_, state = take(2, save_after)
+report = {"state": json.dumps(state, default=str)[:300]}
+for count in (2, 1, 0):
+    try:
+        rest, _ = take(count, compare, state)
+        report[str(count)] = sum(equal_batches(rest, reference[save_after:]))
+    except Exception as error:  # what Grain raises is the measurement
+        report[str(count)] = f"{type(error).__name__}: {error}"
+print(json.dumps(report))
+"""
+
+
+def grain_resume(lengths: Sequence[int], batch_size: int, save_after: int, compare: int,
+                 timeout: float = 600.0) -> dict | None:
+    """The lesson's mixed chain on Grain itself, in a new Python (Grain's workers need
+    absl's flags parsed): a state saved after `save_after` batches at 2 workers, restored
+    at 2, 1 and 0 workers; for each, how many of the next `compare` batches equal the
+    uninterrupted run's, or the error Grain raised. None where Grain is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("grain") is None:
+        return None
+    arguments = [*map(str, lengths), str(batch_size), str(save_after), str(compare)]
+    result = subprocess.run([sys.executable, "-c", _GRAIN_RESUME_SCRIPT, *arguments],
+                            capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
+        raise RuntimeError(f"Grain exited with code {result.returncode}: {last}")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report["compare"] = compare
+    return report
+
+
+def grain_resume_sentence(report: Mapping[str, Any] | None) -> str:
+    """What Grain did with a state saved at 2 workers, restored at 2, 1 and 0."""
+    if report is None:
+        return ("Grain is not installed here, so its resume cannot be measured (`pip install "
+                "grain`); course_lib's results above stand alone.")
+    compare = report["compare"]
+
+    def outcome(count: str) -> str:
+        found = report[count]
+        if isinstance(found, int):
+            return (f"continued exactly ({found}/{compare} batches equal)" if found == compare
+                    else f"gave other batches ({found}/{compare} equal)")
+        return f"did not restore ({found})"
+
+    workers = {"2": "2 workers", "1": "1 worker", "0": "0 workers"}
+    parts = [f"at {workers[count]} it {outcome(count)}" for count in ("2", "1", "0")]
+    others_fail = all(not isinstance(report[count], int) for count in ("1", "0"))
+    tail = (" Grain 0.2.18 restores a state only at the worker count that saved it: the "
+            "state lists each worker's own position." if others_fail and report["2"] == compare
+            else "")
+    return f"On Grain 0.2.18, the same chain's state saved at 2 workers: {'; '.join(parts)}." \
+           + tail
+
+
+# -- 6. a split done wrong -----------------------------------------------------------------------
+def leaks_per_epoch(train, validation_keys: Sequence[int], epochs: int) -> list[int]:
+    """How many of each training epoch's records are validation records; `train` is a
+    MapDataset (course_lib's or Grain's) of record keys, repeated at least `epochs` times,
+    whose first epoch has `epoch_length = len(train) // epochs` records."""
+    held_out = set(int(key) for key in validation_keys)
+    length = len(train) // epochs
+    return [sum(int(train[position]) in held_out
+                for position in range(epoch * length, (epoch + 1) * length))
+            for epoch in range(epochs)]
+
+
+def plot_leaks(leaks: Mapping[str, Sequence[int]], validation_size: int):
+    """Validation records read in each training epoch, one group of bars per epoch and one
+    bar per way of splitting."""
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(8, 3.4))
+    names = list(leaks)
+    epochs = max(len(counts) for counts in leaks.values())
+    width = 0.8 / len(names)
+    for place, name in enumerate(names):
+        xs = np.arange(1, len(leaks[name]) + 1) + (place - (len(names) - 1) / 2) * width
+        bars = ax.bar(xs, leaks[name], width=width, label=name)
+        ax.bar_label(bars, fontsize="small")
+    ax.set_xticks(range(1, epochs + 1))
+    ax.set_xlabel("training epoch")
+    ax.set_ylabel("validation records trained on")
+    ax.set_title(f"Held-out records that came back into training (of {validation_size:,})")
+    ax.margins(y=0.2)
+    ax.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
+def split_sentence(wrong: Sequence[int], grain_wrong: Sequence[int] | None,
+                   right: Sequence[int], validation_size: int) -> str:
+    """The leaks of the wrong split on course_lib and on Grain, and of the right one."""
+    def listed(counts: Sequence[int]) -> str:
+        return ", ".join(f"{count:,}" for count in counts)
+
+    parts = []
+    if wrong[0] == 0 and any(count > 0 for count in wrong[1:]):
+        parts.append(f"Shuffled, then sliced, then repeated: training epoch 1 holds none of "
+                     f"the {validation_size:,} validation records, but the epochs after it "
+                     f"hold {listed(wrong[1:])} of them: each epoch is a new shuffle, and the "
+                     "slice takes its positions, not its records, so records held out in epoch "
+                     "1 land in training later.")
+    elif any(wrong):
+        parts.append(f"Shuffled, then sliced, then repeated: validation records in training, "
+                     f"epoch by epoch: {listed(wrong)}.")
+    else:
+        parts.append("Shuffled, then sliced, then repeated: no validation record reached "
+                     "training in these epochs (each epoch kept the first epoch's order).")
+    if grain_wrong is None:
+        parts.append("Grain is not installed here, so its split cannot be measured.")
+    elif list(grain_wrong) == list(wrong):
+        parts.append(f"Grain 0.2.18, the same chain: {listed(grain_wrong)}, the same counts.")
+    else:
+        parts.append(f"Grain 0.2.18, the same chain: {listed(grain_wrong)} (its shuffle is "
+                     "another permutation, so other counts; "
+                     + ("the same leak from epoch 2 on)." if grain_wrong[0] == 0
+                        and any(grain_wrong[1:]) else "see the counts)."))
+    if any(right):
+        parts.append(f"Sliced first, then shuffled and repeated: still {listed(right)} leaked, "
+                     "which the split should have made impossible: a bug to report.")
+    else:
+        parts.append("Sliced first, then shuffled and repeated: 0 in every epoch, because the "
+                     "training part never holds a validation record to shuffle in.")
+    return " ".join(parts)
+
+
+# -- 7. the speed cost in the loop ---------------------------------------------------------------
+def training_speed_sentence(mixed_seconds: Sequence[float],
+                            single_seconds: Sequence[float], steps: int,
+                            loader_mixed: Sequence[float],
+                            loader_single: Sequence[float]) -> str:
+    """Steps per second of the loop fed by the mixed chain against one source, and the
+    loaders alone, each judged by the margin rule; a cause is named only where the loaders'
+    own difference is beyond their margin."""
+    loop = Comparison(tuple(mixed_seconds), tuple(single_seconds))
+    loaders = Comparison(tuple(loader_mixed), tuple(loader_single))
+    rate, single_rate = steps / loop.median, steps / loop.baseline_median
+    head = (f"{steps} training steps: {rate:.1f} steps/s fed by the mix, {single_rate:.1f} "
+            f"fed by the docstrings alone. ")
+    body = f"{loop.how('The mixed loop', 'the single-source loop')} {loop.numbers()}."
+    loader_part = (f" The loaders alone, {steps} batches each: "
+                   f"{loaders.how('the mix', 'one source')} {loaders.numbers()}.")
+    if loop.verdict == TOO_NOISY_TO_TELL:
+        return head + body + loader_part + " Too noisy to tell, so no cause is named."
+    if loop.verdict == SAME and loaders.verdict == WORSE:
+        extra = (loaders.median - loaders.baseline_median) / steps
+        return head + body + loader_part + (
+            f" The mix adds {format_duration(extra)} per batch to the loader, against "
+            f"{format_duration(loop.median / steps)} per training step: too little for the "
+            "loop to feel.")
+    if loop.verdict == SAME:
+        return head + body + loader_part + (
+            " Mixing costs nothing the loop can feel: the rule is a few integer operations "
+            "per record, next to reading the record and a training step.")
+    if loop.verdict == WORSE and loaders.verdict == WORSE:
+        return head + body + loader_part + (
+            " The loader alone is slower with the mix too "
+            f"({format_times(1 / loaders.ratio)} the time per batch), so the mix is what the "
+            "loop waits for.")
+    if loop.verdict == WORSE:
+        return head + body + loader_part + (
+            " The loaders alone do not differ beyond their margin, so this measurement "
+            "cannot say the mix is the cause.")
+    return head + body + loader_part + (
+        " The mixed loop was the faster one, which mixing cannot cause: the records differ "
+        "(code and docstrings), not the work per batch.")
+
+
+def plot_training_speed(runs: Mapping[str, Sequence[float]], steps: int):
+    """Steps per second of each feed, a bar per feed (the median) and a dot per run."""
+    rates = {name: [steps / seconds for seconds in times] for name, times in runs.items()}
+    medians = {name: float(np.median(values)) for name, values in rates.items()}
+    return bar_chart(medians, ylabel="training steps per second",
+                     title=f"The loop fed by each chain ({steps} steps a run)",
+                     value_format="{:.1f}", runs=rates, statistic="median")

@@ -1,0 +1,250 @@
+"""Lesson 13's records, counts and sentences, with made-up numbers for every outcome."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import course_lib as grain
+from course_lib.course import mixing_data_sets as mix
+from course_lib.mixing import component_at, integer_weights
+
+
+# -- the records ----------------------------------------------------------------------------
+def test_a_record_holds_its_padded_bytes_its_corpus_and_its_key():
+    source = mix.CorpusPieces([b"ab", b"xyz"], corpus=1, row_length=4)
+    record = source[1]
+    assert record["tokens"].tolist() == [ord("x"), ord("y"), ord("z"), 0]
+    assert int(record["corpus"]) == 1 and int(record["key"]) == 1 and len(source) == 2
+    assert pickle.loads(pickle.dumps(source))[0]["tokens"].tolist()[:2] == [97, 98]
+
+
+def test_a_piece_longer_than_the_row_is_refused():
+    with pytest.raises(ValueError, match="row_length=2"):
+        mix.CorpusPieces([b"abc"], corpus=0, row_length=2)
+
+
+def test_the_filter_drops_pieces_with_a_docstring_quote():
+    source = mix.CorpusPieces([b'x = 1', b'    """Doc."""'], corpus=1, row_length=16)
+    assert mix.no_docstring_quote(source[0]) and not mix.no_docstring_quote(source[1])
+
+
+# -- 1. the rule ------------------------------------------------------------------------------
+def test_the_rule_sentence_says_the_truncated_share_and_grain_agreeing():
+    sentence = mix.rule_sentence([0.7, 0.3], (233, 100), (233, 100))
+    assert "233:100" in sentence and "docstrings 69.97%" in sentence
+    assert "not exactly the share asked for" in sentence and "the same integers" in sentence
+
+
+def test_the_rule_sentence_says_an_exact_share_and_grain_differing_or_missing():
+    exact = mix.rule_sentence([0.75, 0.25], (300, 100), (299, 100))
+    assert "exactly the shares asked for" in exact and "299:100, other integers" in exact
+    assert "not installed" in mix.rule_sentence([0.5, 0.5], (100, 100), None)
+
+
+def test_grain_integer_weights_truncate_like_course_lib():
+    pytest.importorskip("grain")
+    assert mix.grain_integer_weights([0.7, 0.3]) == integer_weights([0.7, 0.3], 2) == (233, 100)
+
+
+# -- 2. what a batch holds --------------------------------------------------------------------
+def test_per_batch_counts_and_prefix_deviation_are_measured():
+    components = np.array([0, 0, 1, 0, 1, 1, 0])
+    assert mix.per_batch(components, 3).tolist() == [2, 1]  # the last partial batch is left
+    deviation = mix.prefix_deviation(components, 0.5)
+    assert deviation.tolist() == [0.5, 1.0, 0.5, 1.0, 0.5, 0.0, 0.5]
+
+
+def test_the_rule_keeps_every_prefix_within_one_and_a_coin_does_not():
+    rule = np.array([component_at(k, (233, 100))[0] for k in range(5000)])
+    coin = mix.coin_components(5000, 233 / 333, seed=0)
+    assert mix.prefix_deviation(rule, 233 / 333).max() <= 1
+    assert mix.prefix_deviation(coin, 233 / 333).max() > 5
+
+
+def test_batch_sentence_when_the_mix_holds_the_share_and_the_coin_strays():
+    sentence = mix.batch_share_sentence(np.array([22, 23]), np.array([15, 28]), 0.9, 30.0, 32,
+                                        0.6997)
+    assert "22 to 23 docstring records" in sentence and "put 15 to 28" in sentence
+    assert "not only in the long run" in sentence and "right only on average" in sentence
+    assert "at most 0.900" in sentence
+
+
+def test_batch_sentence_when_the_mix_strays_or_the_coin_does_not():
+    sentence = mix.batch_share_sentence(np.array([20, 25]), np.array([22, 23]), 3.0, 2.0, 32,
+                                        0.7)
+    assert "bug to report" in sentence and "run longer" in sentence
+
+
+# -- 3. the end of an epoch -------------------------------------------------------------------
+def _records(pairs):
+    return [{"corpus": np.int32(corpus), "key": np.int32(key)} for corpus, key in pairs]
+
+
+def test_reads_per_corpus_count_what_was_never_read():
+    counts = mix.reads_per_corpus(_records([(0, 0), (0, 1), (1, 0), (0, 0)]), [2, 5])
+    assert counts[0] == {"read": 3, "distinct": 2, "never_read": 0, "epochs": 1.5}
+    assert counts[1]["never_read"] == 4 and counts[1]["read"] == 1
+
+
+def test_epoch_end_sentence_names_the_corpus_that_ran_out_and_grain_agreeing():
+    counts = mix.reads_per_corpus(_records([(0, 0), (0, 1), (1, 0)]), [2, 5])
+    sentence = mix.epoch_end_sentence(3, 3, [2, 5], counts, streamed=3)
+    assert "ends where docstrings runs out" in sentence
+    assert "4 of the 5 code records (80%) were never read" in sentence
+    assert "the same length, 3" in sentence
+
+
+def test_epoch_end_sentence_when_nothing_ran_out_or_grain_differs_or_is_missing():
+    counts = mix.reads_per_corpus(_records([(0, 0), (1, 0)]), [2, 5])
+    assert "did not read a whole epoch" in mix.epoch_end_sentence(2, 4, [2, 5], counts, 2)
+    assert "another length, 4" in mix.epoch_end_sentence(2, 4, [2, 5], counts, 2)
+    assert "not installed" in mix.epoch_end_sentence(2, None, [2, 5], counts, 2)
+
+
+def test_repeat_sentence_when_the_smaller_corpus_runs_on_and_when_none_has():
+    past = mix.reads_per_corpus(_records([(0, 0), (0, 1), (0, 0), (1, 0)]), [2, 1])
+    assert "starts its next epoch" in mix.repeat_sentence(past, 4)
+    assert "1.50 epochs" in mix.repeat_sentence(past, 4)
+    early = mix.reads_per_corpus(_records([(0, 0), (1, 0)]), [2, 2])
+    assert "No corpus has passed its first epoch" in mix.repeat_sentence(early, 2)
+
+
+# -- 4. MapDataset.mix against IterDataset.mix ------------------------------------------------
+def test_filter_sentence_when_the_map_mix_loses_the_share_and_the_iter_mix_keeps_it():
+    sentence = mix.filter_sentence(830, 1000, 0.262, 0.3003, 0.3003)
+    assert "drops 170 of 1,000" in sentence and "silently changed" in sentence
+    assert "the share of the weights" in sentence
+
+
+def test_filter_sentence_when_nothing_moved_or_the_iter_mix_is_off():
+    sentence = mix.filter_sentence(999, 1000, 0.300, 0.25, 0.3003)
+    assert "dropped too little" in sentence and "bug to report" in sentence
+
+
+def test_access_sentence_for_each_verdict():
+    faster = mix.access_sentence(mix.Comparison((1e-5,) * 3, (1.0, 1.0, 1.01)), 10_000)
+    assert "faster than streaming" in faster and "from its index alone" in faster
+    same = mix.access_sentence(mix.Comparison((1.0, 1.0, 1.0), (1.0, 1.01, 1.0)), 10)
+    assert "too near the start" in same
+    noisy = mix.access_sentence(mix.Comparison((1.0, 3.0, 0.5), (1.0, 0.4, 2.5)), 10)
+    assert "Too noisy to tell" in noisy
+
+
+def test_stream_cost_sentence_names_the_cause_only_beyond_the_margin():
+    slower = mix.stream_cost_sentence([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], 5000)
+    assert "slower than" in slower and "main process" in slower
+    same = mix.stream_cost_sentence([1.0, 1.0, 1.0], [1.01, 1.0, 1.0], 5000)
+    assert "costs nothing measurable" in same
+    faster = mix.stream_cost_sentence([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], 5000)
+    assert "cost less here" in faster
+
+
+# -- 5. resume --------------------------------------------------------------------------------
+def test_equal_batches_compares_every_array_and_counts_missing_batches():
+    reference = [{"a": np.arange(3)}, {"a": np.arange(3) + 1}]
+    assert mix.equal_batches([{"a": np.arange(3)}], reference) == [True, False]
+    assert mix.equal_batches([{"a": np.arange(3)}, {"b": np.arange(3) + 1}],
+                             reference) == [True, False]
+
+
+def test_resume_sentence_exact_with_a_control_that_matches_none():
+    sentence = mix.mix_resume_sentence({"2 -> 1 worker": [True] * 4,
+                                        "ignoring the state": [False] * 4},
+                                       control="ignoring the state")
+    assert "2 -> 1 worker: 4/4" in sentence and "continued exactly" in sentence
+
+
+def test_resume_sentence_not_exact_and_a_control_that_matches():
+    failed = mix.mix_resume_sentence({"a": [True, False], "control": [False, False]},
+                                     control="control")
+    assert "Not exact: a" in failed
+    unsound = mix.mix_resume_sentence({"a": [True, True], "control": [True, False]},
+                                      control="control")
+    assert "do not prove a resume" in unsound
+    with pytest.raises(ValueError, match="control"):
+        mix.mix_resume_sentence({"a": [True]}, control="b")
+
+
+def test_reshard_sentence_when_nothing_matches_and_when_something_does():
+    assert "keeps the old shards" in mix.reshard_sentence([False] * 4)
+    assert "2/4 batches equal" in mix.reshard_sentence([True, True, False, False])
+    assert "suspect" in mix.reshard_sentence([True, True, False, False])
+
+
+def test_grain_resume_sentence_for_each_outcome():
+    refused = mix.grain_resume_sentence({"2": 16, "1": "IndexError: list index out of range",
+                                         "0": "KeyError: 'next_index'", "compare": 16})
+    assert "continued exactly (16/16" in refused and "did not restore (IndexError" in refused
+    assert "only at the worker count that saved it" in refused
+    other = mix.grain_resume_sentence({"2": 16, "1": 3, "0": 16, "compare": 16})
+    assert "gave other batches (3/16 equal)" in other and "only at the worker" not in other
+    assert "not installed" in mix.grain_resume_sentence(None)
+
+
+# -- 6. a split done wrong --------------------------------------------------------------------
+def test_leaks_are_counted_on_a_real_wrong_split_and_none_on_the_right_one():
+    keys = grain.MapDataset.range(100)
+    shuffled = keys.shuffle(seed=0)
+    validation, wrong = shuffled[:10], shuffled[10:].repeat(3)
+    wrong_leaks = mix.leaks_per_epoch(wrong, list(validation), epochs=3)
+    assert wrong_leaks[0] == 0 and sum(wrong_leaks[1:]) > 0
+    right = keys[10:].shuffle(seed=0).repeat(3)
+    assert mix.leaks_per_epoch(right, list(keys[:10]), epochs=3) == [0, 0, 0]
+
+
+def test_split_sentence_for_a_leak_from_epoch_two_grain_alike_and_a_clean_fix():
+    sentence = mix.split_sentence([0, 800, 820], [0, 800, 820], [0, 0, 0], 915)
+    assert "hold 800, 820 of them" in sentence and "the same counts" in sentence
+    assert "0 in every epoch" in sentence
+
+
+def test_split_sentence_for_other_grain_counts_no_leak_and_a_broken_fix():
+    sentence = mix.split_sentence([0, 0, 0], [0, 790, 801], [0, 3, 0], 915)
+    assert "no validation record reached training" in sentence
+    assert "another permutation" in sentence and "the same leak from epoch 2 on" in sentence
+    assert "bug to report" in sentence
+    leak_from_start = mix.split_sentence([5, 6], None, [0, 0], 10)
+    assert "epoch by epoch: 5, 6" in leak_from_start and "not installed" in leak_from_start
+
+
+# -- 7. the speed cost in the loop ------------------------------------------------------------
+def test_training_sentence_for_each_verdict():
+    same = mix.training_speed_sentence([1.0, 1.01, 1.0], [1.0, 1.0, 1.01], 20,
+                                       [0.1] * 3, [0.1] * 3)
+    assert "costs nothing the loop can feel" in same and "20.0 steps/s" in same
+    felt_not = mix.training_speed_sentence([1.0, 1.01, 1.0], [1.0, 1.0, 1.01], 20,
+                                           [0.2] * 3, [0.1] * 3)
+    assert "adds 5 ms per batch to the loader, against 50 ms per training step" in felt_not
+    slower = mix.training_speed_sentence([2.0] * 3, [1.0] * 3, 20, [0.2] * 3, [0.1] * 3)
+    assert "the mix is what the loop waits for" in slower and "2.00x the time" in slower
+    unexplained = mix.training_speed_sentence([2.0] * 3, [1.0] * 3, 20, [0.1] * 3, [0.1] * 3)
+    assert "cannot say the mix is the cause" in unexplained
+    faster = mix.training_speed_sentence([1.0] * 3, [2.0] * 3, 20, [0.1] * 3, [0.1] * 3)
+    assert "which mixing cannot cause" in faster
+    noisy = mix.training_speed_sentence([1.0, 3.0, 0.5], [1.0, 0.4, 2.5], 20, [0.1] * 3,
+                                        [0.1] * 3)
+    assert "no cause is named" in noisy
+
+
+def test_the_pictures_draw():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rule = np.array([component_at(k, (233, 100))[0] for k in range(320)])
+    coin = mix.coin_components(320, 0.7)
+    figures = [
+        mix.plot_batch_shares(mix.per_batch(rule, 32), mix.per_batch(coin, 32),
+                              mix.prefix_deviation(rule, 0.7), mix.prefix_deviation(coin, 0.7),
+                              32, 0.7),
+        mix.plot_resume_grid({"a": [True, False], "b": [False, False]}),
+        mix.plot_leaks({"wrong": [0, 5], "right": [0, 0]}, 10),
+        mix.plot_training_speed({"mix": [1.0, 1.1, 0.9], "one": [1.0, 1.0, 1.0]}, 10),
+        mix.plot_mix_costs({"index": [1e-6, 2e-6], "stream\nto 10": [1e-2, 1.1e-2]}),
+    ]
+    assert all(figure.axes for figure in figures)
+    plt.close("all")
