@@ -590,7 +590,7 @@ def summary_lines(numbers: Mapping[str, object]) -> list[str]:
         f"Lesson 5  one record in {numbers['processes']} of each corpus per process, a global "
         f"batch of {numbers['global_rows']} rows from {numbers['processes']} local batches "
         "(measured: shapes and checksums)",
-        f"Mixing    two corpora mixed by weight: docstrings {shares} of the records, by "
+        f"Lesson 13 two corpora mixed by weight: docstrings {shares} of the records, by "
         "process",
         f"Lesson 10 packed rows of {numbers['row_length']} bytes: "
         f"{100 * numbers['fill']:.0f}% of the slots hold real tokens",

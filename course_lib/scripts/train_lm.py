@@ -8,9 +8,9 @@ Everything the course built, in one script you can read top to bottom and run:
   in its own ArrayRecord shards read through one `ArrayRecordDataSource` (lesson 9); each
   process takes every `process_count`-th record of each (lesson 5), shuffles them with its
   own seed and repeats them endlessly; `MapDataset.mix` interleaves the two at `--mix`
-  (exercise 9 writes its rule); `FirstFitPackIterDataset` packs the byte strings into rows
-  of one length with segment ids and positions (lesson 10), so the step has one shape, and
-  `.batch` stacks the rows; `--workers` reads and decodes in worker processes (`mp_prefetch`,
+  (lesson 13); `FirstFitPackIterDataset` packs the byte strings into rows of one length
+  with segment ids and positions (lesson 10), so the step has one shape, and `.batch` stacks
+  the rows; `--workers` reads and decodes in worker processes (`mp_prefetch`,
   lesson 4) without changing a batch;
 - each process's packed local batch becomes one global `jax.Array` (`make_global_batch`,
   lesson 5) and a jitted step, guarded by `chex.assert_max_traces(n=1)`, trains the decoder
