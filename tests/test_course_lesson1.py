@@ -129,6 +129,7 @@ def test_diagnosis_sentence_for_each_outcome():
 
 def test_idle_prediction_sentence_for_each_outcome():
     assert course.idle_prediction_sentence(0.77, 0.75).startswith("Close")
+    assert "within 10% points of each other" in course.idle_prediction_sentence(0.77, 0.75)
     assert "idled more than the timings predicted" in course.idle_prediction_sentence(0.5, 0.75)
     assert "idled less than the timings predicted" in course.idle_prediction_sentence(0.79, 0.63)
     with pytest.raises(ValueError, match="share between 0 and 1"):

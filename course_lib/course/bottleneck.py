@@ -199,9 +199,10 @@ def baseline_moved_sentence(real_baseline: Any, stand_in_baseline: Any) -> str:
         return (f"{said} The baseline cannot be shown to have held still, so no cause can "
                 "be named from the speed-ups measured against it.")
     return (f"{said} That loop, the baseline of both speed-ups, moved although only its "
-            "step changed, and the stand-in sleeps as long as the real step took: the "
-            "machine changed between the runs, so no cause can be named from the speed-ups "
-            "measured against it.")
+            "step changed, and the stand-in sleeps as long as the real step took. This run "
+            "does not say why (the machine between the two runs, or what the real step "
+            "leaves behind for the next() that follows it), so no cause can be named from "
+            "the speed-ups measured against it.")
 
 
 def diagnosis_sentence(next_time: Estimate, step_time: Estimate) -> str:
@@ -229,7 +230,8 @@ def idle_prediction_sentence(predicted_idle: float, measured_idle: float) -> str
     """Whether the two timings alone predicted the idle share the loop measured."""
     _check_share("predicted_idle", predicted_idle)
     _check_share("measured_idle", measured_idle)
-    numbers = f"predicted {predicted_idle:.0%}, measured {measured_idle:.0%}"
+    numbers = (f"predicted {predicted_idle:.0%}, measured {measured_idle:.0%}; shares within "
+               f"{IDLE_TOLERANCE:.0%} points of each other count as close")
     if abs(predicted_idle - measured_idle) <= IDLE_TOLERANCE:
         return f"Close ({numbers}): the two timings alone already told the story."
     if measured_idle > predicted_idle:
