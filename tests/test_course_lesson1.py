@@ -103,8 +103,14 @@ def test_step_period_is_wall_time_per_step_with_the_spread_of_the_steps():
 
 def test_dispatch_sentence_for_each_outcome():
     assert "stopped at the dispatch" in course.dispatch_sentence(0.001, 0.008)
-    assert "about the same" in course.dispatch_sentence(0.0081, 0.008)
+    # judged by the course's margin rule (5% floor for values timed once), not a private ratio
+    assert "the same within the noise" in course.dispatch_sentence(0.0081, 0.008)
+    assert "margin 5%" in course.dispatch_sentence(0.0081, 0.008)
+    part = course.dispatch_sentence(0.00139, 0.00219)  # 37% less: beyond the margin
+    assert "less, but not by the whole step" in part and "the same" not in part
     assert "read more" in course.dispatch_sentence(0.013, 0.008)
+    noisy = course.dispatch_sentence(_steady(0.0014, 0.0004, 5), _steady(0.0019, 0.0004, 5))
+    assert "too noisy to tell" in noisy and "stopped at the dispatch" not in noisy
     with pytest.raises(ValueError, match="dispatch_s"):
         course.dispatch_sentence(0.0, 0.008)
 
@@ -123,6 +129,7 @@ def test_diagnosis_sentence_for_each_outcome():
 
 def test_idle_prediction_sentence_for_each_outcome():
     assert course.idle_prediction_sentence(0.77, 0.75).startswith("Close")
+    assert "within 10% points of each other" in course.idle_prediction_sentence(0.77, 0.75)
     assert "idled more than the timings predicted" in course.idle_prediction_sentence(0.5, 0.75)
     assert "idled less than the timings predicted" in course.idle_prediction_sentence(0.79, 0.63)
     with pytest.raises(ValueError, match="share between 0 and 1"):
@@ -461,3 +468,28 @@ def test_plot_mid_run_timelines_titles_give_the_window_and_the_run_periods():
     assert title == ("loop, steps 46–55 of 100: 20.00 ms a step (whole run: 20.00 ms, idle "
                      "75%; means)")
     assert len(figure.axes[0].patches) == 20  # 10 waits and 10 steps
+
+
+def test_stand_in_verdicts_name_no_cause_when_their_baseline_moved():
+    real_baseline = _profiler(0.013, 0.008, 100)  # 21 ms a step with the real step
+    moved = _profiler(0.0165, 0.008, 100)  # 24.5 ms with the stand-in: 17% more, beyond 5%
+    real, gained = _steady(1.66, 0.02), _steady(2.14)
+    said = course.stand_in_sentence(real, gained, real_baseline=real_baseline,
+                                    stand_in_baseline=moved)
+    assert "moved although only its step changed" in said and "cost each other" not in said
+    # the baseline held: the sentence goes on to its verdict as before
+    held = course.stand_in_sentence(real, gained, real_baseline=real_baseline,
+                                    stand_in_baseline=_profiler(0.0131, 0.008, 100))
+    assert "cost each other" in held and "although only its step" not in held
+    noisy = _noisy_profiler([0.005, 0.03] * 10, [0.008] * 20)
+    unclear = course.stand_in_sentence(real, gained, real_baseline=real_baseline,
+                                       stand_in_baseline=noisy)
+    assert "cannot be shown to have held still" in unclear and "cost each other" not in unclear
+    ahead = _profiler(0.004, 0.008, 100)
+    overlap = course.in_process_overlap_sentence(ahead, moved, cores=2, stand_in=True,
+                                                 real_baseline=real_baseline)
+    assert "no cause can be named" in overlap and "Overlap in one process" not in overlap
+    kept = course.in_process_overlap_sentence(ahead, _profiler(0.0131, 0.008, 100), cores=2,
+                                              stand_in=True, real_baseline=real_baseline)
+    assert "Overlap in one process" in kept
+    assert course.baseline_moved_sentence(real_baseline, real_baseline) == ""

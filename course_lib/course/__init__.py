@@ -104,6 +104,7 @@ from course_lib.course.bigger_than_memory import (
     writer_options,
 )
 from course_lib.course.bottleneck import (
+    baseline_moved_sentence,
     batch_thread_sentence,
     bottleneck_sentence,
     busy_step_sentence,
@@ -346,6 +347,7 @@ __all__ = [
     "all_docstrings",
     "as_text",
     "bar_chart",
+    "baseline_moved_sentence",
     "batch_digest",
     "batch_share_sentence",
     "batch_thread_ran_sentence",

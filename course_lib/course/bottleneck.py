@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from course_lib.course.basics import (
     BETTER,
     TOO_NOISY_TO_TELL,
@@ -23,6 +25,7 @@ from course_lib.course.basics import (
     format_seconds,
     format_times,
     judge,
+    relative_margin,
 )
 
 READ_THREADS_PREFIX = "course_lib-read"  # the names of course_lib.reader's pool of read threads
@@ -141,31 +144,65 @@ def which_moved(changed: Any, baseline: Any) -> str:
             f"{changes['the step'] / total:.0%}.")
 
 
-def dispatch_sentence(dispatch_s: float, synced_s: float, statistic: str = "median") -> str:
-    """What the unsynchronised timer measured, against the synchronised one.
-
-    A dispatch returns in microseconds while a queue has room, and blocks for a whole step
-    once it is full, so its timings are not spread like noise: the sentence compares the
-    two by their ratio (under one half, or over one and a half) instead. `statistic` names
-    what the two are, the median or the mean of their repetitions.
-    """
-    for name, value in (("dispatch_s", dispatch_s), ("synced_s", synced_s)):
-        if not value > 0:
-            raise ValueError(f"{name}={value!r} must be a positive time in seconds.")
-    numbers = (f"{format_seconds(dispatch_s)} without block_until_ready, "
-               f"{format_seconds(synced_s)} with it, {statistic}s of the repetitions")
-    if dispatch_s < synced_s / 2:
+def dispatch_sentence(dispatch_s: float | Estimate, synced_s: float | Estimate,
+                      statistic: str = "median") -> str:
+    """What the unsynchronised timer measured, against the synchronised one, judged by the
+    course's margin rule (`judge`). Each side is an `Estimate` or a value timed once (then
+    only the 5% floor of the margin applies). `statistic` names what the two values are.
+    A dispatch that returned before the work ran reads less than half the step; one that
+    reads less, but by less than half, blocked for part of the step."""
+    dispatch, synced = (side if isinstance(side, Estimate) else Estimate(float(side), np.nan, 1)
+                        for side in (dispatch_s, synced_s))
+    for name, side in (("dispatch_s", dispatch), ("synced_s", synced)):
+        if not side.value > 0:
+            raise ValueError(f"{name}={side.value!r} must be a positive time in seconds.")
+    margin = relative_margin(dispatch, synced)
+    numbers = (f"{format_seconds(dispatch.value)} without block_until_ready, "
+               f"{format_seconds(synced.value)} with it, {statistic}s of the repetitions; "
+               f"margin {margin:.0%}")
+    verdict = judge(dispatch, synced)
+    if verdict == TOO_NOISY_TO_TELL:
+        return (f"The two timers: too noisy to tell apart ({numbers}). Either way, "
+                "synchronise before reading a clock.")
+    if verdict == "better" and dispatch.value < synced.value / 2:
         return (f"The unsynchronised timer read less ({numbers}): it stopped at the "
                 "dispatch, while the work was still running. Always synchronise before "
                 "reading a clock.")
-    if dispatch_s <= 1.5 * synced_s:
-        return (f"Here the two timers read about the same ({numbers}): on a CPU, JAX may "
-                "finish a small step before the call returns, or the queue of dispatched "
-                "steps was full. Do not count on it: on a GPU the unsynchronised timer "
-                "measures the dispatch only.")
+    if verdict == "better":
+        return (f"The unsynchronised timer read less, but not by the whole step ({numbers}): "
+                "on a CPU the call returned after part of the step had run, the rest still "
+                "running. It measured neither the dispatch nor the step: always synchronise "
+                "before reading a clock.")
+    if verdict == "same":
+        return (f"Here the two timers read the same within the noise ({numbers}): on a CPU, "
+                "JAX may finish a small step before the call returns, or the queue of "
+                "dispatched steps was full. Do not count on it: on a GPU the unsynchronised "
+                "timer measures the dispatch only.")
     return (f"The unsynchronised timer read more ({numbers}), which only a disturbance of "
             "the machine can cause: the dispatches queued up behind unfinished work. Either "
             "way an unsynchronised timer measures nothing you can rely on.")
+
+
+def baseline_moved_sentence(real_baseline: Any, stand_in_baseline: Any) -> str:
+    """Empty when the `num_threads=0` loop, the baseline of lesson 1's stand-in control,
+    took the same time per step (`step_period`, margin rule) with the real step and with the
+    stand-in; otherwise a sentence saying it moved, so that no cause can be named from
+    speed-ups measured against it. Only the step differs between the two loops, and the
+    stand-in sleeps as long as the real step took, so a move there is the machine's."""
+    real, stand_in = step_period(real_baseline), step_period(stand_in_baseline)
+    verdict = judge(stand_in, real)
+    if verdict == "same":
+        return ""
+    said = compare_estimates("The loader at num_threads=0 with the stand-in step", stand_in,
+                             "with the real step", real)
+    if verdict == TOO_NOISY_TO_TELL:
+        return (f"{said} The baseline cannot be shown to have held still, so no cause can "
+                "be named from the speed-ups measured against it.")
+    return (f"{said} That loop, the baseline of both speed-ups, moved although only its "
+            "step changed, and the stand-in sleeps as long as the real step took. This run "
+            "does not say why (the machine between the two runs, or what the real step "
+            "leaves behind for the next() that follows it), so no cause can be named from "
+            "the speed-ups measured against it.")
 
 
 def diagnosis_sentence(next_time: Estimate, step_time: Estimate) -> str:
@@ -193,7 +230,8 @@ def idle_prediction_sentence(predicted_idle: float, measured_idle: float) -> str
     """Whether the two timings alone predicted the idle share the loop measured."""
     _check_share("predicted_idle", predicted_idle)
     _check_share("measured_idle", measured_idle)
-    numbers = f"predicted {predicted_idle:.0%}, measured {measured_idle:.0%}"
+    numbers = (f"predicted {predicted_idle:.0%}, measured {measured_idle:.0%}; shares within "
+               f"{IDLE_TOLERANCE:.0%} points of each other count as close")
     if abs(predicted_idle - measured_idle) <= IDLE_TOLERANCE:
         return f"Close ({numbers}): the two timings alone already told the story."
     if measured_idle > predicted_idle:
@@ -317,16 +355,22 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
 
 
 def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores: int,
-                                stand_in: bool = False) -> str:
+                                stand_in: bool = False, real_baseline: Any = None) -> str:
     """Lesson 1's overlap in one process: the loader at `worker_count=0` with its default
     `ReadOptions`, where the batch thread runs the per-record stage and batching ahead
     (course_lib's own: Grain runs them in the caller's thread), against
     `ReadOptions(num_threads=0)` (everything in the loop's thread, the naive schedule). Both
     are `StepProfiler`s; `stand_in=True` says their step was the stand-in that sleeps,
-    leaving the CPU free. A cause is named only where its column moved beyond the noise."""
+    leaving the CPU free. A cause is named only where its column moved beyond the noise.
+    `real_baseline`, the `num_threads=0` loop with the real step, is judged against
+    `single_threaded` first when given: if the baseline moved, no cause is named."""
     ahead, inline = step_period(read_ahead), step_period(single_threaded)
     said = compare_estimates("Training fed by the loader at 0 workers with its batch thread",
                              ahead, "with num_threads=0", inline)
+    if real_baseline is not None:
+        moved = baseline_moved_sentence(real_baseline, single_threaded)
+        if moved:
+            return f"{said} {moved}"
     if judge(ahead, inline) == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
     verdict = judge(ahead, inline)
@@ -487,13 +531,20 @@ def _stand_in_columns(real: Any, stand_in: Any) -> str:
 
 def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
                       baseline_name: str = "the naive loop", *, real: Any = None,
-                      stand_in: Any = None) -> str:
+                      stand_in: Any = None, real_baseline: Any = None,
+                      stand_in_baseline: Any = None) -> str:
     """The loader's speed-up with the real step against the one with a stand-in step that
     sleeps as long, leaving the CPU to the workers; both over `baseline_name`. `real` and
     `stand_in`, the two overlapped loops' `StepProfiler`s, let the sentence judge which
-    column (the wait or the step) made the difference instead of leaving it to the table."""
+    column (the wait or the step) made the difference instead of leaving it to the table.
+    `real_baseline` and `stand_in_baseline`, the `num_threads=0` loops the two speed-ups are
+    measured against, are judged first: if that baseline moved, no cause is named."""
     numbers = (f"{format_times(real_gain.value)} with the real step, "
                f"{format_times(stand_in_gain.value)} with the stand-in")
+    if real_baseline is not None and stand_in_baseline is not None:
+        moved = baseline_moved_sentence(real_baseline, stand_in_baseline)
+        if moved:
+            return f"Speed-up over {baseline_name}: {numbers}. {moved}"
     verdict = judge(stand_in_gain, real_gain, lower_is_better=False)
     if verdict == TOO_NOISY_TO_TELL:
         return (f"Speed-up over {baseline_name}: {numbers}: too noisy to tell whether the "

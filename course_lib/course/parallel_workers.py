@@ -517,8 +517,11 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
     elif with_workers.verdict == "worse":
         extra = timings[counts[0]].median_first_batch_s - zero.median_first_batch_s
         lines.append(f"The difference with {_workers(counts[0])}, about "
-                     f"{format_duration(extra)}, is the start-up: forking the workers and "
-                     "sending them the pipeline, before one batch is prepared.")
+                     f"{format_duration(extra)}, is the start-up of this pipeline's workers: "
+                     "everything a worker does before its first batch of decoded records "
+                     "is back (forking it, unpickling the pipeline with whatever modules "
+                     "that imports, its first reads and decodes), measured from outside; "
+                     "this run does not time the parts.")
         if len(counts) > 1:
             lines.append(f"Over the {len(counts)} worker counts the median of that "
                          f"difference is about {format_duration(startup_s(timings))}, the "
