@@ -60,8 +60,8 @@ class CorpusPieces:
 
 
 def no_docstring_quote(record: Mapping[str, np.ndarray]) -> bool:
-    """True for a code piece with a triple quote in it: text the docstring corpus may already
-    hold. The lesson's filter keeps the others."""
+    """True for a code piece with no triple quote in it: the lesson's example filter keeps
+    these and drops the pieces that hold one."""
     return b'"""' not in np.asarray(record["tokens"], np.uint8).tobytes()
 
 
@@ -190,7 +190,8 @@ def batch_share_sentence(mix_counts: np.ndarray, coin_counts: np.ndarray,
                      "not less than the one record the rule promises: that is a bug to report.")
     if coin_deviation > max(mix_deviation, 1):
         parts.append(f"The coin's prefixes stray up to {coin_deviation:.1f} records: its "
-                     "share is right only on average, and its errors add up as the run goes.")
+                     "share is right only on average, and nothing pulls a prefix back to it: how "
+                     "far off a prefix is depends on the luck of the draws before it.")
     else:
         parts.append(f"The coin's prefixes stray up to {coin_deviation:.1f} records, no more "
                      "than the mix's here: run longer to see a coin wander.")
@@ -495,10 +496,10 @@ def grain_resume_sentence(report: Mapping[str, Any] | None) -> str:
     workers = {"2": "2 workers", "1": "1 worker", "0": "0 workers"}
     parts = [f"at {workers[count]} it {outcome(count)}" for count in ("2", "1", "0")]
     others_fail = all(not isinstance(report[count], int) for count in ("1", "0"))
-    tail = (" Grain 0.2.18 restores a state only at the worker count that saved it: the "
-            "state lists each worker's own position." if others_fail and report["2"] == compare
+    tail = (" Grain 0.2.18 did not restore the state at either other worker count tried: "
+            "the state lists each worker's own position." if others_fail and report["2"] == compare
             else "")
-    return f"On Grain 0.2.18, the same chain's state saved at 2 workers: {'; '.join(parts)}." \
+    return f"On Grain 0.2.18, the same steps' state saved at 2 workers: {'; '.join(parts)}." \
            + tail
 
 
@@ -595,13 +596,13 @@ def training_speed_sentence(mixed_seconds: Sequence[float],
     if loop.verdict == SAME and loaders.verdict == WORSE:
         extra = (loaders.median - loaders.baseline_median) / steps
         return head + body + loader_part + (
-            f" The mix adds {format_duration(extra)} per batch to the loader, against "
-            f"{format_duration(loop.median / steps)} per training step: too little for the "
-            "loop to feel.")
+            f" The mixed chain adds about {format_duration(extra)} per batch to the loader, "
+            f"against {format_duration(loop.median / steps)} per step of the whole loop: too "
+            "little for the loop to feel.")
     if loop.verdict == SAME:
         return head + body + loader_part + (
-            " Mixing costs nothing the loop can feel: the rule is a few integer operations "
-            "per record, next to reading the record and a training step.")
+            " Mixing costs nothing the loop can feel: the mixed chain's extra work is small "
+            "next to reading the records and a training step.")
     if loop.verdict == WORSE and loaders.verdict == WORSE:
         return head + body + loader_part + (
             " The loader alone is slower with the mix too "
