@@ -147,6 +147,17 @@ def test_blank_stream_outputs_are_dropped_and_others_kept():
     assert kept[2].output_type == "display_data"  # only blank *streams* go
 
 
+def test_a_checked_cell_keeps_its_blank_streams_for_nbval():
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nfor _ in tqdm(range(3)): pass")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="   \r"),
+                    nbformat.v4.new_output("stream", name="stdout", text="True\n")]
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    notebook_tool.drop_blank_streams(notebook)
+    assert [output.name for output in notebook.cells[0].outputs] == ["stderr", "stdout"]
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=lambda path: path.stem)
 def test_lesson_shows_a_figure_and_proves_three_outputs(path):
     cells = _code_cells(_read(path))
