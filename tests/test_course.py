@@ -214,6 +214,13 @@ def test_estimate_mean_of_is_the_mean_with_the_standard_error_of_the_mean():
     assert estimate.stderr == pytest.approx(1 / np.sqrt(3))
 
 
+def test_estimate_once_has_no_standard_error_so_only_the_floor_judges_it():
+    once = course.Estimate.once(2, "median")
+    assert (once.value, once.count, once.statistic) == (2.0, 1, "median")
+    assert np.isnan(once.stderr)
+    assert course.relative_margin(once, course.Estimate.once(2.0)) == course.basics.NOISE_FLOOR
+
+
 def test_estimate_ratio_combines_the_relative_errors():
     ratio = course.Estimate(10.0, 1.0, 5).ratio(course.Estimate(5.0, 0.5, 3))
     assert ratio.value == 2.0 and ratio.count == 3

@@ -176,6 +176,12 @@ class Estimate:
     statistic: str = ""  # "median" or "mean", named in every sentence that cites it
 
     @classmethod
+    def once(cls, value: float, statistic: str = "") -> Estimate:
+        """A value measured once, or known exactly: no standard error, so the margin rule
+        applies only its floor to it."""
+        return cls(float(value), float("nan"), 1, statistic)
+
+    @classmethod
     def median_of(cls, samples: Sequence[float]) -> Estimate:
         """The median, with its standard error (1.25 times the mean's, for a normal spread).
 

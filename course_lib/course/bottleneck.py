@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
-
 from course_lib.course.basics import (
     BETTER,
     TOO_NOISY_TO_TELL,
@@ -151,7 +149,7 @@ def dispatch_sentence(dispatch_s: float | Estimate, synced_s: float | Estimate,
     only the 5% floor of the margin applies). `statistic` names what the two values are.
     A dispatch that returned before the work ran reads less than half the step; one that
     reads less, but by less than half, blocked for part of the step."""
-    dispatch, synced = (side if isinstance(side, Estimate) else Estimate(float(side), np.nan, 1)
+    dispatch, synced = (side if isinstance(side, Estimate) else Estimate.once(side)
                         for side in (dispatch_s, synced_s))
     for name, side in (("dispatch_s", dispatch), ("synced_s", synced)):
         if not side.value > 0:

@@ -218,9 +218,10 @@ def size_sentence(sizes: Mapping) -> str:
     head = (f"{sizes['bytes_on_disk']:,} bytes on disk for {sizes['tokens']:,} bytes of "
             f"text: ")
     # byte counts are exact: only the course's 5% floor applies (judge of single values)
-    verdict = judge(_once(sizes["bytes_on_disk"]), _once(sizes["tokens"]))
+    on_disk, text = Estimate.once(sizes["bytes_on_disk"]), Estimate.once(sizes["tokens"])
+    verdict = judge(on_disk, text)
     if verdict == SAME:
-        margin = relative_margin(_once(sizes["bytes_on_disk"]), _once(sizes["tokens"]))
+        margin = relative_margin(on_disk, text)
         head += f"the text's size, within the course's {margin:.0%} margin"
     elif verdict == BETTER:
         head += f"{format_times(1 / ratio)} smaller"
@@ -257,11 +258,6 @@ def size_sentence(sizes: Mapping) -> str:
             "kept because every random read then touches one record only (lesson 9).")
 
 
-def _once(value: float) -> Estimate:
-    """A value known once, or exactly: no standard error, so only the margin's floor."""
-    return Estimate(float(value), float("nan"), 1)
-
-
 def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) -> str:
     """The mean loss of the last `last` steps, with its standard error, against the bytes'
     frequencies alone (the unigram entropy) and a uniform guess (ln 256), each judged by
@@ -275,7 +271,7 @@ def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) 
             f"standard error over those steps' batches); the bytes' own frequencies (the "
             f"unigram entropy of the training bytes) score {unigram_nats:.2f}, a uniform guess "
             f"over 256 bytes ln 256 = {uniform:.2f}: ")
-    unigram = _once(unigram_nats)
+    unigram = Estimate.once(unigram_nats)
     margin = relative_margin(final, unigram)
     versus_unigram = judge(final, unigram)
     if versus_unigram == BETTER:
@@ -287,7 +283,7 @@ def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) 
     if versus_unigram == TOO_NOISY_TO_TELL:
         return head + (f"too noisy to tell from the byte frequencies (a margin of {margin:.0%}, "
                        f"wider than {TOO_NOISY:.0%}): train longer, or average more steps.")
-    if judge(final, _once(uniform)) == BETTER:
+    if judge(final, Estimate.once(uniform)) == BETTER:
         return head + ("better than uniform but not yet below the byte frequencies: the "
                        "model has not learned, on average, more than how common each byte "
                        "is.")
@@ -647,9 +643,11 @@ def mixture_sentence(check: Mapping, names: Sequence[str] = CORPORA) -> str:
     gap = check["token_share"] - check["record_share"]
     tokens = f"In tokens, {first} are {check['token_share']:.1%}: "
     # shares counted exactly: only the course's 5% floor applies (judge of single values)
-    verdict = judge(_once(check["token_share"]), _once(check["record_share"]))
+    token_share = Estimate.once(check["token_share"])
+    record_share = Estimate.once(check["record_share"])
+    verdict = judge(token_share, record_share)
     if verdict == SAME:
-        margin = relative_margin(_once(check["token_share"]), _once(check["record_share"]))
+        margin = relative_margin(token_share, record_share)
         return head + tokens + (f"about their share of records (within the course's "
                                 f"{margin:.0%} margin): the weights hold for tokens too.")
     side = "more" if gap > 0 else "less"

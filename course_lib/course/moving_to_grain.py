@@ -511,7 +511,7 @@ def speed_margin(speeds: Sequence[float], baseline_speeds: Sequence[float]) -> f
 
 def _as_estimate(seconds: float | Sequence[float]) -> Estimate:
     if isinstance(seconds, int | float):
-        return Estimate(float(seconds), float("nan"), 1, "median")
+        return Estimate.once(seconds, "median")
     return Estimate.median_of(seconds)
 
 
