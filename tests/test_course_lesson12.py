@@ -87,7 +87,9 @@ def _report(rank, waits, saves, start_step=0):
     ([0.5] * 10, [], ["The loader makes the step wait",
                       "most of the idle time is waiting for data"]),
     ([0.01] * 10, [(5, 3.0)], ["The loader keeps up",
-                               "most of the idle time is saving checkpoints"]),
+                               "most of the idle time is saving checkpoints, 23% of the wall "
+                               "time (5% or more): the saves are synchronous, so a longer "
+                               "job would save less often or asynchronously."]),
 ])
 def test_the_idle_sentence_splits_the_idle_time_and_names_its_largest_part(waits, saves,
                                                                           verdicts):
@@ -347,10 +349,165 @@ def test_wall_percents_add_up_in_the_sentence_and_the_picture_title():
     assert percent["idle"] == percent["wait"] + percent["checkpoint"] + percent["rest"]
     sentence = capstone.idle_sentence([report], 1.0)
     assert (f"{percent['step']}% in the step, idle {percent['idle']}%: {percent['wait']}% "
-            f"waiting for data, {percent['checkpoint']}% saving 1 checkpoint(s)") in sentence
+            f"waiting for data, {percent['checkpoint']}% saving 1 checkpoint, ") in sentence
+    two = capstone.idle_sentence([_report(0, [0.014] * 10, [(3, 2.1), (6, 2.1)])], 1.0)
+    assert "saving 2 checkpoints, " in two
 
 
 @pytest.mark.parametrize(("rate", "text"), [(19873.0, "19,900"), (20575.4, "20,600"),
                                             (987.6, "988"), (1234567.0, "1,230,000")])
 def test_format_rate_keeps_three_significant_digits(rate, text):
     assert capstone.format_rate(rate) == text
+
+
+def test_a_small_checkpoint_share_gets_no_advice():
+    # checkpoints are the largest idle part, but under 5% of the wall time
+    report = _report(0, [0.001] * 40, [(10, 0.8)])
+    sentence = capstone.idle_sentence([report], 1.0)
+    assert "most of the idle time is saving checkpoints." in sentence
+    assert "asynchronously" not in sentence
+
+
+class _Rank:
+    def __init__(self, rank, status, returncode=0, signal_name=None):
+        self.rank, self.status, self.returncode = rank, status, returncode
+        self.signal_name = signal_name
+
+
+class _Result:
+    def __init__(self, ranks, elapsed=11.8, timeout=600):
+        self.script, self.ranks, self.elapsed, self.timeout = "/x/train_lm.py", ranks, \
+            elapsed, timeout
+        self.ok = all(rank.status == "ok" for rank in ranks)
+
+
+@pytest.mark.parametrize(("ranks", "text"), [
+    ([_Rank(0, "ok"), _Rank(1, "ok")], "train_lm.py: both processes finished in 11.8 s."),
+    ([_Rank(0, "ok")], "train_lm.py: the one process finished in 11.8 s."),
+    ([_Rank(r, "ok") for r in range(3)], "train_lm.py: all 3 processes finished in 11.8 s."),
+    ([_Rank(0, "killed", -9), _Rank(1, "failed", -9, "SIGKILL")],
+     "train_lm.py: rank 1 was killed by SIGKILL; rank 0 was stopped by the launcher because "
+     "a peer failed, after 11.8 s."),
+    ([_Rank(0, "failed", 1), _Rank(1, "killed"), _Rank(2, "killed"), _Rank(3, "killed")],
+     "train_lm.py: rank 0 failed with exit code 1; ranks 1, 2 and 3 were stopped by the "
+     "launcher because a peer failed, after 11.8 s."),
+    ([_Rank(0, "stuck"), _Rank(1, "stuck")],
+     "train_lm.py: ranks 0 and 1 were still running at the 600 s deadline, after 11.8 s."),
+])
+def test_the_job_sentence_names_each_rank_in_the_singular_or_plural(ranks, text):
+    assert capstone.job_sentence(_Result(ranks)) == text
+
+
+def test_the_control_sentence_opens_with_whether_the_broken_resume_was_caught():
+    reference = _steps([3.0, 2.5, 2.25, 2.0], [1, 2, 3, 4])
+    broken = capstone.compare_runs(reference, _steps([2.4, 2.3], [7, 8], start=3), 2)
+    sentence = capstone.control_sentence(broken, 2, same_weights=False)
+    assert sentence.startswith("Caught: the resume that ignores the data position differs")
+    assert "0 have the same tokens" in sentence and "weights and optimizer state differ" in \
+        sentence
+    assert not sentence.startswith(capstone.resume_sentence(broken, 3, 2, [1, 1], False)[:20])
+    same = capstone.compare_runs(reference, reference[2:], 2)
+    assert capstone.control_sentence(same, 2, same_weights=True).startswith("Not caught:")
+    only_weights = capstone.control_sentence(same, 2, same_weights=False)
+    assert only_weights.startswith("Caught:") and "2 the same loss" in only_weights
+    short = capstone.compare_runs(reference, _steps([2.0], [4], start=4), 2)
+    assert capstone.control_sentence(short, 2, True).startswith("Not comparable:")
+
+
+def test_the_state_sentence_lists_the_saved_entries_as_saved():
+    state = {"groups": 29, "parent": {"next_index": 253}, "rows_taken": 8}
+    sentence = capstone.state_sentence(state)
+    assert sentence.startswith("The saved position holds 3 numbers:")
+    assert "parent.next_index = 253: the position in the mixed stream" in sentence
+    assert "groups = 29: how many groups" in sentence and "rows_taken = 8: how many" in sentence
+    other = capstone.state_sentence({"next_index": 5})
+    assert "1 number:" in other and "next_index = 5: not described in this lesson" in other
+
+
+def _timed(rank, step_seconds, saves=(), wait=0.001, start_step=0, rest=0.0):
+    """A report whose timed steps last `step_seconds` (one per step), each after `wait`,
+    with `rest` seconds of loop after it and the given saves (step, seconds)."""
+    wait_spans, step_spans, save_spans, clock = [], [], [], 0.0
+    for index, seconds in enumerate(step_seconds):
+        wait_spans.append([clock, clock + wait])
+        step_spans.append([clock + wait, clock + wait + seconds])
+        clock += wait + seconds + rest
+        for step, length in saves:
+            if step == start_step + 2 + index:
+                save_spans.append([step, clock, clock + length])
+                clock += length
+    return {"rank": rank, "wait_spans": wait_spans, "step_spans": step_spans,
+            "start_step": start_step, "save_spans": save_spans}
+
+
+def _jitter(value, count):
+    return [value * (1 + 0.01 * ((i % 5) - 2)) for i in range(count)]
+
+
+def test_a_slower_step_is_named_as_the_cause_when_it_alone_moves_the_time():
+    first = _timed(0, _jitter(0.100, 58), [(15, 0.5), (30, 0.5), (45, 0.5)], start_step=0)
+    second = _timed(0, _jitter(0.150, 28), [(45, 0.5)], start_step=30)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert sentence.startswith("Process 0: ")
+    assert "(1 save in 28 steps against 3 in 58)" in sentence
+    assert "Slower, beyond the margin (5%): the step (+" in sentence
+    assert "accounts for it" in sentence
+    assert "partly offset by the checkpoints (-" in sentence  # fewer saves per step
+    assert "within" not in sentence
+
+
+def test_slower_checkpoints_are_named_and_the_step_is_not_when_it_did_not_move():
+    first = _timed(1, _jitter(0.100, 58), [(15, 0.3), (30, 0.3), (45, 0.3)])
+    second = _timed(1, _jitter(0.100, 58), [(15, 1.5), (30, 1.5), (45, 1.5)])
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "Slower, beyond the margin (5%): the checkpoints (+" in sentence
+    assert "accounts for it." in sentence and "the step (" not in sentence
+
+
+def test_a_change_no_part_makes_alone_is_said_to_be_spread():
+    # step and rest each add 4%: the whole moves 8%, neither part beyond 5% on its own
+    first = _timed(0, _jitter(0.100, 50))
+    second = _timed(0, _jitter(0.104, 50), rest=0.004)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "Slower, beyond the margin (5%): no part moved the time per step beyond the " \
+        "margin on its own: the change is spread over them." in sentence
+
+
+def test_a_faster_run_and_parts_that_cancel_are_said_so():
+    first = _timed(0, _jitter(0.100, 50))
+    faster = capstone.process_speed_sentence(first, _timed(0, _jitter(0.080, 50)))
+    assert "Faster, beyond the margin (5%): the step (-20% on its own) accounts for it." \
+        in faster
+    # a 10% slower step, made up for by a loop that lost 10 ms per step
+    cancel = capstone.process_speed_sentence(_timed(0, _jitter(0.100, 50), rest=0.010),
+                                             _timed(0, _jitter(0.110, 50)))
+    assert "The same within the margin (5%): the step (+9% on its own) and the rest of the " \
+        "loop (-9% on its own) moved beyond it on their own, and the parts cancel out." \
+        in cancel
+    same = capstone.process_speed_sentence(first, _timed(0, _jitter(0.101, 50)))
+    assert same.endswith("The same within the margin (5%), and no part moved beyond it on "
+                         "its own.")
+
+
+def test_a_noisy_step_is_too_noisy_to_name():
+    noisy = [0.02, 0.4] * 10
+    first = _timed(0, noisy)
+    second = _timed(0, [0.03, 0.45] * 10)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "Slower, beyond the margin (5%): no part moved" in sentence  # the step's se is wide
+    assert "the step (+" not in sentence
+
+
+@pytest.mark.parametrize(("second_rate", "text"), [
+    (15300.0, "15,300 real tokens per second in the resumed run against 17,200 in the "
+              "uninterrupted one: 11% fewer, beyond the margin (5%; each rate is one "
+              "measurement)."),
+    (17000.0, "the same within the margin (5%; each rate is one measurement)."),
+    (19000.0, "10% more, beyond the margin"),
+])
+def test_the_runs_sentence_judges_the_rates_then_explains_each_process(second_rate, text):
+    first = [_timed(rank, _jitter(0.100, 58), [(15, 0.5)]) for rank in range(2)]
+    second = [_timed(rank, _jitter(0.120, 28), start_step=30) for rank in range(2)]
+    sentence = capstone.runs_sentence(first, second, 17200.0, second_rate)
+    assert text in sentence
+    assert "Process 0: " in sentence and "Process 1: " in sentence

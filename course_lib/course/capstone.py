@@ -24,6 +24,7 @@ from course_lib.course.basics import (
     SAME,
     TOO_NOISY,
     TOO_NOISY_TO_TELL,
+    WORSE,
     Estimate,
     format_times,
     judge,
@@ -393,6 +394,167 @@ def resume_sentence(comparison: Mapping, killed_after: int, resumed_from: int,
     return head + "; ".join(parts) + "."
 
 
+
+def control_sentence(comparison: Mapping, resumed_from: int, same_weights: bool) -> str:
+    """The negative control: a resume that ignores the data position, compared with the
+    uninterrupted run by `compare_runs`. It opens with whether the comparison caught it."""
+    steps, missing = comparison["steps"], comparison["missing"]
+    what = "the resume that ignores the data position"
+    if steps == 0 or missing:
+        return (f"Not comparable: {what} and the uninterrupted run do not cover the same "
+                f"steps (missing in one of them: {missing}), so the control shows nothing.")
+    equal = {name: len(comparison[name]) for name in (*CHECKSUMS, "same_losses")}
+    if all(count == steps for count in equal.values()) and same_weights:
+        return (f"Not caught: {what} matches the uninterrupted run at all {steps} steps after "
+                f"the checkpoint of step {resumed_from}, in tokens, segment ids, positions and "
+                "loss, and in the final weights: this comparison cannot tell a broken resume "
+                "from an exact one.")
+    weights = ("and the final weights and optimizer state differ" if not same_weights else
+               "though the final weights and optimizer state are the same")
+    return (f"Caught: {what} differs from the uninterrupted run. Of the {steps} steps after "
+            f"the checkpoint of step {resumed_from}, {equal['same_batches']} have the same "
+            f"tokens, {equal['same_segments']} the same segment ids, "
+            f"{equal['same_positions']} the same positions and {equal['same_losses']} the same "
+            f"loss, {weights}.")
+
+
+STATE_MEANINGS = {
+    "parent.next_index": "the position in the mixed stream where the group of rows being "
+                         "handed out began: everything below the packer in one number, since "
+                         "the shards, the shuffles and the mix are functions of the position",
+    "rows_taken": "how many of that group's rows were handed out already",
+    "groups": "how many groups came before it (with the seed, it orders the group's rows)",
+}
+
+
+def _flat(state: Mapping, prefix: str = "") -> dict[str, object]:
+    flat = {}
+    for key, value in state.items():
+        if isinstance(value, Mapping):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def state_sentence(state: Mapping) -> str:
+    """Each entry of a saved data position, as saved (nested keys joined by dots), with what
+    it means; an entry this lesson does not describe is said to be so."""
+    entries = _flat(state)
+    parts = [f"{key} = {value}: {STATE_MEANINGS.get(key, 'not described in this lesson')}"
+             for key, value in entries.items()]
+    return (f"The saved position holds {_count(len(entries), 'number')}:\n- "
+            + ";\n- ".join(parts) + ".")
+
+
+# -- the two runs' speed ------------------------------------------------------------------
+RUN_PARTS = {"step": "the step", "wait": "waiting for data", "checkpoint": "the checkpoints",
+             "rest": "the rest of the loop"}
+
+
+def per_step(report: Mapping) -> dict[str, Estimate]:
+    """A process's time per timed step and its four parts, in seconds: the step and the wait
+    for data as means over the steps (with their standard errors), the checkpoints and the
+    rest as their totals over the steps (measured once). The parts add up to the whole."""
+    split = time_split(report)
+    count = len(report["step_spans"])
+    return {"whole": Estimate.once(split["wall"] / count, "mean"),
+            "step": Estimate.mean_of([b - a for a, b in report["step_spans"]]),
+            "wait": Estimate.mean_of([b - a for a, b in report["wait_spans"]]),
+            "checkpoint": Estimate.once(split["checkpoint"] / count, "mean"),
+            "rest": Estimate.once(split["rest"] / count, "mean")}
+
+
+def _ms(seconds: float) -> str:
+    milliseconds = 1e3 * seconds
+    return f"{milliseconds:.0f}" if abs(milliseconds) >= 10 else f"{milliseconds:.1f}"
+
+
+def _alone(first: Mapping[str, Estimate], second: Mapping[str, Estimate], part: str):
+    """The whole time per step of the first run with only `part` changed to the second
+    run's, judged against the first run's whole by the margin rule (with that part's
+    standard errors): did this part alone move the time per step beyond the margin?"""
+    change = second[part].value - first[part].value
+    base = first["whole"].value
+    moved = Estimate(base + change, second[part].stderr, second[part].count)
+    fixed = Estimate(base, first[part].stderr, first[part].count)
+    return judge(moved, fixed), change / base
+
+
+def process_speed_sentence(first: Mapping, second: Mapping) -> str:
+    """One process in two runs (`first`, `second`: their reports): the time per step, its
+    parts, the margin rule's verdict on the whole, and which parts account for a change:
+    only those that move the time per step beyond the margin on their own are named."""
+    a, b = per_step(first), per_step(second)
+    saves = [time_split(report)["saves"] for report in (first, second)]
+    steps = [len(report["step_spans"]) for report in (first, second)]
+    head = (f"Process {second['rank']}: {_ms(b['whole'].value)} ms per step against "
+            f"{_ms(a['whole'].value)} ms; per step, the step {_ms(b['step'].value)} ± "
+            f"{_ms(b['step'].stderr)} against {_ms(a['step'].value)} ± {_ms(a['step'].stderr)} "
+            f"ms (mean ± standard error), waiting for data {_ms(b['wait'].value)} against "
+            f"{_ms(a['wait'].value)} ms, the checkpoints {_ms(b['checkpoint'].value)} against "
+            f"{_ms(a['checkpoint'].value)} ms ({_count(saves[1], 'save')} in {steps[1]} steps "
+            f"against {saves[0]} in {steps[0]}), the rest {_ms(b['rest'].value)} against "
+            f"{_ms(a['rest'].value)} ms. ")
+    verdict = judge(b["whole"], a["whole"])
+    margin = relative_margin(b["whole"], a["whole"])
+    alone = {part: _alone(a, b, part) for part in RUN_PARTS}
+    moved = {part: (v, change) for part, (v, change) in alone.items() if v in (BETTER, WORSE)}
+
+    def named(parts):
+        return " and ".join(f"{RUN_PARTS[part]} ({moved[part][1]:+.0%} on its own)"
+                            for part in parts)
+
+    if verdict == TOO_NOISY_TO_TELL:
+        return head + (f"Too noisy to tell (a margin of {margin:.0%}, wider than "
+                       f"{TOO_NOISY:.0%}): no cause can be named.")
+    if verdict == SAME:
+        if not moved:
+            return head + (f"The same within the margin ({margin:.0%}), and no part moved "
+                           "beyond it on its own.")
+        return head + (f"The same within the margin ({margin:.0%}): {named(moved)} moved "
+                       "beyond it on their own, and the parts cancel out.")
+    word = "slower" if verdict == WORSE else "faster"
+    causes = sorted((part for part, (v, _) in moved.items() if v == verdict),
+                    key=lambda part: -abs(moved[part][1]))
+    against = [part for part, (v, _) in moved.items() if v != verdict]
+    line = f"{word.capitalize()}, beyond the margin ({margin:.0%}): "
+    if causes:
+        line += f"{named(causes)} {'accounts' if len(causes) == 1 else 'account'} for it"
+    else:
+        line += ("no part moved the time per step beyond the margin on its own: the change is "
+                 "spread over them")
+    if against:
+        line += f", partly offset by {named(against)}"
+    return head + line + "."
+
+
+def runs_sentence(first_reports: Sequence[Mapping], second_reports: Sequence[Mapping],
+                  first_rate: float, second_rate: float) -> str:
+    """The resumed run's real tokens per second against the uninterrupted run's, judged by
+    the margin rule (each rate is one measurement), then each process's time per step
+    and its parts (`process_speed_sentence`)."""
+    verdict = judge(Estimate.once(second_rate), Estimate.once(first_rate),
+                    lower_is_better=False)
+    margin = relative_margin(Estimate.once(second_rate), Estimate.once(first_rate))
+    head = (f"{format_rate(second_rate)} real tokens per second in the resumed run against "
+            f"{format_rate(first_rate)} in the uninterrupted one: ")
+    change = second_rate / first_rate - 1
+    if verdict == SAME:
+        head += f"the same within the margin ({margin:.0%}; each rate is one measurement)."
+    elif verdict == TOO_NOISY_TO_TELL:
+        head += f"too noisy to tell (a margin of {margin:.0%})."
+    else:
+        head += (f"{abs(change):.0%} {'more' if verdict == BETTER else 'fewer'}, beyond the "
+                 f"margin ({margin:.0%}; each rate is one measurement).")
+    lines = [head, "Where each process's time per step went (wall time after the compiling "
+             "step over the steps timed; resumed run against uninterrupted run):"]
+    by_rank = {report["rank"]: report for report in first_reports}
+    lines += [process_speed_sentence(by_rank[report["rank"]], report)
+              for report in second_reports]
+    return "\n".join(lines)
+
+
 def global_batch_check(steps: Sequence[Mapping], reports: Sequence[Mapping]) -> dict:
     """Measured, not assumed: the global batch's shape, each process's local shape, and at
     how many steps the global batch's rows of process r have the checksum of the local
@@ -486,6 +648,44 @@ def idle_summary(reports: Sequence[Mapping]) -> str:
     return ", ".join(parts)
 
 
+CHECKPOINT_LARGE = 0.05  # a share of the wall time worth changing how checkpoints are saved
+
+
+def _count(number: int, noun: str, plural: str | None = None) -> str:
+    """'1 checkpoint', '3 checkpoints'."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    """'rank 1', 'ranks 0 and 2', 'ranks 0, 1 and 3'."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(str(r) for r in ranks[:-1]) + f" and {ranks[-1]}"
+
+
+def job_sentence(result) -> str:
+    """What a launch did, rank by rank, in words with their number: which ranks finished,
+    failed (and by which signal), were still running at the deadline, or were stopped by
+    the launcher because a peer failed."""
+    name, count = Path(result.script).name, len(result.ranks)
+    if result.ok:
+        who = ("the one process" if count == 1 else "both processes" if count == 2
+               else f"all {count} processes")
+        return f"{name}: {who} finished in {result.elapsed:.1f} s."
+    parts = []
+    for rank in result.ranks:
+        if rank.status == "failed":
+            how = (f"was killed by {rank.signal_name}" if rank.signal_name
+                   else f"failed with exit code {rank.returncode}")
+            parts.append(f"rank {rank.rank} {how}")
+    for status, what in (("stuck", f"still running at the {result.timeout:g} s deadline"),
+                         ("killed", "stopped by the launcher because a peer failed")):
+        ranks = [rank.rank for rank in result.ranks if rank.status == status]
+        if ranks:
+            parts.append(f"{_ranks(ranks)} {'was' if len(ranks) == 1 else 'were'} {what}")
+    return f"{name}: " + "; ".join(parts) + f", after {result.elapsed:.1f} s."
+
+
 IDLE_PARTS = {"wait": "waiting for data", "checkpoint": "saving checkpoints",
               "rest": "the rest of the loop (logging, checksums)"}
 
@@ -503,14 +703,18 @@ def idle_sentence(reports: Sequence[Mapping], rate: float) -> str:
         line = (f"Process {report['rank']}: {split['wall']:.1f} s of wall time after the "
                 f"compiling step, {percent['step']}% in the step, idle {percent['idle']}%: "
                 f"{percent['wait']}% waiting for data, {percent['checkpoint']}% saving "
-                f"{split['saves']} checkpoint(s), {percent['rest']}% the rest of the loop "
-                "(each part rounded so that the parts add up). ")
+                f"{_count(split['saves'], 'checkpoint')}, {percent['rest']}% the rest of the "
+                "loop (each part rounded so that the parts add up). ")
         if share["wait"] < 0.05:
             line += "The loader keeps up (under 5% waiting); "
         else:
             line += "The loader makes the step wait (5% or more); "
         if idle < 0.02:
             line += "there is almost no idle time (under 2%)."
+        elif largest == "checkpoint" and share["checkpoint"] >= CHECKPOINT_LARGE:
+            line += (f"most of the idle time is saving checkpoints, {percent['checkpoint']}% "
+                     f"of the wall time ({CHECKPOINT_LARGE:.0%} or more): the saves are "
+                     "synchronous, so a longer job would save less often or asynchronously.")
         else:
             line += f"most of the idle time is {IDLE_PARTS[largest]}."
         lines.append(line)
@@ -532,10 +736,12 @@ def _window(report: Mapping, first: int, last: int) -> dict[str, list[tuple[floa
 
 def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
              resumed: Sequence[Mapping] | None = None, killed_after: int | None = None,
-             run: str = "uninterrupted run", around: int | None = None, width: int = 3):
-    """The loss per step (and the resumed run's on top), then for each process of the run
-    that `reports` come from (named by `run`) a window of its timeline: `width` steps on
-    each side of the checkpoint saved after step `around`."""
+             run: str = "uninterrupted run", around: int | None = None, width: int = 3,
+             unigram: float | None = None):
+    """The loss per step (and the resumed run's on top) with its two baselines (ln 256, a
+    uniform guess, and `unigram`, the bytes' own frequencies, when given), then for each
+    process of the run that `reports` come from (named by `run`) a window of its timeline:
+    `width` steps on each side of the checkpoint saved after step `around`."""
     import matplotlib.pyplot as plt
 
     from course_lib.profiling import COMPUTE_COLOR, EDGE_COLOR, WAIT_COLOR
@@ -551,6 +757,11 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
     if killed_after is not None:
         loss_ax.axvline(killed_after, color="tab:red", linestyle="--",
                         label=f"SIGKILL after step {killed_after}")
+    loss_ax.axhline(math.log(256), color="gray", linestyle=":",
+                    label=f"uniform guess: ln 256 = {math.log(256):.2f}")
+    if unigram is not None:
+        loss_ax.axhline(unigram, color="black", linestyle="-.", linewidth=1,
+                        label=f"bytes' frequencies (unigram entropy) = {unigram:.2f}")
     loss_ax.set_xlabel("step")
     loss_ax.set_ylabel("next-byte loss (nats)")
     loss_ax.legend(loc="upper right")
@@ -590,7 +801,9 @@ def summary_lines(numbers: Mapping[str, object]) -> list[str]:
         "process",
         f"Lesson 10 packed rows of {numbers['row_length']} bytes: "
         f"{100 * numbers['fill']:.0f}% of the slots hold real tokens",
-        f"Lesson 6  the step traced {numbers['max_traces']} time per process, resume included",
+        f"Lesson 6  the step traced "
+        f"{'once' if numbers['max_traces'] == 1 else _count(numbers['max_traces'], 'time')} "
+        "per process, resume included",
         f"Lesson 7  {format_rate(numbers['tokens_per_second'])} real tokens/s; idle share "
         f"{numbers['idle']}",
         f"Lesson 8  one Orbax checkpoint: model, optimizer, {numbers['processes']} data "

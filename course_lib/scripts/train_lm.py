@@ -294,8 +294,9 @@ def main(argv=None) -> None:
               "devices": jax.device_count(), "local_rows": args.batch_size,
               "fingerprint": fingerprint(model, optimizer)}
     (out / f"rank{info.process_id}.json").write_text(json.dumps(report))
-    print(f"rank {info.process_id}: steps {start_step + 1}..{step} done, traced "
-          f"{len(traces)} time(s), idle {100 * (report['idle_share'] or 0):.0f}%", flush=True)
+    traced = "once" if len(traces) == 1 else f"{len(traces)} times"
+    print(f"rank {info.process_id}: steps {start_step + 1}..{step} done, traced {traced}, "
+          f"idle {100 * (report['idle_share'] or 0):.0f}%", flush=True)
 
 
 if __name__ == "__main__":
