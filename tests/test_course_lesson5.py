@@ -57,7 +57,13 @@ def test_describe_pair_repeats_says_partners_change_when_the_shared_shuffle_is_n
 
 
 @pytest.mark.parametrize(("counts", "expected"), [
-    ([19, 17], "would hang after 17 steps"),
+    ([19, 17], "19 steps against 17. The job would hang at step 18: process 0 enters its "
+               "collective, which process 1, done after 17 steps, never joins."),
+    ([19, 18, 17], "The job would hang at step 18: processes 0 and 1 enter its collective, "
+                   "which process 2, done after 17 steps, never joins."),
+    ([16, 17, 16, 17], "17 steps against 16. The job would hang at step 17: processes 1 and 3 "
+                       "enter its collective, which processes 0 and 2, done after 16 steps, "
+                       "never join."),
     ([12, 12], "Equal here, but only because"),
 ])
 def test_describe_step_counts_covers_each_outcome(counts, expected):
@@ -138,3 +144,120 @@ def test_shard_pictures_share_one_colour_scale():
     images = [ax.images[0] for ax in figure.axes if ax.images]
     assert len(images) == 2
     assert {image.get_clim() for image in images} == {(0, 8)}
+
+
+# -- JAX's timeouts, read from the installed JAX ---------------------------------------------
+from course_lib.course import sharding_policies  # noqa: E402
+
+DOCSTRING = """Initializes.
+
+  Args:
+    initialization_timeout: Time period (in seconds) for which connection will
+      be retried.
+    heartbeat_timeout_seconds (int): The time after which a process is
+      considered dead.
+    shutdown_timeout_seconds: The time a terminating process will
+      wait for all other processes.
+
+  Raises:
+    RuntimeError: twice.
+"""
+SOURCE = """
+    self.service = _jax.get_distributed_runtime_service(
+        address, num_processes,
+        heartbeat_timeout=heartbeat_timeout_seconds,
+        shutdown_timeout=shutdown_timeout_seconds)
+    self.client = _jax.get_distributed_runtime_client(
+        address, process_id, init_timeout=initialization_timeout,
+        use_compression=True, heartbeat_timeout=heartbeat_timeout_seconds)
+"""
+OLD_SOURCE = SOURCE.replace("\n        shutdown_timeout=shutdown_timeout_seconds", "")
+ALL = {"initialization_timeout": 300, "heartbeat_timeout_seconds": 100,
+       "shutdown_timeout_seconds": 300}
+NO_SHUTDOWN = {**ALL, "shutdown_timeout_seconds": None}
+
+
+def test_jax_parameter_docs_joins_each_arguments_lines_and_stops_at_the_section_end():
+    docs = sharding_policies.jax_parameter_docs(DOCSTRING)
+    assert docs == {
+        "initialization_timeout": "Time period (in seconds) for which connection will be "
+                                  "retried.",
+        "heartbeat_timeout_seconds": "The time after which a process is considered dead.",
+        "shutdown_timeout_seconds": "The time a terminating process will wait for all other "
+                                    "processes."}
+    assert sharding_policies.jax_parameter_docs("no sections") == {}
+
+
+def test_jax_timeout_routes_reads_the_keywords_of_both_calls():
+    routes = sharding_policies.jax_timeout_routes(SOURCE)
+    assert routes == {"service": {"heartbeat_timeout": "heartbeat_timeout_seconds",
+                                  "shutdown_timeout": "shutdown_timeout_seconds"},
+                      "client": {"init_timeout": "initialization_timeout",
+                                 "use_compression": "True",
+                                 "heartbeat_timeout": "heartbeat_timeout_seconds"}}
+    assert sharding_policies.jax_timeout_routes("no calls here") is None
+
+
+def test_timeout_lines_say_where_each_timeout_goes_and_quote_the_docstring():
+    docs = sharding_policies.jax_parameter_docs(DOCSTRING)
+    routes = sharding_policies.jax_timeout_routes(SOURCE)
+    lines = sharding_policies.timeout_lines("9.9", ALL, docs=docs, routes=routes)
+    assert lines[0].startswith("initialization_timeout=300 (5.0 minutes), passed to each "
+                               "process's client only; its docstring: \"Time period")
+    assert lines[1].startswith("heartbeat_timeout_seconds=100 (1.7 minutes), passed to the "
+                               "coordination service (which process 0 starts) and each "
+                               "process's client;")
+    assert lines[2] == ("shutdown_timeout_seconds=300 (5.0 minutes), passed to the coordination "
+                        "service (which process 0 starts) only; its docstring: \"The time a "
+                        "terminating process will wait for all other processes.\"")
+
+
+def test_timeout_lines_for_a_jax_without_a_shutdown_timeout():
+    routes = sharding_policies.jax_timeout_routes(OLD_SOURCE)
+    lines = sharding_policies.timeout_lines("0.7.2", NO_SHUTDOWN, docs={}, routes=routes)
+    assert lines[2] == ("shutdown_timeout_seconds: not a parameter of jax.distributed.initialize "
+                        "in JAX 0.7.2; initialize() passes no shutdown_timeout to the service or "
+                        "the clients, so jaxlib's own default applies.")
+    # absent as a parameter, but set by initialize() all the same: no claim about jaxlib
+    set_anyway = sharding_policies.timeout_lines("1.0", NO_SHUTDOWN, docs={}, routes=routes
+                                                 | {"service": {"shutdown_timeout": "600"}})
+    assert set_anyway[2] == ("shutdown_timeout_seconds: not a parameter of "
+                             "jax.distributed.initialize in JAX 1.0.")
+    assert lines[1].endswith("and each process's client.")  # no docstring: nothing quoted
+
+
+def test_timeout_lines_when_the_source_cannot_be_read_or_passes_a_timeout_nowhere():
+    unreadable = sharding_policies.timeout_lines("1.0", ALL, docs={}, routes=None)
+    assert all("could not be read from its source" in line for line in unreadable)
+    nowhere = sharding_policies.timeout_lines(
+        "1.0", ALL, docs={}, routes={"service": {}, "client": {}})
+    assert all("passed to neither the service nor the clients" in line for line in nowhere)
+    missing = sharding_policies.timeout_lines("1.0", NO_SHUTDOWN, docs={}, routes=None)
+    assert missing[2] == ("shutdown_timeout_seconds: not a parameter of "
+                          "jax.distributed.initialize in JAX 1.0.")
+
+
+def test_timeout_lines_read_the_installed_jax():
+    import inspect
+
+    import jax
+
+    parameters = inspect.signature(jax.distributed.initialize).parameters
+    defaults = {name: parameters[name].default if name in parameters else None
+                for name in sharding_policies.JAX_TIMEOUTS}
+    lines = sharding_policies.timeout_lines(jax.__version__, defaults)
+    heartbeat = lines[1]
+    default = defaults["heartbeat_timeout_seconds"]
+    assert heartbeat.startswith(f"heartbeat_timeout_seconds={default}")
+    assert "passed to the coordination service (which process 0 starts) and each" in heartbeat
+    assert "its docstring: \"The time (in seconds) after which a process" in heartbeat
+
+
+def test_exit_wait_sentence_follows_the_shutdown_timeout_of_the_version():
+    with_timeout = sharding_policies.exit_wait_sentence("0.10.2", ALL)
+    assert with_timeout == ("So in JAX 0.10.2 the process waiting at exit waits for the others "
+                            "for at most shutdown_timeout_seconds, 5.0 minutes by default, with "
+                            "every device of the job idle meanwhile.")
+    without = sharding_policies.exit_wait_sentence("0.7.2", NO_SHUTDOWN)
+    assert without.startswith("So in JAX 0.7.2 initialize() gives no way to set how long")
+    assert "minutes" not in without

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -298,12 +299,158 @@ def steps_per_process(source, *, shard_count: int, operations: Sequence, seed: i
 
 
 def describe_step_counts(counts: Sequence[int]) -> str:
-    """Whether processes with equal shards and a filter would run equal step counts."""
+    """Whether processes with equal shards and a filter would run equal step counts, and if
+    not, at which step the job would hang and who would wait where."""
+    counts = [int(count) for count in counts]
     listed = ", ".join(f"process {index}: {count}" for index, count in enumerate(counts))
     if len(set(counts)) == 1:
         return (f"Steps per process: {listed}. Equal here, but only because the filter kept "
                 "about as many records in every shard: the count depends on each shard's "
                 "data, and another filter or data set would not be equal.")
+    fewest = min(counts)
+    ahead = [index for index, count in enumerate(counts) if count > fewest]
+    done = [index for index, count in enumerate(counts) if count == fewest]
     return (f"Steps per process: {listed}. The shards are equal, but the filter kept more "
-            f"records in some than in others, so the job would hang after {min(counts)} steps "
-            "at the collective of the first process that has one step more.")
+            f"records in some than in others: {max(counts)} steps against {fewest}. The job "
+            f"would hang at step {fewest + 1}: {_processes(ahead)} "
+            f"{'enters' if len(ahead) == 1 else 'enter'} its collective, which "
+            f"{_processes(done)}, done after {fewest} steps, never "
+            f"{'joins' if len(done) == 1 else 'join'}.")
+
+
+def _processes(indices: Sequence[int]) -> str:
+    if len(indices) == 1:
+        return f"process {indices[0]}"
+    return "processes " + ", ".join(map(str, indices[:-1])) + f" and {indices[-1]}"
+
+
+# -- JAX's own timeouts, read from the JAX installed ----------------------------------------
+JAX_TIMEOUTS = {"initialization_timeout": "init_timeout",
+                "heartbeat_timeout_seconds": "heartbeat_timeout",
+                "shutdown_timeout_seconds": "shutdown_timeout"}
+"""The timeout arguments of `jax.distributed.initialize`, each with the keyword under which
+`initialize()` hands it to jaxlib's coordination service or client."""
+
+
+def jax_parameter_docs(docstring: str) -> dict[str, str]:
+    """The text the `Args:` section of a Google-style docstring gives each argument, with
+    its line breaks joined."""
+    docs: dict[str, str] = {}
+    lines = docstring.expandtabs().splitlines()
+    try:
+        start = next(index for index, line in enumerate(lines) if line.strip() == "Args:")
+    except StopIteration:
+        return docs
+    indent, name = None, None
+    for line in lines[start + 1:]:
+        if not line.strip():
+            if name is not None:
+                break
+            continue
+        depth = len(line) - len(line.lstrip())
+        indent = depth if indent is None else indent
+        if depth < indent:
+            break
+        match = re.match(r"\s*(\w+)\s*(?:\([^)]*\))?:\s*(.*)", line)
+        if depth == indent and match:
+            name = match.group(1)
+            docs[name] = match.group(2).strip()
+        elif name is not None:
+            docs[name] = f"{docs[name]} {line.strip()}".strip()
+    return docs
+
+
+def _call_keywords(source: str, function: str) -> dict[str, str] | None:
+    """The `keyword=value` arguments of the first call of `function` in `source`."""
+    start = source.find(function + "(")
+    if start < 0:
+        return None
+    depth, index = 0, start + len(function)
+    for index in range(start + len(function), len(source)):
+        depth += {"(": 1, ")": -1}.get(source[index], 0)
+        if depth == 0:
+            break
+    arguments = source[start + len(function) + 1:index]
+    return dict(re.findall(r"(\w+)\s*=\s*([\w.]+)", arguments))
+
+
+def jax_timeout_routes(source: str) -> dict[str, dict[str, str]] | None:
+    """For the source of JAX's `State.initialize`: the keyword arguments it passes to the
+    coordination service (`"service"`) and to each process's client (`"client"`); None
+    where a call cannot be found."""
+    routes = {target: _call_keywords(source, f"get_distributed_runtime_{target}")
+              for target in ("service", "client")}
+    return None if None in routes.values() else routes
+
+
+def _installed_jax_docs_and_routes():
+    import inspect
+
+    import jax
+
+    docs = jax_parameter_docs(jax.distributed.initialize.__doc__ or "")
+    try:
+        from jax._src import distributed
+
+        routes = jax_timeout_routes(inspect.getsource(distributed.State.initialize))
+    except (ImportError, AttributeError, OSError, TypeError):
+        routes = None
+    return docs, routes
+
+
+_TARGETS = {("service",): "the coordination service (which process 0 starts) only",
+            ("client",): "each process's client only",
+            ("service", "client"): "the coordination service (which process 0 starts) and "
+                                   "each process's client"}
+
+
+def timeout_lines(version: str, defaults: Mapping[str, object], *,
+                  docs: Mapping[str, str] | None = None,
+                  routes: Mapping[str, Mapping[str, str]] | bool | None = False) -> list[str]:
+    """One line per timeout of `JAX_TIMEOUTS`: its default in the installed JAX (`defaults`
+    maps each name to its default, or None where `initialize` has no such parameter), where
+    `initialize()` passes it, and its docstring's words. `docs` and `routes` are read from
+    the installed JAX unless given (`routes=None`: the source could not be read)."""
+    if docs is None or routes is False:
+        installed_docs, installed_routes = _installed_jax_docs_and_routes()
+        docs = installed_docs if docs is None else docs
+        routes = installed_routes if routes is False else routes
+    lines = []
+    for name, keyword in JAX_TIMEOUTS.items():
+        default = defaults.get(name)
+        # A parameter reaches a target when initialize() passes it there (as some
+        # keyword's value); a missing one, when initialize() sets that keyword at all.
+        targets = None if routes is None else tuple(
+            target for target in ("service", "client")
+            if (name in routes[target].values() if default is not None
+                else keyword in routes[target]))
+        if default is None:
+            line = f"{name}: not a parameter of jax.distributed.initialize in JAX {version}"
+            if targets == ():
+                line += (f"; initialize() passes no {keyword} to the service or the clients, "
+                         "so jaxlib's own default applies")
+            lines.append(line + ".")
+            continue
+        line = f"{name}={default} ({float(default) / 60:.1f} minutes)"
+        if targets is None:
+            line += ", where initialize() passes it could not be read from its source"
+        elif targets:
+            line += f", passed to {_TARGETS[targets]}"
+        else:
+            line += ", passed to neither the service nor the clients"
+        if docs.get(name):
+            line += f'; its docstring: "{docs[name]}"'
+        lines.append(line + ("" if line.endswith(".\"") else "."))
+    return lines
+
+
+def exit_wait_sentence(version: str, defaults: Mapping[str, object]) -> str:
+    """How long the process that finished first waits at exit, in the JAX installed."""
+    shutdown = defaults.get("shutdown_timeout_seconds")
+    if shutdown is None:
+        return (f"So in JAX {version} initialize() gives no way to set how long the process "
+                "waiting at exit waits for the others: jaxlib's own default decides, with "
+                "every device of the job idle meanwhile.")
+    return (f"So in JAX {version} the process waiting at exit waits for the others for at "
+            f"most shutdown_timeout_seconds, {float(shutdown) / 60:.1f} minutes by default, "
+            "with every device of the job idle meanwhile.")
