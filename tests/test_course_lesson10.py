@@ -152,60 +152,153 @@ def test_compile_sentence_follows_the_numbers(first, compiled, expected):
     assert expected in sentence and "7 traces" in sentence
 
 
-FILLS = {"fixed": 0.45, "packing": 0.86}
-STEPS = {"fixed": 284, "packing": 146}
+def _summary(steps: int, shapes: list[tuple], slots: int, tokens: int = 130_000) -> dict:
+    return {"steps": steps, "shapes": shapes, "tokens": tokens, "slots": slots,
+            "fill": tokens / slots}
 
 
-@pytest.mark.parametrize(("packing", "fills", "expected"), [
-    ([300, 303, 306], FILLS, "more than the padding explains (86% of packing's slots hold "
-                             "real tokens against 45% of fixed's, 1.91x; margin 5%). The other "
-                             "1.57x goes with the number of steps, 146 against 284"),
-    ([190, 191, 192], FILLS, "Packing is 1.89x fixed; the padding alone would give 1.91x (86% "
-                             "of packing's slots hold real tokens against 45% of fixed's), the "
-                             "same within the noise (margin 5%): the padding explains the gap."),
-    ([150, 151, 152], FILLS, "less than the padding alone would give (86% of packing's slots "
-                             "hold real tokens against 45% of fixed's, 1.91x; margin 5%): its "
-                             "steps are no larger"),
-    ([30, 31, 32], FILLS, "Packing is 3.26x slower than fixed (margin 5%), although 86%"),
-    ([98, 101, 104], FILLS, "Against fixed, packing is the same within the noise (1.00x, "
-                            "margin 5%)"),
-    ([60, 101, 200], FILLS, "Against fixed, packing is too noisy to tell (1.00x, margin "),
+ONE_SHAPE = [(8, 128)]
+BUCKET_SHAPES = [(8, 32), (8, 64), (8, 96), (8, 128)]
+# the same 130,000 real tokens: fixed length 284 steps of 1,024 slots (fill 45%), packing 146
+# of 1,024 (fill 87%, 1.95x fixed's), 4 buckets 284 steps of 595 slots on average (fill 77%)
+SUMMARIES = {"fixed": _summary(284, ONE_SHAPE, 284 * 1024),
+             "4 buckets": _summary(284, BUCKET_SHAPES, 168_831),
+             "packing": _summary(146, ONE_SHAPE, 146 * 1024)}
+BASE = [100, 101, 102]
+
+
+def _sentence(name: str, packing: list[float], **changed) -> str:
+    summaries = {name: {**SUMMARIES[name], **changed}, "packing": SUMMARIES["packing"]}
+    return course.throughput_sentence({name: BASE, "packing": packing}, summaries)
+
+
+def test_feed_summary_counts_steps_shapes_tokens_and_slots():
+    short = np.array([[1, 1, 0, 0]], np.int32)
+    long = np.array([[1, 1, 1, 2, 2, 0], [1, 0, 0, 0, 0, 0]], np.int32)
+    summary = course.variable_length.feed_summary([(short, short, short), (long, long, long),
+                                                   (short, short, short)])
+    assert summary == {"steps": 3, "shapes": [(1, 4), (2, 6)], "tokens": 10, "slots": 20,
+                       "fill": 0.5}
+
+
+@pytest.mark.parametrize(("packing", "expected"), [
+    # one shape on both sides: the fill ratio accounts for everything
+    ([193, 194, 195], "Packing is 1.92x fixed, against 1.95x from the padding alone (87% of "
+                      "packing's slots hold real tokens against 45% of fixed's): within the "
+                      "noise (margin 5%), as it should be: both feed batches of one shape, "
+                      "(8, 128), so a step does the same work on both (median 4.59 s against "
+                      "4.53 s per step), and the padding accounts for the whole gap; packing "
+                      "takes fewer steps (146 against 284) only because it fills more of each."),
+    ([230, 231, 232], "Packing is 2.29x fixed, against 1.95x from the padding alone (87% of "
+                      "packing's slots hold real tokens against 45% of fixed's): more than the "
+                      "padding gives, beyond the margin of 5%, although both feed batches of "
+                      "one shape, (8, 128), and so do the same work per step, yet a step took "
+                      "median 3.85 s against 4.53 s per step: neither the padding nor the "
+                      "number of steps explains that, and this run does not say what does"),
+    ([150, 151, 152], "Packing is 1.50x fixed, against 1.95x from the padding alone (87% of "
+                      "packing's slots hold real tokens against 45% of fixed's): less than the "
+                      "padding gives, beyond the margin of 5%, although both feed batches of "
+                      "one shape"),
+    ([30, 31, 32], "Packing is 3.26x slower than fixed (margin 5%), although 87% of packing's "
+                   "slots hold real tokens against 45% of fixed's: both feed batches of one "
+                   "shape, (8, 128)"),
+    ([98, 101, 104], "Against fixed, packing is the same within the noise (1.00x, margin 5%), "
+                     "though 87% of packing's slots hold real tokens against 45% of fixed's: "
+                     "both feed batches of one shape"),
+    ([60, 101, 200], "Against fixed, packing is too noisy to tell (1.00x, margin "),
     # clearly faster, but the passes spread so widely that the ratio cannot be set against
     # the padding's
-    ([150, 190, 260], FILLS, "but the two ratios are too noisy to tell apart"),
+    ([150, 190, 260], "but the two ratios are too noisy to tell apart"),
 ])
-def test_throughput_sentence_says_how_much_the_padding_explains(packing, fills, expected):
-    sentence = course.throughput_sentence({"fixed": [100, 101, 102], "packing": packing},
-                                          fills, STEPS)
+def test_throughput_sentence_with_one_shape_leaves_nothing_to_the_steps(packing, expected):
+    sentence = _sentence("fixed", packing)
     assert expected in sentence, sentence
+    assert "goes with the size of the steps" not in sentence
+    assert "fixed cost" not in sentence and "dispatching" not in sentence
 
 
-@pytest.mark.parametrize(("packing_steps", "expected"), [
-    (120, "its steps hold 1.24x the slots of fixed's, and attention's work per slot grows with "
-          "the row length, so its slots may cost more; this run does not isolate that cause"),
-    (300, "its steps are no larger than fixed's, so neither padding nor row length explains "
-          "it, and this run does not say what does"),
+@pytest.mark.parametrize(("packing", "changed", "expected"), [
+    # other shapes: a leftover beyond the padding goes with the size of the steps
+    ([150, 151, 152], {}, "Packing is 1.50x 4 buckets, against 1.13x from the padding alone "
+                          "(87% of packing's slots hold real tokens against 77% of 4 buckets'): "
+                          "more than the padding explains (margin 5%). The other 1.32x goes "
+                          "with the size of the steps: a step of 4 buckets holds 0.58x the slots "
+                          "of one of packing on average (284 steps against 146, for the same "
+                          "tokens) and takes 0.77x its time (median "),
+    ([150, 151, 152], {}, "so each of its slots costs more: part of a step's cost does not "
+                          "shrink with the step (for a model this small on a CPU, dispatching "
+                          "the jitted call and the Python loop); this run does not isolate "
+                          "that part."),
+    ([150, 151, 152], {"steps": 100, "shapes": [(8, 256)]},
+     "its longer rows may cost more per slot, as attention's work per slot grows with the row "
+     "length; this run does not isolate that cause."),
+    ([150, 151, 152], {"steps": 166}, "steps of about one size, so this run does not say what "
+                                      "makes its slots cost more"),
+    ([113, 114, 115], {}, "Packing is 1.13x 4 buckets, against 1.13x from the padding alone "
+                          "(87% of packing's slots hold real tokens against 77% of 4 buckets'): "
+                          "within the noise (margin 5%), so the padding explains the gap."),
+    ([106, 107, 108], {}, "less than the padding gives, beyond the margin of 5%: its steps hold "
+                          "1.72x the slots of 4 buckets', and attention's work per slot grows"),
+    ([106, 107, 108], {"steps": 100}, "less than the padding gives, beyond the margin of 5%: "
+                                      "its steps are no larger than 4 buckets', so neither "
+                                      "padding nor row length explains it"),
+    ([30, 31, 32], {}, "Packing is 3.26x slower than 4 buckets (margin 5%), although 87% of "
+                       "packing's slots hold real tokens against 77% of 4 buckets': its steps "
+                       "hold 1.72x the slots"),
+    ([98, 101, 104], {}, "Against 4 buckets, packing is the same within the noise (1.00x, "
+                         "margin 5%), though 87% of packing's slots hold real tokens against "
+                         "77% of 4 buckets'."),
 ])
-@pytest.mark.parametrize("packing", [[150, 151, 152], [30, 31, 32]])
-def test_a_gain_below_the_padding_or_a_loss_says_whether_the_steps_explain_it(
-        packing, packing_steps, expected):
-    sentence = course.throughput_sentence({"fixed": [100, 101, 102], "packing": packing},
-                                          FILLS, {"fixed": 284, "packing": packing_steps})
+def test_throughput_sentence_with_other_shapes_sets_the_leftover_against_the_steps(
+        packing, changed, expected):
+    sentence = _sentence("4 buckets", packing, **changed)
     assert expected in sentence, sentence
+    assert "both feed batches of one shape" not in sentence
 
 
-def test_throughput_sentence_names_each_comparison_once():
+def test_throughput_sentence_names_each_comparison_once_with_the_run_s_steps():
     sentence = course.throughput_sentence(
-        {"fixed": [100, 101, 102], "4 buckets": [150, 151, 152], "packing": [300, 303, 306]},
-        {**FILLS, "4 buckets": 0.77}, {**STEPS, "4 buckets": 284})
-    assert sentence.count("Packing is 3.00x fixed") == 1
-    assert "Packing is 2.01x 4 buckets, more than the padding explains" in sentence
-    assert "77% of 4 buckets'" in sentence
-    assert sentence.count("fixed cost per step") == 1
-    assert "The other 1.57x goes with the number of steps, 146 against 284 for the same tokens, " \
-           "and a model" in sentence
-    assert "The other 1.80x goes with the number of steps, 146 against 284 for the same " \
-           "tokens; this run does not isolate that cost" in sentence
+        {"fixed": BASE, "4 buckets": [150, 151, 152], "packing": [197, 198, 199]}, SUMMARIES)
+    assert sentence.startswith("Real tokens per second (median of 3 passes, timed in turn): "
+                               "fixed 101, 4 buckets 151, packing 198.")
+    assert sentence.count("Packing is 1.96x fixed, against 1.95x") == 1
+    assert sentence.count("Packing is 1.31x 4 buckets, against 1.13x") == 1
+    assert "(284 steps against 146, for the same tokens)" in sentence
+    assert sentence.count("dispatching the jitted call") == 1
+
+
+def test_interleaved_timing_runs_the_ways_round_robin_after_compiling_each_shape():
+    ran = []
+
+    def step(model, optimizer, tokens, segment_ids, positions):
+        ran.append((int(tokens[0, 0]), tokens.shape))
+        return tokens
+
+    def batches(value, lengths):
+        return [(np.full((2, n), value), np.ones((2, n), np.int32), np.zeros((2, n), np.int32))
+                for n in lengths]
+
+    ways = {"a": batches(1, [4, 4]), "b": batches(2, [2, 4, 2]), "c": batches(3, [4])}
+    rates = course.variable_length.interleaved_tokens_per_second(step, (None, None), ways, 2)
+    assert ran[:4] == [(1, (2, 4)), (2, (2, 2)), (2, (2, 4)), (3, (2, 4))]  # compiling
+    passes = [value for value, _ in ran[4:]]
+    assert passes == [1, 1, 2, 2, 2, 3, 2, 2, 2, 3, 1, 1]  # a b c, then b c a
+    assert {name: len(values) for name, values in rates.items()} == {"a": 2, "b": 2, "c": 2}
+    assert all(rate > 0 for values in rates.values() for rate in values)
+    with pytest.raises(ValueError, match="repeats"):
+        course.variable_length.interleaved_tokens_per_second(step, (None, None), ways, 0)
+
+
+def test_feed_table_prints_each_way_s_counts_and_medians_from_the_run():
+    rates = {"fixed": BASE, "4 buckets": [150, 151, 152], "packing": [197, 198, 199]}
+    lines = course.variable_length.feed_table(rates, SUMMARIES).splitlines()
+    assert len(lines) == 5 and "time/step" in lines[0] and "medians of 3 passes" in lines[4]
+    fixed, buckets, packing = lines[1:4]
+    assert fixed.split()[:4] == ["fixed", "284", "(8,", "128)"]
+    assert "4 shapes, (8, 32) to (8, 128)" in buckets and " 594 " in buckets and "77%" in buckets
+    assert packing.split()[1] == "146" and "1,024" in packing and packing.endswith(" 198")
+    # time per step: 130,000 tokens / 198 tokens/s / 146 steps
+    assert f"{130_000 / 198 / 146:.2f} s" in packing
 
 
 def test_normalisation_sentence_says_how_unequal_the_tokens_weigh():
@@ -241,11 +334,31 @@ def test_split_into_rows_keeps_every_token_in_row_length_pieces():
                                         course.variable_length._stdlib_docstrings()[:30])
 
 
-def test_truncate_sentence_counts_what_is_thrown_away():
-    sentence = course.truncate_sentence(6278, 128)
-    assert "threw away 6150 (98%)" in sentence and "it is 50 sequences" in sentence
-    assert "each piece without the pieces before it" in sentence
-    assert "nothing is cut" in course.truncate_sentence(100, 128)
+def test_truncate_sentence_counts_what_each_cut_kept():
+    sentence = course.truncate_sentence(6278, {"a map": 128, "truncate=True": 128}, 128)
+    assert sentence.startswith("Of the long docstring's 6,278 bytes, a map kept 128 and threw "
+                               "away 6,150 (98%); truncate=True kept 128 and threw away 6,150 "
+                               "(98%), without an error or a warning.")
+    assert "it is 50 sequences" in sentence and "each piece without the pieces before" in sentence
+    partly = course.truncate_sentence(6278, {"a map": 6278, "truncate=True": 128}, 128)
+    assert "a map kept all of them; truncate=True kept 128" in partly
+    whole = course.truncate_sentence(100, {"a map": 100}, 128)
+    assert whole == ("Of the long docstring's 100 bytes, a map kept all of them: a sequence "
+                     "that fits a row of 128 is not cut.")
+
+
+def test_kept_of_measures_the_longest_prefix_that_reached_the_rows():
+    document = np.arange(1, 11, dtype=np.int32)
+    tokens = np.array([[9, 9, 1, 2, 3, 4], [1, 2, 0, 0, 0, 0]], np.int32)
+    segments = np.array([[1, 1, 2, 2, 2, 2], [1, 1, 0, 0, 0, 0]], np.int32)
+    rows = list(zip(tokens, segments, segments, strict=True))
+    assert course.variable_length.kept_of(document, rows) == 4
+    as_dicts = [{"tokens": t, "tokens_segment_ids": s} for t, s, _ in rows]
+    assert course.variable_length.kept_of(document, as_dicts) == 4
+    assert course.variable_length.kept_of(document + 1, rows) == 0  # not a prefix anywhere
+    cut_late = np.array([[2, 3, 4, 5, 0, 0]], np.int32)  # the middle of it, not its start
+    assert course.variable_length.kept_of(
+        document, [(cut_late[0], np.array([1, 1, 1, 1, 0, 0]))]) == 0
 
 
 def test_mask_cost_sentence_grows_with_the_square():

@@ -40,6 +40,7 @@ from course_lib.course.basics import (
     WORSE,
     Estimate,
     format_duration,
+    format_seconds,
     format_times,
     judge,
     relative_margin,
@@ -119,16 +120,37 @@ def all_docstring_pieces(row_length: int = ROW_LENGTH,
             split_into_rows(np.frombuffer(text, np.uint8).astype(np.int32), row_length)]
 
 
-def truncate_sentence(length: int, row_length: int = ROW_LENGTH) -> str:
-    """What `truncate=True` throws away of one sequence, against splitting it."""
-    if length <= row_length:
-        return f"A sequence of {length} bytes fits a row of {row_length}: nothing is cut."
-    lost = length - row_length
+def kept_of(document: np.ndarray, rows: Iterable[Any]) -> int:
+    """How many of `document`'s first tokens reached the packed rows: the length of the
+    longest segment that is a prefix of it (0 if none is). `rows`: packed rows, each a
+    `(tokens, segment_ids, ...)` tuple (`rows_of(batches)`) or a dict with Grain's keys
+    (`tokens`, `tokens_segment_ids`), as the packers hand them out."""
+    document, kept = np.asarray(document), 0
+    for row in rows:
+        tokens, segments = ((row["tokens"], row["tokens_segment_ids"])
+                            if isinstance(row, Mapping) else (row[0], row[1]))
+        tokens, segments = np.asarray(tokens), np.asarray(segments)
+        for segment in np.unique(segments[segments > 0]):
+            piece = tokens[segments == segment]
+            if len(piece) > kept and np.array_equal(piece, document[:len(piece)]):
+                kept = len(piece)
+    return kept
+
+
+def truncate_sentence(length: int, kept: Mapping[str, int], row_length: int = ROW_LENGTH) -> str:
+    """What each way of cutting (`kept`: bytes of the sequence that reached the rows, as
+    counted by `kept_of`) kept of a sequence of `length` bytes, against splitting it."""
+    listing = "; ".join(
+        f"{how} kept all of them" if count >= length else
+        f"{how} kept {count:,} and threw away {length - count:,} ({(length - count) / length:.0%})"
+        for how, count in kept.items())
+    head = f"Of the long docstring's {length:,} bytes, {listing}"
+    if all(count >= length for count in kept.values()):
+        return f"{head}: a sequence that fits a row of {row_length} is not cut."
     pieces = -(-length // row_length)
-    return (f"truncate=True kept {row_length} of its {length} bytes and threw away {lost} "
-            f"({lost / length:.0%}), silently. Split into rows instead, it is {pieces} "
-            "sequences of at most one row each: every byte is trained on, each piece without "
-            "the pieces before it.")
+    return (f"{head}, without an error or a warning. Split into rows of {row_length} instead, "
+            f"it is {pieces} sequences of at most one row each: every byte is trained on, "
+            "each piece without the pieces before it.")
 
 
 def longest_docstring() -> np.ndarray:
@@ -329,11 +351,11 @@ def _step_size(larger: float, name: str) -> str:
     large its steps are (`larger`: its slots per step over `name`'s). Nothing here isolates
     the cause, and the sentence says so."""
     if larger > 1.05:
-        return (f"its steps hold {format_times(larger)} the slots of {name}'s, and attention's "
-                "work per slot grows with the row length, so its slots may cost more; this run "
-                "does not isolate that cause.")
-    return (f"its steps are no larger than {name}'s, so neither padding nor row length "
-            "explains it, and this run does not say what does; run the cell again.")
+        return (f"its steps hold {format_times(larger)} the slots of {_possessive(name)}, and "
+                "attention's work per slot grows with the row length, so its slots may cost "
+                "more; this run does not isolate that cause.")
+    return (f"its steps are no larger than {_possessive(name)}, so neither padding nor row "
+            "length explains it, and this run does not say what does; run the cell again.")
 
 
 def _faster(rates: Sequence[float], baseline: Sequence[float]) -> tuple[str, float]:
@@ -343,73 +365,174 @@ def _faster(rates: Sequence[float], baseline: Sequence[float]) -> tuple[str, flo
     return (judge(measured, base, lower_is_better=False), relative_margin(measured, base))
 
 
-def throughput_sentence(rates: Mapping[str, Sequence[float]], fills: Mapping[str, float],
-                        steps: Mapping[str, int], subject: str = "packing") -> str:
+def feed_summary(batches: Sequence[tuple]) -> dict[str, Any]:
+    """What `throughput_sentence` and `feed_table` need to know of one way of batching, counted
+    from its batches: the steps (one per batch), the distinct batch shapes, the real tokens,
+    the slots the step computes on, and their ratio, the fill."""
+    tokens = real_tokens(batches)
+    slots = sum(int(segments.size) for _, segments, _ in batches)
+    return {"steps": len(batches), "shapes": sorted({tuple(batch[0].shape) for batch in batches}),
+            "tokens": tokens, "slots": slots, "fill": tokens / slots}
+
+
+def interleaved_tokens_per_second(step: Callable, state: tuple,
+                                  ways: Mapping[str, Sequence[tuple]], repeats: int,
+                                  desc: str = "timing") -> dict[str, list[float]]:
+    """Real tokens per second of a compiled step over each way's batches, `repeats` passes
+    each, timed round-robin: pass k of every way runs before pass k + 1 of any, and each
+    round starts with the next way, so that a machine that speeds up or slows down during
+    the cell hits every way alike. Every shape is compiled before the clock starts."""
+    from course_lib.course.bottleneck import progress
+
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 5.")
+    names = list(ways)
+    for batches in ways.values():
+        run_step(step, state, list({batch[0].shape: batch for batch in batches}.values()))
+    counts = {name: real_tokens(batches) for name, batches in ways.items()}
+    order = [names[(round_ + k) % len(names)] for round_ in range(repeats)
+             for k in range(len(names))]
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for name in progress(order, total=len(order), desc=desc):
+        rates[name].append(counts[name] / run_step(step, state, ways[name]))
+    return rates
+
+
+def _step_time(rates: Sequence[float], summary: Mapping[str, Any]) -> Estimate:
+    """Seconds per step of one way of batching, from its passes' real tokens per second."""
+    return Estimate.median_of([summary["tokens"] / rate / summary["steps"] for rate in rates])
+
+
+def _shapes(shapes: Sequence[tuple]) -> str:
+    if len(shapes) == 1:
+        return str(tuple(shapes[0]))
+    return f"{len(shapes)} shapes, {tuple(shapes[0])} to {tuple(shapes[-1])}"
+
+
+def feed_table(rates: Mapping[str, Sequence[float]],
+               summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    """One line per way of batching, from the run: its steps, batch shapes, slots per step,
+    fill, time per step and real tokens per second (medians of the passes)."""
+    lines = [f"{'way of batching':<15} {'steps':>5}  {'batch shapes':<29} {'slots/step':>10} "
+             f"{'filled':>6} {'time/step':>9} {'real tokens/s':>13}"]
+    for name, summary in summaries.items():
+        lines.append(
+            f"{name:<15} {summary['steps']:>5}  {_shapes(summary['shapes']):<29} "
+            f"{summary['slots'] / summary['steps']:>10,.0f} {summary['fill']:>6.0%} "
+            f"{format_seconds(_step_time(rates[name], summary).value):>9} "
+            f"{statistics.median(rates[name]):>13,.0f}")
+    lines.append("(filled: share of the slots holding a real token; slots/step: their mean; "
+                 f"time/step and real tokens/s: medians of {len(next(iter(rates.values())))} "
+                 "passes)")
+    return "\n".join(lines)
+
+
+def _cheaper_slots(larger: float, times: tuple[float, float],
+                   summaries: tuple[Mapping[str, Any], Mapping[str, Any]],
+                   names: tuple[str, str]) -> str:
+    """Why the slots of `names[0]` cost less than those of `names[1]`, from the size and the
+    time of their steps (`larger`: slots per step of the first over the second's; `times`:
+    their seconds per step). The cause is named as a possibility only: nothing in the run
+    changes the size of the steps alone."""
+    (mine, other), (subject, name) = summaries, names
+    sizes = (f"a step of {name} holds {format_times(1 / larger)} the slots of one of {subject} "
+             f"on average ({other['steps']} steps against {mine['steps']}, for the same tokens) "
+             f"and takes {format_times(times[1] / times[0])} its time (median "
+             f"{format_duration(times[1])} against {format_duration(times[0])})")
+    if larger > 1.05:
+        return (f"{sizes}, so each of its slots costs more: part of a step's cost does not "
+                "shrink with the step (for a model this small on a CPU, dispatching the jitted "
+                "call and the Python loop); this run does not isolate that part.")
+    if larger < 1 / 1.05:
+        return (f"{sizes}; its longer rows may cost more per slot, as attention's work per slot "
+                "grows with the row length; this run does not isolate that cause.")
+    return (f"{sizes}: steps of about one size, so this run does not say what makes its slots "
+            "cost more; run the cell again.")
+
+
+def throughput_sentence(rates: Mapping[str, Sequence[float]],
+                        summaries: Mapping[str, Mapping[str, Any]],
+                        subject: str = "packing") -> str:
     """Real tokens per second of `subject` against each other way of batching, and how much
     of each ratio the padding explains, every comparison by the course's one margin rule.
 
     All ways carry the same real tokens, so if time followed the slots computed, the speed
     ratio would be the ratio of fills (real tokens per slot). The measured ratio (with the
-    two medians' standard errors combined) is judged against that: what is left over goes
-    with the number of steps (each step has a fixed cost) or, when below it, with a dearer
-    slot (longer rows cost more per slot in attention). Within the noise, or too noisy to
-    tell, nothing is concluded."""
+    two medians' standard errors combined) is judged against that. Where both ways feed
+    batches of one and the same shape, a step costs the same on both and the fill ratio
+    accounts for everything: a leftover beyond the margin is not the steps' doing, and the
+    sentence says this run cannot tell what it is. Where the shapes differ, a leftover goes
+    with the size of the steps (measured: slots and time per step), whose cause this run
+    does not isolate. Within the noise, or too noisy to tell, nothing is concluded.
+    `summaries`: `feed_summary` of each way's batches."""
     medians = {name: statistics.median(values) for name, values in rates.items()}
     listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in rates)
-    parts = [f"Real tokens per second (median of {len(rates[subject])} passes): {listing}."]
-    steps_explained = False
+    parts = [f"Real tokens per second (median of {len(rates[subject])} passes, timed in "
+             f"turn): {listing}."]
+    mine = summaries[subject]
     for name in rates:
         if name == subject:
             continue
+        other = summaries[name]
         outcome, margin = _faster(rates[subject], rates[name])
         ratio = medians[subject] / medians[name]
-        padding = fills[subject] / fills[name]
-        # slots per step of subject over name's: the same real tokens in both
-        larger = (fills[name] * steps[name]) / (fills[subject] * steps[subject])
-        slots = (f"{fills[subject]:.0%} of {_possessive(subject)} slots hold real tokens "
-                 f"against {fills[name]:.0%} of {_possessive(name)}")
+        padding = mine["fill"] / other["fill"]
+        # slots per step of subject over name's
+        larger = (mine["slots"] / mine["steps"]) / (other["slots"] / other["steps"])
+        slots = (f"{mine['fill']:.0%} of {_possessive(subject)} slots hold real tokens "
+                 f"against {other['fill']:.0%} of {_possessive(name)}")
+        one_shape = len(mine["shapes"]) == 1 and list(mine["shapes"]) == list(other["shapes"])
+        times = (_step_time(rates[subject], mine).value, _step_time(rates[name], other).value)
+        shape = _shapes(mine["shapes"])
+        step_times = (f"median {format_duration(times[0])} against {format_duration(times[1])} "
+                      "per step")
+        unexplained = (f"both feed batches of one shape, {shape}, and so do the same work per "
+                       f"step, yet a step took {step_times}: neither the padding nor the number "
+                       "of steps explains that, and this run does not say what does; run the "
+                       "cell again.")
         if outcome == TOO_NOISY_TO_TELL:
             parts.append(f"Against {name}, {subject} is too noisy to tell ({format_times(ratio)}, "
                          f"margin {margin:.0%}), though {slots}: this run names no cause.")
             continue
         if outcome == SAME:
+            tail = f": {unexplained}" if one_shape else "."
             parts.append(f"Against {name}, {subject} is the same within the noise "
-                         f"({format_times(ratio)}, margin {margin:.0%}), though {slots}.")
+                         f"({format_times(ratio)}, margin {margin:.0%}), though {slots}{tail}")
             continue
         if outcome == WORSE:
+            why = unexplained if one_shape else _step_size(larger, name)
             parts.append(f"{subject.capitalize()} is {format_times(1 / ratio)} slower than "
-                         f"{name} (margin {margin:.0%}), although {slots}: "
-                         f"{_step_size(larger, name)}")
+                         f"{name} (margin {margin:.0%}), although {slots}: {why}")
             continue
         measured = Estimate.median_of(rates[subject]).ratio(Estimate.median_of(rates[name]))
-        predicted = Estimate(padding, np.nan, 1)
-        explained = judge(measured, predicted, lower_is_better=False)
-        left = relative_margin(measured, predicted)
-        if explained == SAME:
-            parts.append(f"{subject.capitalize()} is {format_times(ratio)} {name}; the padding "
-                         f"alone would give {format_times(padding)} ({slots}), the same within "
-                         f"the noise (margin {left:.0%}): the padding explains the gap.")
-        elif explained == TOO_NOISY_TO_TELL:
-            parts.append(f"{subject.capitalize()} is {format_times(ratio)} {name}; the padding "
-                         f"alone would give {format_times(padding)} ({slots}), but the two "
-                         f"ratios are too noisy to tell apart (margin {left:.0%}): this run "
-                         "does not say how much of the gap the padding explains.")
+        explained = judge(measured, Estimate.once(padding), lower_is_better=False)
+        left = relative_margin(measured, Estimate.once(padding))
+        head = (f"{subject.capitalize()} is {format_times(ratio)} {name}, against "
+                f"{format_times(padding)} from the padding alone ({slots})")
+        if explained == TOO_NOISY_TO_TELL:
+            parts.append(f"{head}, but the two ratios are too noisy to tell apart (margin "
+                         f"{left:.0%}): this run does not say how much of the gap the padding "
+                         "explains.")
+        elif explained == SAME and one_shape:
+            parts.append(f"{head}: within the noise (margin {left:.0%}), as it should be: both "
+                         f"feed batches of one shape, {shape}, so a step does the same work on "
+                         f"both ({step_times}), and the padding accounts for the whole gap; "
+                         f"{subject} takes fewer steps ({mine['steps']} against "
+                         f"{other['steps']}) only because it fills more of each.")
+        elif explained == SAME:
+            parts.append(f"{head}: within the noise (margin {left:.0%}), so the padding "
+                         "explains the gap.")
+        elif one_shape:
+            direction = "more" if explained == BETTER else "less"
+            parts.append(f"{head}: {direction} than the padding gives, beyond the margin of "
+                         f"{left:.0%}, although {unexplained}")
         elif explained == BETTER:
-            why = ("" if steps_explained else ", and a model this small on a CPU pays a fixed "
-                   "cost per step (dispatching the jitted call, the Python loop) of the size "
-                   "of its arithmetic")
-            steps_explained = True
-            parts.append(
-                f"{subject.capitalize()} is {format_times(ratio)} {name}, more than the padding "
-                f"explains ({slots}, {format_times(padding)}; margin {left:.0%}). The other "
-                f"{format_times(ratio / padding)} goes with the number of steps, "
-                f"{steps[subject]} against {steps[name]} for the same tokens{why}; this run "
-                "does not isolate that cost (no pass changed the number of steps alone).")
+            parts.append(f"{head}: more than the padding explains (margin {left:.0%}). The other "
+                         f"{format_times(ratio / padding)} goes with the size of the steps: "
+                         f"{_cheaper_slots(larger, times, (mine, other), (subject, name))}")
         else:
-            parts.append(
-                f"{subject.capitalize()} is {format_times(ratio)} {name}, less than the padding "
-                f"alone would give ({slots}, {format_times(padding)}; margin {left:.0%}): "
-                f"{_step_size(larger, name)}")
+            parts.append(f"{head}: less than the padding gives, beyond the margin of "
+                         f"{left:.0%}: {_step_size(larger, name)}")
     return " ".join(parts)
 
 
