@@ -3,9 +3,14 @@
 Because the sampler is a pure function of the index, the whole position of a loader is one
 number, `next_index`: the stream index just after the last record of the last element handed
 out. Records that were read ahead or dropped by a filter are simply recomputed on resume.
-The state also records the facts that fix the stream (sampler settings, source type and
-length) so that restoring into a loader over different data fails loudly instead of silently
-continuing somewhere else. It does not record the worker count: any count continues exactly.
+The state also records the facts that fix the stream: the sampler's settings and the
+source's type name and length (`source_facts`). `set_state` refuses a state whose facts
+differ from the loader's, so a loader with another seed, another number of records or a
+source of another type or length does not silently continue in another stream. Those are
+all it checks of the data: it cannot see the records, so a source of the same type and
+length that holds other records passes. The state records the worker count it was saved at
+(`worker_count`), but `set_state` does not check it: the batches are the same at any count,
+so a state continues exactly under any other.
 
 `next_index` counts the steps of the loader's own shard: with `k` shards, step `j` of shard
 `i` is the sampler's global position `i + j * k` (see `sampler.py`). Grain 0.2.18 saves

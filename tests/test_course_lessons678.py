@@ -141,20 +141,31 @@ def test_a_tie_is_no_winner():
     assert training_loop.winner({"alone": feed("alone", [30])}) is None
 
 
+def test_judged_difference_quotes_the_quantity_it_judges():
+    # the old sentences quoted steps/s and their runs while the verdict was made on ms per step
+    near = training_loop.judged_difference(feed("a", [40, 41, 42]), feed("b", [40, 40.5, 41.5]))
+    assert near == "24.40 against 24.60 ms per step, 0.8% less, inside a margin of 5.0%"
+    far = training_loop.judged_difference(feed("z", [20, 21, 22]), feed("a", [40, 41, 42]))
+    assert far == "47.69 against 24.40 ms per step, 95.5% more, beyond a margin of 11.1%"
+    assert "the same, inside" in training_loop.judged_difference(feed("a", [40]), feed("b", [40]))
+
+
 def test_fastest_sentence_names_the_measure_and_the_ties():
     timings = {"x": feed("x", [40, 41, 42]), "y": feed("y", [40, 40.5, 41.5]),
                "z": feed("z", [20, 21, 22])}
     sentence = training_loop.fastest_sentence(timings)
-    assert "Judged by steps per second" in sentence and "no single setup won" in sentence
-    assert ("the highest rate, 41.0 steps/s (the x), was not faster beyond the noise than the y "
-            "(40.7 steps/s, runs from 40.0 to 41.5: a margin of 5%), within the noise of it.") \
-        in sentence
+    assert sentence.startswith("Judged by the mean wall time per step")
+    assert "no single setup won: the x and the y (24.40 against 24.60 ms per step, 0.8% less, " \
+        "inside a margin of 5.0%: within the noise). This run cannot rank these 2 and names no " \
+        "cause" in sentence
+    assert "steps/s" not in sentence  # judged in ms per step, quoted in ms per step
     assert "The other 1 was slower" in sentence and "z (" not in sentence
     alone = training_loop.fastest_sentence({"x": timings["x"], "z": timings["z"]})
-    assert "the fastest setup here was the x (41.0 steps/s" in alone
-    assert "faster than every other beyond the noise" in alone and "within" not in alone
+    assert alone.endswith("the fastest setup here was the x, faster than every other beyond "
+                          "the noise; against the next fastest, the z: 24.40 against 47.69 ms "
+                          "per step, 48.8% less, beyond a margin of 5.7%.")
     tied = training_loop.fastest_sentence({"x": timings["x"], "y": timings["y"]})
-    assert "no setup stood out" in tied and "41.0 steps/s (the x)" in tied
+    assert "no single setup won: the x and the y" in tied and "The other" not in tied
     only = training_loop.fastest_sentence({"x": timings["x"]})
     assert "nothing to rank" in only and "fastest" not in only
 
@@ -170,11 +181,13 @@ def test_fastest_sentence_names_no_winner_of_a_three_way_tie():
     assert training_loop.winner(timings) is None
     sentence = training_loop.fastest_sentence(timings)
     assert "fastest setup here was" not in sentence and "no single setup won" in sentence
-    assert ("the highest rate, 52.7 steps/s (the prefetch), was not faster beyond the noise "
-            "than the thread (50.6 steps/s, runs from 47.6 to 53.6: a margin of 13%) and the "
-            "workers (50.3 steps/s, runs from 45.0 to 55.9: a margin of 16%), within the noise "
-            "of it") in sentence
-    assert "cannot rank these 3" in sentence and "The other 2 were slower" in sentence
+    assert "the prefetch and the thread (" in sentence and "the prefetch and the workers (" \
+        in sentence
+    assert "the prefetch and the thread (18.97 against 19.77 ms per step, 4.0% less, inside a " \
+        "margin of 12.6%: within the noise)" in sentence
+    assert sentence.count("within the noise)") == 2
+    assert "cannot rank these 3 and names no cause" in sentence
+    assert "The other 2 were slower" in sentence
     for label in ("prefetch", "workers", "thread"):  # no leader is named apart
         assert f"was the {label}" not in sentence
 
@@ -182,19 +195,19 @@ def test_fastest_sentence_names_no_winner_of_a_three_way_tie():
 def test_fastest_sentence_says_which_leader_is_tied_and_which_too_noisy_to_tell():
     # the old sentence said "within the noise of the highest rate, or too noisy to tell from
     # it" of two setups, and left the reader to guess which, and why a lower rate tied
-    timings = {"naive": feed("naive", [29.7, 31, 32, 33, 35.5]),
+    timings = {"naive": feed("naive", [29.7, 31, 33, 33, 35.5]),
                "thread": feed("thread", [20, 45, 51, 53, 60]),
                "workers": feed("workers", [53.5, 54, 55, 56, 56.5]),
                "prefetch": feed("prefetch", [55, 56, 57, 58, 58.5])}
     sentence = training_loop.fastest_sentence(timings)
-    assert "the highest rate, 56.9 steps/s (the prefetch), was not faster beyond" in sentence
-    assert "than the workers (55.0 steps/s, runs from 53.5 to 56.5: a margin of 5%), within " \
-        "the noise of it; nor than the thread (39.3 steps/s, runs from 20.0 to 60.0: a margin " \
-        "of 49%), too noisy to tell from it (a margin wider than 25%" in sentence
-    assert "The other 1 was slower" in sentence and "or too noisy" not in sentence
+    assert "the prefetch and the workers (17.58 against 18.19 ms per step, 3.3% less, inside " \
+        "a margin of 5.0%: within the noise); the prefetch and the thread (17.58 against 25.47 " \
+        "ms per step, 31.0% less, inside a margin of 48.7%: too noisy to tell apart, a margin " \
+        "wider than 25%)" in sentence
+    assert "The other 1 was slower" in sentence
     noisy_only = training_loop.fastest_sentence({name: timings[name]
                                                  for name in ("naive", "thread", "prefetch")})
-    assert "than the thread (39.3 steps/s" in noisy_only and "within the noise" not in noisy_only
+    assert "too noisy to tell apart" in noisy_only and "within the noise" not in noisy_only
 
 
 def test_compare_feeds_says_what_holds_for_the_same_work():
@@ -240,50 +253,66 @@ def test_overlap_sentence_compares_like_with_like_and_names_the_columns_that_mov
     # loader's own 1.15x; like for like is against the same loader at num_threads=0
     single = feed("single", [33, 35.6, 37.4], wait_ms=15.0, step_ms=11.5)
     workers = feed("loader, 2 workers", [45, 51.2, 55.9], wait_ms=0.95, step_ms=16.5)
-    both = training_loop.overlap_sentence(workers, single, cores=2)
+    both = training_loop.overlap_sentence(workers, single, cores=2, worker_count=2)
     assert both.startswith("Like with like, the loader, 2 workers ran 1.43x faster than the "
                            "same loader at num_threads=0")
-    assert "The wait fell beyond its noise" in both and "(overlap)" in both
+    assert "(19.88 against 28.38 ms per step, 29.9% less, beyond a margin of 11.5%)" in both
+    # the old sentence credited overlap alone, but two processes also make batches in parallel
+    assert "The wait fell beyond its noise: the batches were made ahead of the step and in " \
+        "parallel, in 2 processes (this pair cannot separate the two)" in both
+    assert "(overlap)" not in both
     assert "the step, the same computation, slowed beyond its noise while the loading ran " \
         "beside it on the same 2 cores; this comparison cannot tell whether the cores" in both
-    assert "the loading ran on the 2 cores the step computes on" not in both  # not isolated
+    one = training_loop.overlap_sentence(workers, single, cores=2, worker_count=1)
+    assert "made ahead of the step, in 1 worker process;" in one and "parallel" not in one
+    with pytest.raises(ValueError, match="worker_count=0"):
+        training_loop.overlap_sentence(workers, single, cores=2, worker_count=0)
     wait_only = training_loop.overlap_sentence(
-        feed("w", [45, 51.2, 55.9], wait_ms=0.95, step_ms=11.5), single, cores=2)
-    assert "(overlap)" in wait_only and "step slowed" not in wait_only
+        feed("w", [45, 51.2, 55.9], wait_ms=0.95, step_ms=11.5), single, cores=2, worker_count=2)
+    assert "made ahead of the step and in parallel" in wait_only
+    assert "step slowed" not in wait_only
     slow_loop = feed("single", [20, 21, 22], wait_ms=15.0, step_ms=11.5)  # the loop's own time
     neither = training_loop.overlap_sentence(
-        feed("w", [28, 29, 30], wait_ms=15.2, step_ms=11.4), slow_loop, cores=2)
-    assert "Neither column moved beyond its noise" in neither and "overlap" not in neither
+        feed("w", [28, 29, 30], wait_ms=15.2, step_ms=11.4), slow_loop, cores=2, worker_count=2)
+    assert "Neither column moved beyond its noise" in neither and "ahead" not in neither
     slower = training_loop.overlap_sentence(
-        feed("w", [20, 21, 22], wait_ms=1.0, step_ms=40.0), single, cores=2)
+        feed("w", [20, 21, 22], wait_ms=1.0, step_ms=40.0), single, cores=2, worker_count=2)
     assert "slower than the same loader" in slower and "slowed beyond its noise" in slower
-    same = training_loop.overlap_sentence(feed("w", [35, 35.5, 36]), single, cores=2)
-    assert "within the noise of each other" in same and "overlap" not in same
-    noisy = training_loop.overlap_sentence(feed("w", [5, 35, 90]), single, cores=2)
+    same = training_loop.overlap_sentence(feed("w", [35, 35.5, 36]), single, cores=2,
+                                          worker_count=2)
+    assert "within the noise of each other" in same and "ahead" not in same
+    noisy = training_loop.overlap_sentence(feed("w", [5, 35, 90]), single, cores=2,
+                                           worker_count=2)
     assert "too noisy to tell" in noisy and "names no cause" in noisy
 
 
 def test_gains_sentence_credits_only_the_factors_beyond_the_noise():
     naive = feed("naive loop", [31.0])
     workers = feed("loader, 2 workers", [51.2])
-    both = training_loop.gains_sentence(workers, feed("single", [35.65]), naive)
+    both = training_loop.gains_sentence(workers, feed("single", [35.65]), naive, worker_count=2)
     assert both.startswith("Against the naive loop, the loader, 2 workers ran at 1.65x the "
-                           "speed (faster) = 1.44x from making batches ahead (against "
-                           "num_threads=0, the same code: faster) x 1.15x from the loader's "
-                           "own code")
+                           "speed (faster) = 1.44x from making batches ahead and in parallel in "
+                           "2 processes (against num_threads=0, the same code: faster) x 1.15x "
+                           "from the loader's own code")
     assert both.endswith("Both factors are beyond the noise, so this run credits both causes.")
     # the old sentence credited "1.08x from the loader's own code" that was within the noise
-    one = training_loop.gains_sentence(workers, feed("single", [31.5]), naive)
+    one = training_loop.gains_sentence(workers, feed("single", [31.5]), naive, worker_count=2)
     assert "the same schedule: within the noise)" in one
-    assert one.endswith("This run credits only making batches ahead (1.63x, beyond the "
-                        "noise); the 1.02x is within the noise, so it credits the loader's own "
-                        "code with nothing.")
-    neither = training_loop.gains_sentence(feed("w", [33.5]), feed("single", [32.3]), naive)
+    assert one.endswith("This run credits only making batches ahead and in parallel in 2 "
+                        "processes (1.63x, beyond the noise); the 1.02x is within the noise, so "
+                        "it credits the loader's own code with nothing.")
+    single_worker = training_loop.gains_sentence(workers, feed("single", [35.65]), naive,
+                                                 worker_count=1)
+    assert "from making batches ahead in 1 worker process (" in single_worker
+    neither = training_loop.gains_sentence(feed("w", [33.5]), feed("single", [32.3]), naive,
+                                           worker_count=2)
     assert neither.endswith("Neither factor is beyond the noise on its own, so this run "
                             "credits neither cause.")
-    tie = training_loop.gains_sentence(feed("w", [31.4]), feed("single", [31.2]), naive)
+    tie = training_loop.gains_sentence(feed("w", [31.4]), feed("single", [31.2]), naive,
+                                       worker_count=2)
     assert tie.endswith("within the noise of it: this run splits no gain into causes.")
-    noisy = training_loop.gains_sentence(feed("w", [20, 40, 60]), feed("single", [31.2]), naive)
+    noisy = training_loop.gains_sentence(feed("w", [20, 40, 60]), feed("single", [31.2]), naive,
+                                         worker_count=2)
     assert noisy.endswith("too noisy to tell from it: this run splits no gain into causes.")
 
 
@@ -356,31 +385,50 @@ def test_workers_sentence_names_the_columns_and_no_unisolated_cause():
 def test_batch_thread_sentence_follows_the_numbers():
     single = feed("num_threads=0", [25, 25.3, 26], wait_ms=22, step_ms=15)
     faster = training_loop.batch_thread_sentence(
-        feed("ahead", [38, 39, 40], wait_ms=3, step_ms=15.5), single, 2)
+        feed("ahead", [38, 39, 40], wait_ms=3, step_ms=15.5), single, 2, read_threads=0)
     assert faster.startswith("The batch thread made the loop 1.53x faster than num_threads=0")
+    assert "(25.65 against 39.33 ms per step, 34.8% less, beyond a margin of 5.0%)" in faster
     assert "the wait went from 22.0 to 3.0 ms per step" in faster
-    assert "The wait fell beyond its noise: the thread made the next batches" in faster
+    # the old sentence credited the thread with making the next batches while the step ran,
+    # whole; the measurement shows how much of the wait it took off the loop
+    assert "The wait fell beyond its noise, by 19.0 of the 22.0 ms per step the loop waited at " \
+        "num_threads=0: that much of making each batch no longer fell on the loop, because the " \
+        "thread did it while the step ran; for the other 3.0 ms the loop still waited (the " \
+        "thread was the only one added: no read threads ran beside it)." in faster
     assert "interpreter lock" not in faster  # the step did not move: no suspect to name
     assert "fell all the same" not in faster
-    # the old sentence named overlap from the speed alone, and a lock no measurement showed
+    with_readers = training_loop.batch_thread_sentence(
+        feed("ahead", [38, 39, 40], wait_ms=3, step_ms=15.5), single, 2, read_threads=3)
+    assert "With 3 read threads beside it, the batches were also made partly in parallel, and " \
+        "this pair cannot separate the two." in with_readers
+    assert "the only one added" not in with_readers
+    with pytest.raises(ValueError, match="read_threads=-1"):
+        training_loop.batch_thread_sentence(single, single, 2, read_threads=-1)
     step_too = training_loop.batch_thread_sentence(
-        feed("ahead", [38, 39, 40], wait_ms=3, step_ms=20.0), single, 2)
+        feed("ahead", [38, 39, 40], wait_ms=3, step_ms=20.0), single, 2, read_threads=0)
     assert "the step, the same computation, slowed beyond its noise with the thread working " \
         "beside it, and this comparison cannot tell whether the 2 cores or the interpreter " \
         "lock the two share slowed it" in step_too
     no_wait = training_loop.batch_thread_sentence(
         feed("ahead", [38, 39, 40], wait_ms=10, step_ms=5.0), feed(
-            "num_threads=0", [25, 25.3, 26], wait_ms=10.5, step_ms=15), 2)
+            "num_threads=0", [25, 25.3, 26], wait_ms=10.5, step_ms=15), 2, read_threads=0)
     assert "The wait did not move beyond its noise, so this run cannot say the thread " \
-        "overlapped the step" in no_wait
+        "overlapped the step" in no_wait and "no longer fell on the loop" not in no_wait
     slower = training_loop.batch_thread_sentence(
-        feed("ahead", [20, 21, 22], wait_ms=1, step_ms=44), single, 2)
+        feed("ahead", [20, 21, 22], wait_ms=1, step_ms=44), single, 2, read_threads=0)
     assert "slower than num_threads=0" in slower and "the 2 cores or the interpreter" in slower
-    assert "took more from the step than the overlap won back" not in slower
-    assert "idle share fell all the same" in slower
+    assert "idle share fell all the same: the step slowed beyond its noise, so the loop waited " \
+        "a smaller share of a longer time per step" in slower
     same = training_loop.batch_thread_sentence(
-        feed("ahead", [25.1, 25.4, 25.9], wait_ms=22, step_ms=15), single, 2)
-    assert "within the noise of each other" in same and "fell all the same" not in same
+        feed("ahead", [25.1, 25.4, 25.9], wait_ms=22, step_ms=15), single, 2, read_threads=0)
+    assert "within the noise of each other" in same and "names no cause" in same
+    assert "fell all the same" not in same
+    # a tie whose idle share fell with a step that did not move beyond its noise
+    spread_step = training_loop.FeedTiming("ahead", single.period_ms, (3.0, 3.0, 3.0),
+                                           (14.0, 21.0, 28.0))  # its step: too noisy to tell
+    idle_fell = training_loop.batch_thread_sentence(spread_step, single, 2, read_threads=0)
+    assert "within the noise of each other" in idle_fell
+    assert "a smaller share of the time waiting is not more steps per second" in idle_fell
     assert "read-ahead" not in faster + slower + same  # one name for one thing
 
 
@@ -409,8 +457,35 @@ def test_prefetch_sentence_follows_the_numbers():
     assert "The wait did not fall beyond its noise, so this run cannot put the gain on " \
         "prefetch" in no_wait
     same = training_loop.prefetch_sentence(feed("prefetch", [36, 36.5, 37]), without, 2)
-    assert same.startswith("Device prefetch changed the speed within the noise")
-    assert "cannot tell the two apart" in same
+    assert same.startswith("Device prefetch and the workers alone ran within the noise of each "
+                           "other (27.40 against 27.43 ms per step")
+    assert "cannot tell them apart, and names no cause" in same
+    # the old tie gave a cause ("so there is little for prefetch to hide")
+    assert "little for prefetch to hide" not in same and "so there is" not in same
+    noisy = training_loop.prefetch_sentence(feed("prefetch", [5, 36.5, 87]), without, 2)
+    assert "too noisy to tell" in noisy and "wider than 25%" in noisy
+
+
+def test_accuracy_sentence_reports_the_best_epoch_from_the_run():
+    # the old line printed only the accuracy after the last epoch
+    held_out = 297
+    runs = {0: 29 / 297, 24: 200 / 297, 47: 260 / 297, 187: 255 / 297}
+    earlier = training_loop.accuracy_sentence(runs, held_out)
+    assert earlier == ("Held-out accuracy, 297 images: 9.8% before training; the best, 87.5% "
+                       "(260 right), came after epoch 2 of 3 (step 47); after the last epoch it "
+                       "was 85.9%, 5 images fewer right.")
+    held = training_loop.accuracy_sentence({**runs, 187: 260 / 297}, held_out)
+    assert "came after epoch 2 of 3 (step 47), and the last epoch ended at the same 87.5%" in held
+    last = training_loop.accuracy_sentence({**runs, 187: 261 / 297}, held_out)
+    assert last.endswith("the best, 87.9% (261 right), came after epoch 3 of 3 (step 187), the "
+                         "last.")
+    one_fewer = training_loop.accuracy_sentence({**runs, 187: 259 / 297}, held_out)
+    assert one_fewer.endswith("1 image fewer right.")
+    flat = training_loop.accuracy_sentence({0: 29 / 297, 24: 20 / 297, 47: 29 / 297}, held_out)
+    assert "no epoch did better (at best 9.8%, after epoch 2 of 2)" in flat
+    assert "the best" not in flat
+    with pytest.raises(ValueError, match="step 0"):
+        training_loop.accuracy_sentence({24: 0.5}, held_out)
 
 
 class FakeProfiler:
@@ -499,10 +574,17 @@ def test_fingerprint_table_marks_each_batch_equal_or_not():
 
 def test_state_formats_sentence_compares_real_states():
     ours = json.dumps({"version": 1, "next_index": 8, "worker_count": 0})
-    theirs = json.dumps({"version": 2, "last_seen_indices": {"0": 7}, "worker_count": 0})
+    theirs = json.dumps({"version": 2, "last_seen_indices": {"0": 7}, "last_worker_index": -1,
+                         "worker_count": 0})
     sentence = course.state_formats_sentence(ours, theirs)
     assert "version 1, its position as `next_index`" in sentence
-    assert "version 2, its position as `last_seen_indices`" in sentence
+    assert "version 2, its position as `last_seen_indices` ({\"0\": 7}: for each worker, the " \
+        "stream position of the last record it read" in sentence
+    # the old sentence glossed both keys as "the last record each worker produced"
+    assert "`last_worker_index` (-1: one less than the worker whose turn comes next" in sentence
+    without = course.state_formats_sentence(ours, json.dumps(
+        {"version": 2, "last_seen_indices": {"0": 7}, "worker_count": 0}))
+    assert "last_worker_index" not in without
     assert "does not restore in the other" in sentence
     assert "the same format" in course.state_formats_sentence(ours, ours)
     assert "not installed" in course.state_formats_sentence(ours, None)
@@ -534,6 +616,9 @@ def test_lesson7_writes_the_loaders_and_the_loop_it_measures_in_its_cells():
     assert "grain.DataLoader(" in code and "def naive_batches(" in code
     assert "profiler.wrap(batches" in code and "with profiler.step():" in code
     assert "highlight=winner" not in code and "training_loop.winner(timings)" in code
+    # the read threads are counted, not assumed, and the workers' count is passed on
+    assert "read_threads=read_threads" in code and "worker_count=2)" in code
+    assert "training_loop.accuracy_sentence(accuracies" in code
 
 
 def test_lesson8_tries_another_worker_count_on_grain():
@@ -545,7 +630,13 @@ def test_lesson8_tries_another_worker_count_on_grain():
 
 def test_lesson8_shows_a_refusal_and_a_wrong_resume_as_controls():
     code = lesson_code("08_resume.ipynb")
+    # the data control changes the data: a state saved over 10 records, a source of 12
+    assert "SquaresSource(length=12)" in code and "longer.set_state(saved)" in code
+    assert code.count("course.must_raise(ValueError, message_only=True)") >= 3
     assert "seed=1))" in code and "other.set_state(saved)" in code
+    # what the check cannot see: the same type and length, other records
+    assert "SquaresSource(shift=100)" in code and "shifted.set_state(saved)" in code
+    assert "fresh.set_state(grain_saved)" in code  # a Grain state, refused by its version
     assert '"--forget-data-position"' in code and "hashlib.sha1(" in code
     assert "PyGrainCheckpointSave" in (Path(__file__).parent.parent / "notebooks" /
                                        "08_resume.ipynb").read_text()

@@ -124,16 +124,24 @@ def state_formats_sentence(course_state: str | bytes, grain_state: str | bytes |
         return (f"{ours_text}. Grain is not installed here to compare; Grain 0.2.18 saves "
                 "another format, so a checkpoint does not carry across between the two.")
     theirs = json.loads(grain_state)
-    theirs_text = (f"Grain saves version {theirs.get('version')}, its position as "
-                   f"{_position_keys(theirs)}")
     if theirs.get("version") == ours.get("version") and set(theirs) == set(ours):
-        return (f"{ours_text}; {theirs_text}: the same format, so a state saved by one "
-                "should restore in the other.")
-    return (f"{ours_text} (the next record to read); {theirs_text} (the last record each "
-            "worker produced). The formats differ, so a checkpoint saved with one does not "
-            "restore in the other: switching libraries means starting the data position "
-            "afresh, or converting it. Lesson 11 moves this loop to Grain and saves its "
-            "position with Grain's own checkpoint handler.")
+        return (f"{ours_text}; Grain saves version {theirs.get('version')} with the same keys: "
+                "the same format, so a state saved by one should restore in the other.")
+    parts = []
+    if "last_seen_indices" in theirs:
+        parts.append(f"`last_seen_indices` ({json.dumps(theirs['last_seen_indices'])}: for each "
+                     "worker, the stream position of the last record it read; at "
+                     "worker_count=0 the one entry is the process itself)")
+    if "last_worker_index" in theirs:
+        parts.append(f"`last_worker_index` ({theirs['last_worker_index']}: one less than the "
+                     "worker whose turn comes next, since workers hand out elements in turn; "
+                     "-1 when it is worker 0's turn, as always at worker_count=0)")
+    theirs_text = (f"Grain saves version {theirs.get('version')}, its position as "
+                   + (" and ".join(parts) or _position_keys(theirs)))
+    return (f"{ours_text} (the next record to read); {theirs_text}. The formats differ, so a "
+            "checkpoint saved with one does not restore in the other: switching libraries "
+            "means starting the data position afresh, or converting it. Lesson 11 moves this "
+            "loop to Grain and saves its position with Grain's own checkpoint handler.")
 
 
 def checkpoint_listing(directory, *, max_depth: int = 3) -> str:

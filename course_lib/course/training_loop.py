@@ -70,6 +70,35 @@ def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
     return figure
 
 
+def accuracy_sentence(accuracies: Mapping[int, float], held_out: int) -> str:
+    """The held-out accuracy of a run, read from it: before training, the best after any
+    epoch and the epoch it first came at, and the last. `accuracies` maps a step to the
+    accuracy measured after it: step 0 before training, then one entry per epoch, in order."""
+    steps = sorted(accuracies)
+    if not steps or steps[0] != 0 or len(steps) < 2 or held_out < 1:
+        raise ValueError(f"accuracies has steps {steps} and held_out={held_out!r}: pass step 0 "
+                         "(before training) and one step per epoch, and the number of held-out "
+                         "images (at least 1).")
+    correct = {step: round(accuracies[step] * held_out) for step in steps}
+    epochs = steps[1:]
+    best_step = max(epochs, key=lambda step: (correct[step], -step))  # the first of equals
+    best_epoch, last = epochs.index(best_step) + 1, epochs[-1]
+    said = (f"Held-out accuracy, {held_out} images: {accuracies[0]:.1%} before training; ")
+    if correct[best_step] <= correct[0]:
+        return said + (f"no epoch did better (at best {accuracies[best_step]:.1%}, after epoch "
+                       f"{best_epoch} of {len(epochs)}): this run did not learn what the held-"
+                       "out images test.")
+    said += (f"the best, {accuracies[best_step]:.1%} ({correct[best_step]} right), came after "
+             f"epoch {best_epoch} of {len(epochs)} (step {best_step})")
+    if best_step == last:
+        return said + ", the last."
+    if correct[last] == correct[best_step]:
+        return said + f", and the last epoch ended at the same {accuracies[last]:.1%}."
+    fewer = correct[best_step] - correct[last]
+    return said + (f"; after the last epoch it was {accuracies[last]:.1%}, {fewer} image"
+                   f"{'s' if fewer > 1 else ''} fewer right.")
+
+
 # -- feeding the loop several ways, and what the numbers say -----------------------------
 # Training time is `steps / (steps per second)`, so steps per second is the measure a feeding
 # setup is chosen by. The idle share is a diagnostic: it says where the time went, and a
@@ -172,6 +201,21 @@ class FeedTiming:
                 f"{max(self.rates):.1f}")
 
 
+def judged_difference(timing: FeedTiming, baseline: FeedTiming) -> str:
+    """The numbers a verdict of `speed_outcome` is made from, in the quantity it judges: the
+    two mean times per step, how far apart they are as a share of the baseline's, and the
+    margin that share is inside or beyond, e.g. "25.41 against 26.80 ms per step, 5.2% less,
+    inside a margin of 9.9%"."""
+    new, old = timing.estimate(), baseline.estimate()
+    difference = (new.value - old.value) / old.value
+    margin = relative_margin(new, old)
+    apart = "the same" if difference == 0 else (
+        f"{abs(difference):.1%} {'less' if difference < 0 else 'more'}")
+    side = "inside" if abs(difference) <= margin else "beyond"
+    return (f"{new.value:.2f} against {old.value:.2f} ms per step, {apart}, {side} a margin "
+            f"of {margin:.1%}")
+
+
 def speed_outcome(timing: FeedTiming, baseline: FeedTiming) -> str:
     """"faster", "slower", "within the noise" or "too noisy to tell": `timing` against
     `baseline`, by the mean ms per step of their runs, with the course's margin rule."""
@@ -217,11 +261,9 @@ def _ratio_text(timing: FeedTiming, baseline: FeedTiming) -> str:
     return format_times(ratio if ratio >= 1 else 1 / ratio)
 
 
-def _noisy(subject: str, against: str, numbers: str, timing: FeedTiming,
-           baseline: FeedTiming) -> str:
-    margin = relative_margin(timing.estimate(), baseline.estimate())
-    return (f"{subject} against {against}: too noisy to tell ({numbers}); the margin is "
-            f"{margin:.0%}, so only a larger difference would show, and this run names no "
+def _noisy(subject: str, against: str, numbers: str) -> str:
+    return (f"{subject} against {against}: too noisy to tell ({numbers}, wider than "
+            f"{TOO_NOISY:.0%}): only a larger difference would show, and this run names no "
             "cause.")
 
 
@@ -240,9 +282,9 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
     naive loop), so a difference is the code that makes a batch, not overlap."""
     cores = cores or os.cpu_count() or 1
     verdict = speed_outcome(timing, baseline)
-    numbers = f"{timing.rate_text()}, against {baseline.rate_text()}"
+    numbers = judged_difference(timing, baseline)
     if verdict == NOISY:
-        return _noisy(f"The {timing.label}", f"the {baseline.label}", numbers, timing, baseline)
+        return _noisy(f"The {timing.label}", f"the {baseline.label}", numbers)
     if verdict == SAME:
         return (f"The {timing.label} and the {baseline.label} ran within the noise of each "
                 f"other ({numbers}): this run cannot tell them apart.")
@@ -274,57 +316,39 @@ def compare_feeds(timing: FeedTiming, baseline: FeedTiming, *, same_work: bool =
 
 
 def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
-    """Which setup trained fastest, by steps/s: a winner only where `winner` finds one (faster
-    than every other beyond the noise); otherwise the setups this run cannot tell from the
-    highest rate, named together and none of them first."""
+    """Which setup trained fastest, judged and quoted in one quantity, the mean wall time
+    per step (`judged_difference`): a winner only where `winner` finds one (faster than
+    every other beyond the noise); otherwise the setups this run cannot tell from the
+    fastest, named together, none of them first, and no cause for their order."""
     if not timings:
         raise ValueError("timings is empty: pass {label: FeedTiming} from the runs.")
-    measure = ("Judged by steps per second, which is what training time is made of (a run "
-               "of N steps takes N / steps-per-second)")
-    best = max(timings.values(), key=lambda timing: timing.rate)
+    measure = ("Judged by the mean wall time per step, which is what training time is made of "
+               "(a run of N steps takes N times it)")
+    best = min(timings.values(), key=lambda timing: timing.ms_per_step)
     if len(timings) == 1:
         return (f"{measure}, there is nothing to rank: only the {best.label} was measured "
-                f"({best.rate_text()}).")
+                f"({best.ms_per_step:.2f} ms per step).")
     won = winner(timings)
+    others = sorted((timing for timing in timings.values() if timing is not best),
+                    key=lambda timing: timing.ms_per_step)
     if won is not None:
-        return (f"{measure}, the fastest setup here was the {won} "
-                f"({timings[won].rate_text()}), faster than every other beyond the noise.")
-    ties = [timing for timing in timings.values()
-            if timing is not best and speed_outcome(best, timing) != FASTER]
-    if len(ties) == len(timings) - 1:
-        return (f"{measure}, no setup stood out: the highest rate, {best.rate:.1f} steps/s "
-                f"(the {best.label}), was not faster than the others beyond the noise. This "
-                "run cannot rank them; rerun on a quieter machine, or with more steps.")
+        return (f"{measure}, the fastest setup here was the {won}, faster than every other "
+                f"beyond the noise; against the next fastest, the {others[0].label}: "
+                f"{judged_difference(best, others[0])}.")
+    ties = [timing for timing in others if speed_outcome(best, timing) != FASTER]
     leaders = [best, *ties]
-    same = sorted([timing for timing in ties if speed_outcome(best, timing) == SAME],
-                  key=lambda timing: -timing.rate)
-    noisy = sorted([timing for timing in ties if speed_outcome(best, timing) == NOISY],
-                   key=lambda timing: -timing.rate)
-
-    def spread(timing: FeedTiming) -> str:
-        margin = relative_margin(best.estimate(), timing.estimate())
-        return (f"the {timing.label} ({timing.rate:.1f} steps/s, runs from "
-                f"{min(timing.rates):.1f} to {max(timing.rates):.1f}: a margin of "
-                f"{margin:.0%})")
-
-    clauses = []
-    if same:
-        clauses.append(f"{_joined([spread(timing) for timing in same])}, within the noise of it")
-    if noisy:
-        clauses.append(f"{_joined([spread(timing) for timing in noisy])}, too noisy to tell "
-                       f"from it (a margin wider than {TOO_NOISY:.0%}, beyond which the rule "
-                       "calls nothing equal)")
+    pairs = []
+    for timing in ties:
+        relation = ("within the noise" if speed_outcome(best, timing) == SAME else
+                    f"too noisy to tell apart, a margin wider than {TOO_NOISY:.0%}")
+        pairs.append(f"the {best.label} and the {timing.label} "
+                     f"({judged_difference(best, timing)}: {relation})")
     slower = len(timings) - len(leaders)
-    return (f"{measure}, no single setup won: the highest rate, {best.rate:.1f} steps/s (the "
-            f"{best.label}), was not faster beyond the noise than {'; nor than '.join(clauses)}. "
-            "The wider a setup's runs spread, the larger the gap its margin can hide."
-            f" So this run cannot rank these {len(leaders)}, and any of them will do. The "
-            f"other {slower} {'was' if slower == 1 else 'were'} slower beyond the noise.")
-
-
-def _joined(texts: Sequence[str]) -> str:
-    """"a", "a and b", "a, b and c"."""
-    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+    rest = ("" if not slower else
+            f" The other {slower} {'was' if slower == 1 else 'were'} slower beyond the noise.")
+    return (f"{measure}, no single setup won: {'; '.join(pairs)}. This run cannot rank these "
+            f"{len(leaders)} and names no cause for the order of their means; any of them "
+            f"will do.{rest}")
 
 
 def _column(timing: FeedTiming, baseline: FeedTiming, column: str) -> str:
@@ -336,19 +360,34 @@ def _column(timing: FeedTiming, baseline: FeedTiming, column: str) -> str:
         judge(new, old)]
 
 
+def _ahead(worker_count: int) -> str:
+    """How `worker_count` worker processes make batches: ahead of the step, and with more
+    than one, in parallel too, which a comparison with num_threads=0 cannot tell apart."""
+    if isinstance(worker_count, bool) or not isinstance(worker_count, int) or worker_count < 1:
+        raise ValueError(f"worker_count={worker_count!r}: pass the worker processes of the "
+                         "setup compared, at least 1.")
+    if worker_count == 1:
+        return "made ahead of the step, in 1 worker process"
+    return (f"made ahead of the step and in parallel, in {worker_count} processes (this pair "
+            "cannot separate the two)")
+
+
 def overlap_sentence(timing: FeedTiming, single_threaded: FeedTiming,
-                     cores: int | None = None) -> str:
-    """A setup that makes batches ahead (worker processes, say) against the same loader at
+                     cores: int | None = None, *, worker_count: int) -> str:
+    """A setup of `worker_count` worker processes against the same loader at
     `worker_count=0, ReadOptions(num_threads=0)`: like with like, the same code making each
     batch, only where and when it runs changed. A cause is named only from the column that
-    moved: less waiting is overlap; a slower step is said to have slowed beside the loading,
-    without a cause, since the cores, caches and memory bandwidth are shared alike."""
+    moved: less waiting means the batches were made ahead, and with two or more processes
+    also in parallel, which this pair cannot separate; a slower step is said to have slowed
+    beside the loading, without a cause, since the cores, caches and memory bandwidth are
+    shared alike."""
     cores = cores or os.cpu_count() or 1
+    made = _ahead(worker_count)
     verdict = speed_outcome(timing, single_threaded)
-    numbers = f"{timing.rate_text()}, against {single_threaded.rate_text()}"
+    numbers = judged_difference(timing, single_threaded)
     against = "the same loader at num_threads=0"
     if verdict == NOISY:
-        return _noisy(f"The {timing.label}", against, numbers, timing, single_threaded)
+        return _noisy(f"The {timing.label}", against, numbers)
     if verdict == SAME:
         return (f"The {timing.label} and {against} ran within the noise of each other "
                 f"({numbers}): this run cannot tell them apart.")
@@ -359,8 +398,7 @@ def overlap_sentence(timing: FeedTiming, single_threaded: FeedTiming,
             f"next() asks ({numbers}); {_columns(timing, single_threaded)}")
     causes = []
     if wait == "less":
-        causes.append("the wait fell beyond its noise: the batches were made while the step "
-                      "ran (overlap)")
+        causes.append(f"the wait fell beyond its noise: the batches were {made}")
     elif wait == "more":
         causes.append("the wait grew beyond its noise")
     if step == "more":
@@ -377,10 +415,16 @@ def overlap_sentence(timing: FeedTiming, single_threaded: FeedTiming,
     return f"{said}. {joined[0].upper()}{joined[1:]}."
 
 
-def gains_sentence(timing: FeedTiming, single_threaded: FeedTiming, naive: FeedTiming) -> str:
-    """`timing` against the naive loop, split into its two factors: the loader's own code
-    (num_threads=0 against the naive loop, the same schedule) and overlap (`timing` against
-    num_threads=0, the same code). The ratios are of steps/s, so the two multiply."""
+def gains_sentence(timing: FeedTiming, single_threaded: FeedTiming, naive: FeedTiming, *,
+                   worker_count: int) -> str:
+    """`timing` (`worker_count` worker processes) against the naive loop, split into its two
+    factors: the loader's own code (num_threads=0 against the naive loop, the same schedule)
+    and the workers (`timing` against num_threads=0, the same code: made ahead, and with two
+    or more processes in parallel too, which this pair cannot separate). The ratios are of
+    steps/s, the inverse of ms per step, so the two multiply."""
+    _ahead(worker_count)
+    workers = ("making batches ahead in 1 worker process" if worker_count == 1 else
+               f"making batches ahead and in parallel in {worker_count} processes")
     code = single_threaded.rate / naive.rate
     ahead = timing.rate / single_threaded.rate
     total = timing.rate / naive.rate
@@ -389,7 +433,7 @@ def gains_sentence(timing: FeedTiming, single_threaded: FeedTiming, naive: FeedT
     if verdict in (SAME, NOISY):
         relation = "within the noise of it" if verdict == SAME else "too noisy to tell from it"
         return f"{said}, {relation}: this run splits no gain into causes."
-    factors = [(format_times(ahead), "making batches ahead", "against num_threads=0, the same code",
+    factors = [(format_times(ahead), workers, "against num_threads=0, the same code",
                 speed_outcome(timing, single_threaded)),
                (format_times(code), "the loader's own code",
                 "num_threads=0 against the naive loop, the same schedule",
@@ -421,9 +465,9 @@ def workers_sentence(workers: FeedTiming, thread: FeedTiming,
     lock, two decoders against one), and this one comparison cannot tell which counted."""
     cores = cores or os.cpu_count() or 1
     verdict = speed_outcome(workers, thread)
-    numbers = f"{workers.rate_text()}, against {thread.rate_text()}"
+    numbers = judged_difference(workers, thread)
     if verdict == NOISY:
-        return _noisy("Two worker processes", "the batch thread", numbers, workers, thread)
+        return _noisy("Two worker processes", "the batch thread", numbers)
     if verdict == SAME:
         return (f"Two worker processes and the batch thread at 0 workers ran within the noise "
                 f"of each other ({numbers}): this run cannot tell them apart.")
@@ -442,44 +486,69 @@ def workers_sentence(workers: FeedTiming, thread: FeedTiming,
 
 
 def batch_thread_sentence(thread: FeedTiming, single_threaded: FeedTiming,
-                          cores: int | None = None) -> str:
+                          cores: int | None = None, *, read_threads: int) -> str:
     """The loader at `worker_count=0` with its batch thread (the default `ReadOptions`)
-    against `ReadOptions(num_threads=0)`: the one thing changed is the thread, so the
-    column that moved is its effect."""
+    against `ReadOptions(num_threads=0)`. `read_threads` is how many read threads ran beside
+    the batch thread (counted, not assumed): with none, the thread is the one thing changed,
+    and the wait it took off the loop is overlap, credited by the milliseconds it moved;
+    with some, the batches were also made partly in parallel, which this pair cannot
+    separate."""
     cores = cores or os.cpu_count() or 1
+    if isinstance(read_threads, bool) or not isinstance(read_threads, int) or read_threads < 0:
+        raise ValueError(f"read_threads={read_threads!r}: pass the number of read threads "
+                         "counted beside the batch thread, 0 or more.")
     verdict = speed_outcome(thread, single_threaded)
-    numbers = f"{thread.rate_text()}, against {single_threaded.rate_text()}"
+    numbers = judged_difference(thread, single_threaded)
     idle = (f"idle {single_threaded.idle_share:.0%} of the time with num_threads=0 and "
             f"{thread.idle_share:.0%} with the batch thread")
     if verdict == NOISY:
-        return _noisy("The batch thread", "num_threads=0", numbers, thread, single_threaded)
+        return _noisy("The batch thread", "num_threads=0", numbers)
     if verdict == SAME:
         sentence = (f"The batch thread and num_threads=0 ran within the noise of each other at "
-                    f"0 workers ({numbers}; {idle}): this run cannot tell them apart by speed.")
+                    f"0 workers ({numbers}; {idle}): this run cannot tell them apart by speed, "
+                    "and names no cause.")
     else:
         sentence = (f"The batch thread made the loop {_ratio_text(thread, single_threaded)} "
                     f"{verdict} than num_threads=0 at 0 workers ({numbers}); "
                     f"{_columns(thread, single_threaded)}, {idle}. "
-                    + _thread_columns(thread, single_threaded, cores))
+                    + _thread_columns(thread, single_threaded, cores, read_threads))
     if verdict != FASTER and thread.idle_share < single_threaded.idle_share - 0.10:
-        sentence += (" The idle share fell all the same: a step slowed by the thread beside "
-                     "it waits a smaller share of the time without training any faster.")
+        if _column(thread, single_threaded, "step_ms") == "more":
+            sentence += (" The idle share fell all the same: the step slowed beyond its noise, "
+                         "so the loop waited a smaller share of a longer time per step, "
+                         "without training any faster.")
+        else:
+            sentence += (" The idle share fell all the same: a smaller share of the time "
+                         "waiting is not more steps per second.")
     return sentence
 
 
-def _thread_columns(thread: FeedTiming, single_threaded: FeedTiming, cores: int) -> str:
+def _thread_columns(thread: FeedTiming, single_threaded: FeedTiming, cores: int,
+                    read_threads: int) -> str:
     """What the wait and step columns say of the batch thread against num_threads=0: the
-    wait isolates the overlap; a step that moved beside the thread has two suspects this
-    comparison cannot separate (the cores and the interpreter lock the two share)."""
+    wait it took off the loop, in milliseconds, is overlap when no read threads ran beside
+    it; a step that moved beside the thread has two suspects this comparison cannot
+    separate (the cores and the interpreter lock the two share)."""
     wait = _column(thread, single_threaded, "wait_ms")
     step = _column(thread, single_threaded, "step_ms")
-    said = {"less": "The wait fell beyond its noise: the thread made the next batches while "
-                    "the step ran",
-            "more": "The wait grew beyond its noise",
-            "same": "The wait did not move beyond its noise, so this run cannot say the "
-                    "thread overlapped the step",
-            "too noisy": "The wait is too noisy to tell, so this run cannot say the thread "
-                         "overlapped the step"}[wait]
+    if wait == "less":
+        said = (f"The wait fell beyond its noise, by {single_threaded.wait - thread.wait:.1f} of "
+                f"the {single_threaded.wait:.1f} ms per step the loop waited at num_threads=0: "
+                "that much of making each batch no longer fell on the loop, because the thread "
+                f"did it while the step ran; for the other {thread.wait:.1f} ms the loop still "
+                "waited")
+        if read_threads == 0:
+            said += " (the thread was the only one added: no read threads ran beside it)"
+        else:
+            said += (f". With {read_threads} read thread{'s' if read_threads > 1 else ''} "
+                     "beside it, the batches were also made partly in parallel, and this pair "
+                     "cannot separate the two")
+    else:
+        said = {"more": "The wait grew beyond its noise",
+                "same": "The wait did not move beyond its noise, so this run cannot say the "
+                        "thread overlapped the step",
+                "too noisy": "The wait is too noisy to tell, so this run cannot say the thread "
+                             "overlapped the step"}[wait]
     if step == "more":
         said += (f"; the step, the same computation, slowed beyond its noise with the thread "
                  f"working beside it, and this comparison cannot tell whether the {cores} "
@@ -496,9 +565,9 @@ def prefetch_sentence(with_prefetch: FeedTiming, without: FeedTiming,
     verdict = speed_outcome(with_prefetch, without)
     idle = (f"idle {with_prefetch.idle_share:.0%} of the time against "
             f"{without.idle_share:.0%}")
-    numbers = f"{with_prefetch.rate_text()}, against {without.rate_text()}"
+    numbers = judged_difference(with_prefetch, without)
     if verdict == NOISY:
-        return _noisy("Device prefetch", "the workers alone", numbers, with_prefetch, without)
+        return _noisy("Device prefetch", "the workers alone", numbers)
     if verdict == FASTER:
         saved = without.ms_per_step - with_prefetch.ms_per_step
         said = (f"Device prefetch made the loop {_ratio_text(with_prefetch, without)} faster "
@@ -529,10 +598,10 @@ def prefetch_sentence(with_prefetch: FeedTiming, without: FeedTiming,
                 "copying a batch to the 'device' stays within the same memory; this "
                 "comparison cannot say what cost the time. On a GPU that copy is real work, "
                 "which prefetch overlaps with the step.")
-    return (f"Device prefetch changed the speed within the noise ({numbers}; {idle}): this "
-            "run cannot tell the two apart. On this CPU-only machine copying a batch to the "
-            "'device' stays within the same memory, so there is little for prefetch to hide; "
-            "on a GPU that copy is real work.")
+    return (f"Device prefetch and the workers alone ran within the noise of each other "
+            f"({numbers}; {idle}): this run cannot tell them apart, and names no cause. What "
+            "prefetch hides on a GPU, the copy of each batch to the device's memory, this "
+            "CPU-only run does not measure.")
 
 
 def typical_run(profilers: Sequence[Any], timing: FeedTiming) -> int:
@@ -586,12 +655,6 @@ def measure_feeds(feeds: Mapping[str, Callable[[], Any]], step_fn: Callable[[Any
                 runs[label].append(profiler.measure(batches, step_fn, warmup_steps + num_steps))
     return ({label: FeedTiming.from_profilers(label, profilers)
              for label, profilers in runs.items()}, runs)
-
-
-def read_ahead_feed_sentence(read_ahead: FeedTiming, single_threaded: FeedTiming,
-                             cores: int | None = None) -> str:
-    """The earlier name of `batch_thread_sentence`, kept for the callers that import it."""
-    return batch_thread_sentence(read_ahead, single_threaded, cores)
 
 
 # -- does Pillow's decoder give the interpreter lock back? -----------------------------------
