@@ -453,13 +453,14 @@ RUN_PARTS = {"step": "the step", "wait": "waiting for data", "checkpoint": "the 
 
 
 def per_step(report: Mapping) -> dict[str, Estimate]:
-    """A process's time per timed step and its four parts, in seconds: the step and the wait
-    for data as means over the steps (with their standard errors), the checkpoints and the
-    rest as their totals over the steps (measured once). The parts add up to the whole."""
+    """A process's time per timed step and its four parts, in seconds: the step as the
+    median over the steps (a step disturbed by another program barely moves it) and the
+    wait for data as the mean, with their standard errors; the checkpoints and the rest as
+    their totals over the steps (measured once)."""
     split = time_split(report)
     count = len(report["step_spans"])
     return {"whole": Estimate.once(split["wall"] / count, "mean"),
-            "step": Estimate.mean_of([b - a for a, b in report["step_spans"]]),
+            "step": Estimate.median_of([b - a for a, b in report["step_spans"]]),
             "wait": Estimate.mean_of([b - a for a, b in report["wait_spans"]]),
             "checkpoint": Estimate.once(split["checkpoint"] / count, "mean"),
             "rest": Estimate.once(split["rest"] / count, "mean")}
@@ -489,9 +490,10 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     saves = [time_split(report)["saves"] for report in (first, second)]
     steps = [len(report["step_spans"]) for report in (first, second)]
     head = (f"Process {second['rank']}: {_ms(b['whole'].value)} ms per step against "
-            f"{_ms(a['whole'].value)} ms; per step, the step {_ms(b['step'].value)} ± "
+            f"{_ms(a['whole'].value)} ms; the step's median {_ms(b['step'].value)} ± "
             f"{_ms(b['step'].stderr)} against {_ms(a['step'].value)} ± {_ms(a['step'].stderr)} "
-            f"ms (mean ± standard error), waiting for data {_ms(b['wait'].value)} against "
+            f"ms (± its standard error); per step, waiting for data {_ms(b['wait'].value)} "
+            "against "
             f"{_ms(a['wait'].value)} ms, the checkpoints {_ms(b['checkpoint'].value)} against "
             f"{_ms(a['checkpoint'].value)} ms ({_count(saves[1], 'save')} in {steps[1]} steps "
             f"against {saves[0]} in {steps[0]}), the rest {_ms(b['rest'].value)} against "
@@ -522,8 +524,8 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     if causes:
         line += f"{named(causes)} {'accounts' if len(causes) == 1 else 'account'} for it"
     else:
-        line += ("no part moved the time per step beyond the margin on its own: the change is "
-                 "spread over them")
+        line += ("yet no part alone moves the time per step beyond the margin, so this run "
+                 "cannot say which part made it " + word)
     if against:
         line += f", partly offset by {named(against)}"
     return head + line + "."
@@ -746,7 +748,7 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
 
     from course_lib.profiling import COMPUTE_COLOR, EDGE_COLOR, WAIT_COLOR
 
-    figure, axes = plt.subplots(1 + len(reports), 1, figsize=(10, 3 + 1.8 * len(reports)),
+    figure, axes = plt.subplots(1 + len(reports), 1, figsize=(11, 3 + 2.0 * len(reports)),
                                 gridspec_kw={"height_ratios": [3] + [1.4] * len(reports)})
     loss_ax = axes[0]
     loss_ax.plot([s["step"] for s in steps], [s["loss"] for s in steps], color="tab:blue",
@@ -764,7 +766,8 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
                         label=f"bytes' frequencies (unigram entropy) = {unigram:.2f}")
     loss_ax.set_xlabel("step")
     loss_ax.set_ylabel("next-byte loss (nats)")
-    loss_ax.legend(loc="upper right")
+    loss_ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                   fontsize=8)  # beside the panel: inside, it would hide a line
     loss_ax.set_title("Training loss")
     lanes = (("step", 0, COMPUTE_COLOR, "computing"), ("wait", 1, WAIT_COLOR,
              "waiting for data"), ("checkpoint", 2, "tab:purple", "saving a checkpoint"))
@@ -781,7 +784,7 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
         percent = wall_percents(report)
         ax.set_title(
             f"{run}, process {report['rank']}: steps {around - width + 1}-{around + width}, "
-            f"around the checkpoint after step {around}. Over the run: idle "
+            f"around the checkpoint after step {around}.\nOver the run: idle "
             f"{percent['idle']}% = {percent['wait']}% data + {percent['checkpoint']}% "
             f"checkpoints + {percent['rest']}% rest", fontsize=9)
     figure.tight_layout()
