@@ -83,16 +83,27 @@ def about(count: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class CompilationTiming:
-    """The first call of a freshly jitted function, and the same call once compiled."""
+    """The first call of freshly jitted functions, and the same call once compiled.
 
-    first_call: float  # seconds: trace + compile + run
+    `first_call` is one time in seconds, or a tuple with the first call of each of several
+    fresh functions (each traced and compiled anew), so the compilation has a spread."""
+
+    first_call: float | tuple[float, ...]  # seconds: trace + compile + run
     step_times: tuple[float, ...]  # seconds of each later call
 
     def __post_init__(self):
-        if not self.first_call > 0 or not self.step_times or min(self.step_times) <= 0:
+        if (not self.first_calls or min(self.first_calls) <= 0 or not self.step_times
+                or min(self.step_times) <= 0):
             raise ValueError(f"first_call={self.first_call!r} and step_times (got "
                              f"{len(self.step_times)}) must be positive times in seconds, "
                              "with at least one later call.")
+
+    @property
+    def first_calls(self) -> tuple[float, ...]:
+        """Every first call timed, one per fresh function."""
+        if isinstance(self.first_call, (int, float)):
+            return (float(self.first_call),)
+        return tuple(float(seconds) for seconds in self.first_call)
 
     @property
     def step_seconds(self) -> float:
@@ -100,45 +111,86 @@ class CompilationTiming:
         return float(np.median(self.step_times))
 
     @property
+    def compile_times(self) -> tuple[float, ...]:
+        """Each first call less one compiled step: tracing and compiling, once per fresh
+        function."""
+        return tuple(first - self.step_seconds for first in self.first_calls)
+
+    @property
     def compile_seconds(self) -> float:
-        """The first call less one compiled step: tracing and compiling."""
-        return self.first_call - self.step_seconds
+        """The median first call less one compiled step: tracing and compiling."""
+        return float(np.median(self.compile_times))
 
     @property
     def slowest_step(self) -> float:
         return float(max(self.step_times))
 
+    def _compile_text(self) -> str:
+        if len(self.compile_times) == 1:
+            return f"{format_duration(self.compile_seconds)}, timed once"
+        return (f"{format_duration(self.compile_seconds)}, the median of "
+                f"{len(self.compile_times)} compilations, which took from "
+                f"{format_duration(min(self.compile_times))} to "
+                f"{format_duration(max(self.compile_times))}")
+
     def sentence(self) -> str:
         """Compilation against the step, in steps; says so when they cannot be told apart."""
-        if self.first_call <= self.slowest_step:
-            return (f"This run could not tell a compilation from a step: the first call "
-                    f"took {format_duration(self.first_call)}, no more than the slowest of "
+        fastest_first = min(self.first_calls)
+        if fastest_first <= self.slowest_step:
+            took = ("the first call took" if len(self.first_calls) == 1
+                    else f"the fastest of {len(self.first_calls)} first calls took")
+            return (f"This run could not tell a compilation from a step: {took} "
+                    f"{format_duration(fastest_first)}, no more than the slowest of "
                     f"the {len(self.step_times)} compiled calls "
                     f"({format_duration(self.slowest_step)}). A compilation cache that already "
                     "held this program would explain it; time a shape never seen before.")
         in_steps = self.compile_seconds / self.step_seconds
         return (f"One compilation cost {about(in_steps)} steps here "
-                f"({format_duration(self.compile_seconds)}, timed once, against "
+                f"({self._compile_text()}, against "
                 f"{format_duration(self.step_seconds)} per step, the median of "
                 f"{len(self.step_times)}; the slowest step took "
                 f"{format_duration(self.slowest_step)}).")
 
 
-def time_compilation(call: Callable[[], Any], repeats: int) -> CompilationTiming:
+def time_compilation(call: Callable[[], Any], repeats: int, *, compiles: int = 1,
+                     fresh: Callable[[], Callable[[], Any]] | None = None
+                     ) -> CompilationTiming:
     """Time `call()` once fresh (it should trace and compile) and then `repeats` times.
 
-    `call` must block until its result is ready (`jax.block_until_ready`), or the times
-    measure only the dispatch.
+    With `compiles` above 1, `fresh()` must return a new call whose first run compiles again
+    (a call of a new jitted function): the first calls of `call` and of `compiles - 1` such
+    new calls are timed, then `repeats` calls of the last one. `call` must block until its
+    result is ready (`jax.block_until_ready`), or the times measure only the dispatch.
     """
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be at least 1: the compiled calls are "
                          "the yardstick the compilation is read against.")
-    start = time.perf_counter()
-    call()
-    first_call = time.perf_counter() - start
+    if compiles < 1 or (compiles > 1 and fresh is None):
+        raise ValueError(f"compiles={compiles!r} must be at least 1, and above 1 needs fresh, "
+                         "a function that returns a call of a new jitted function.")
+    first_calls = []
+    for index in range(compiles):
+        if index:
+            call = fresh()
+        start = time.perf_counter()
+        call()
+        first_calls.append(time.perf_counter() - start)
     step_times = []
     for _ in range(repeats):
         start = time.perf_counter()
         call()
         step_times.append(time.perf_counter() - start)
+    first_call = first_calls[0] if compiles == 1 else tuple(first_calls)
     return CompilationTiming(first_call, tuple(step_times))
+
+
+def shared_counter_sentence(raised: bool, function: str) -> str:
+    """What a new `chex.assert_max_traces` wrapper of `function`, made where the earlier one
+    was made, did at its first trace: raising shows the count is shared."""
+    if raised:
+        return (f"The new wrapper of {function} raised at its very first trace: it counted on "
+                "from the wrapper of the cells above, because chex keys its count by the "
+                "function's name, its source and the call stack where it was wrapped, not by "
+                "the function object.")
+    return (f"The new wrapper of {function} traced once without raising: its count started "
+            "from zero here, so this run shows no count shared between wrappers.")
