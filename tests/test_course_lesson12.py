@@ -500,16 +500,35 @@ def test_a_noisy_step_is_too_noisy_to_name():
     assert "the step (+" not in sentence
 
 
-@pytest.mark.parametrize(("second_rate", "text"), [
-    (15300.0, "15,300 real tokens per second in the resumed run against 17,200 in the "
-              "uninterrupted one: 11% fewer, beyond the margin (5%; each rate is one "
-              "measurement)."),
-    (17000.0, "the same within the margin (5%; each rate is one measurement)."),
-    (19000.0, "10% more, beyond the margin"),
+def _logged(seconds_per_step, first=1, count=60, tokens=1000):
+    return [{"step": first + i, "real_tokens": tokens, "time": i * seconds_per_step}
+            for i in range(count)]
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (1 / 15.3, "From the end of step 32 to the end of step 60, the same steps in both runs: "
+               "15,300 real tokens per second in the resumed run against 17,200 in the "
+               "uninterrupted one: 11% fewer, beyond the margin (5%; each rate is one "
+               "measurement)."),
+    (0.0590, "the same within the margin (5%; each rate is one measurement)."),
+    (0.0530, "10% more, beyond the margin"),
 ])
-def test_the_runs_sentence_judges_the_rates_then_explains_each_process(second_rate, text):
-    first = [_timed(rank, _jitter(0.100, 58), [(15, 0.5)]) for rank in range(2)]
-    second = [_timed(rank, _jitter(0.120, 28), start_step=30) for rank in range(2)]
-    sentence = capstone.runs_sentence(first, second, 17200.0, second_rate)
+def test_the_runs_sentence_judges_the_rates_then_explains_each_process(seconds, text):
+    first = [_timed(rank, _jitter(0.100, 59), [(15, 0.5), (45, 0.5)]) for rank in range(2)]
+    second = [_timed(rank, _jitter(0.120, 29), [(45, 0.5)], start_step=30)
+              for rank in range(2)]
+    first_steps = _logged(1 / 17.2)  # 1000 tokens a step: 17,200 tokens per second
+    first_steps[5]["time"] += 100.0  # a slow early step: outside the steps compared
+    sentence = capstone.runs_sentence(first_steps, first, _logged(seconds, 31, 30), second)
     assert text in sentence
     assert "Process 0: " in sentence and "Process 1: " in sentence
+    assert "(1 save in 29 steps against 1 in 29)" in sentence  # the same steps, the same saves
+    assert "went over steps 32-60, as it timed them" in sentence
+
+
+def test_a_report_cut_to_the_resumed_runs_steps_keeps_their_spans_and_saves():
+    report = _timed(0, [0.1] * 59, [(15, 0.5), (45, 0.5)])  # steps 2..60
+    cut = capstone.from_step(report, 32)
+    assert len(cut["step_spans"]) == 29 and cut["start_step"] == 30
+    assert cut["step_spans"][0] == report["step_spans"][30]
+    assert capstone.time_split(cut)["saves"] == 1

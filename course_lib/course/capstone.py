@@ -468,6 +468,8 @@ def per_step(report: Mapping) -> dict[str, Estimate]:
 
 def _ms(seconds: float) -> str:
     milliseconds = 1e3 * seconds
+    if abs(milliseconds) < 0.05:  # no "-0.0"
+        milliseconds = 0.0
     return f"{milliseconds:.0f}" if abs(milliseconds) >= 10 else f"{milliseconds:.1f}"
 
 
@@ -531,15 +533,31 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     return head + line + "."
 
 
-def runs_sentence(first_reports: Sequence[Mapping], second_reports: Sequence[Mapping],
-                  first_rate: float, second_rate: float) -> str:
-    """The resumed run's real tokens per second against the uninterrupted run's, judged by
-    the margin rule (each rate is one measurement), then each process's time per step
-    and its parts (`process_speed_sentence`)."""
+def from_step(report: Mapping, first: int) -> dict:
+    """A process's report cut to its timed steps from step `first` on (the waits and steps
+    before them left out; the saves stay, and `time_split` keeps those inside the span)."""
+    skip = max(first - (report["start_step"] + 2), 0)  # the first timed step's number
+    return {**report, "start_step": report["start_step"] + skip,
+            "wait_spans": report["wait_spans"][skip:],
+            "step_spans": report["step_spans"][skip:]}
+
+
+def runs_sentence(first_steps: Sequence[Mapping], first_reports: Sequence[Mapping],
+                  second_steps: Sequence[Mapping], second_reports: Sequence[Mapping]) -> str:
+    """The resumed run against the uninterrupted one over the same steps, those the resumed
+    run timed (after its compiling step), so that both hold the same batches and the same
+    saves: real tokens per second, judged by the margin rule (each rate is one
+    measurement), then each process's time per step and its parts
+    (`process_speed_sentence`)."""
+    timed = {step["step"] for step in second_steps[1:]}  # after the compiling step
+    same = [step for step in first_steps if step["step"] >= min(timed) - 1]
+    first_rate, second_rate = tokens_per_second(same), tokens_per_second(second_steps)
     verdict = judge(Estimate.once(second_rate), Estimate.once(first_rate),
                     lower_is_better=False)
     margin = relative_margin(Estimate.once(second_rate), Estimate.once(first_rate))
-    head = (f"{format_rate(second_rate)} real tokens per second in the resumed run against "
+    head = (f"From the end of step {min(timed)} to the end of step {max(timed)}, the same "
+            f"steps in both runs: {format_rate(second_rate)} real tokens per second in the "
+            "resumed run against "
             f"{format_rate(first_rate)} in the uninterrupted one: ")
     change = second_rate / first_rate - 1
     if verdict == SAME:
@@ -549,11 +567,12 @@ def runs_sentence(first_reports: Sequence[Mapping], second_reports: Sequence[Map
     else:
         head += (f"{abs(change):.0%} {'more' if verdict == BETTER else 'fewer'}, beyond the "
                  f"margin ({margin:.0%}; each rate is one measurement).")
-    lines = [head, "Where each process's time per step went (wall time after the compiling "
-             "step over the steps timed; resumed run against uninterrupted run):"]
+    lines = [head, f"Where each process's time per step went over steps {min(timed)}-"
+             f"{max(timed)}, as it timed them (resumed run against uninterrupted run):"]
     by_rank = {report["rank"]: report for report in first_reports}
-    lines += [process_speed_sentence(by_rank[report["rank"]], report)
-              for report in second_reports]
+    for report in second_reports:
+        first = from_step(by_rank[report["rank"]], report["start_step"] + 2)
+        lines.append(process_speed_sentence(first, report))
     return "\n".join(lines)
 
 
