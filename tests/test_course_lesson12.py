@@ -461,7 +461,7 @@ def test_slower_checkpoints_are_named_and_the_step_is_not_when_it_did_not_move()
     second = _timed(1, _jitter(0.100, 58), [(15, 1.5), (30, 1.5), (45, 1.5)])
     sentence = capstone.process_speed_sentence(first, second)
     assert "Slower, beyond the margin (5%): the checkpoints (+" in sentence
-    assert "accounts for it." in sentence and "the step (" not in sentence
+    assert "on their own) account for it." in sentence and "the step (" not in sentence
 
 
 def test_a_change_no_part_makes_alone_names_no_cause():

@@ -450,6 +450,7 @@ def state_sentence(state: Mapping) -> str:
 # -- the two runs' speed ------------------------------------------------------------------
 RUN_PARTS = {"step": "the step", "wait": "waiting for data", "checkpoint": "the checkpoints",
              "rest": "the rest of the loop"}
+PLURAL_PARTS = {"checkpoint"}  # "the checkpoints account", "on their own"
 
 
 def per_step(report: Mapping) -> dict[str, Estimate]:
@@ -506,7 +507,8 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     moved = {part: (v, change) for part, (v, change) in alone.items() if v in (BETTER, WORSE)}
 
     def named(parts):
-        return " and ".join(f"{RUN_PARTS[part]} ({moved[part][1]:+.0%} on its own)"
+        return " and ".join(f"{RUN_PARTS[part]} ({moved[part][1]:+.0%} on "
+                            f"{'their' if part in PLURAL_PARTS else 'its'} own)"
                             for part in parts)
 
     if verdict == TOO_NOISY_TO_TELL:
@@ -524,7 +526,8 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     against = [part for part, (v, _) in moved.items() if v != verdict]
     line = f"{word.capitalize()}, beyond the margin ({margin:.0%}): "
     if causes:
-        line += f"{named(causes)} {'accounts' if len(causes) == 1 else 'account'} for it"
+        single = len(causes) == 1 and causes[0] not in PLURAL_PARTS
+        line += f"{named(causes)} {'accounts' if single else 'account'} for it"
     else:
         line += ("yet no part alone moves the time per step beyond the margin, so this run "
                  "cannot say which part made it " + word)
