@@ -260,11 +260,31 @@ def test_throughput_sentence_names_each_comparison_once_with_the_run_s_steps():
     sentence = course.throughput_sentence(
         {"fixed": BASE, "4 buckets": [150, 151, 152], "packing": [197, 198, 199]}, SUMMARIES)
     assert sentence.startswith("Real tokens per second (median of 3 passes, timed in turn): "
-                               "fixed 101, 4 buckets 151, packing 198.")
+                               "fixed 101, 4 buckets 151, packing 198; each ratio below is the "
+                               "median of the 3 rounds' ratios.")
     assert sentence.count("Packing is 1.96x fixed, against 1.95x") == 1
     assert sentence.count("Packing is 1.31x 4 buckets, against 1.13x") == 1
     assert "(284 steps against 146, for the same tokens)" in sentence
     assert sentence.count("dispatching the jitted call") == 1
+
+
+def test_speed_ratio_pairs_the_rounds_and_judges_their_median():
+    ratio = course.variable_length.speed_ratio
+    # a machine twice as slow in round 2 for both sides: the rounds' ratios do not see it
+    assert ratio([200, 100, 210], [100, 50, 105]).value == 2.0
+    assert ratio([200, 100, 210], [100, 50, 105]).stderr == 0.0
+    assert ratio([200, 100, 210], [100, 50, 105]).statistic == "median of the rounds' ratios"
+    unpaired = ratio([200, 100, 210], [100, 50])  # other counts: the medians' ratio
+    assert unpaired.value == 200 / 75 and unpaired.stderr > 0
+    sentence = course.throughput_sentence({"fixed": [100, 50, 105], "packing": [200, 100, 210]},
+                                          {"fixed": SUMMARIES["fixed"],
+                                           "packing": SUMMARIES["packing"]})
+    assert "Packing is 2.00x fixed, against 1.95x from the padding alone" in sentence
+    assert "within the noise (margin 5%), as it should be" in sentence
+    unequal = course.throughput_sentence({"fixed": [100, 50], "packing": [200, 100, 210]},
+                                         {"fixed": SUMMARIES["fixed"],
+                                          "packing": SUMMARIES["packing"]})
+    assert "each ratio below is the ratio of these medians" in unequal
 
 
 def test_interleaved_timing_runs_the_ways_round_robin_after_compiling_each_shape():

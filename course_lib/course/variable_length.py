@@ -18,6 +18,7 @@ parsed, which a notebook never does; its Dataset API packers run in the notebook
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import json
@@ -358,11 +359,23 @@ def _step_size(larger: float, name: str) -> str:
             "length explains it, and this run does not say what does; run the cell again.")
 
 
+def speed_ratio(rates: Sequence[float], baseline: Sequence[float]) -> Estimate:
+    """How many times `baseline`'s throughput `rates` is, with its standard error. Passes
+    timed in turn (as many of each, `interleaved_tokens_per_second`) are paired round by
+    round, and the median of the rounds' ratios is taken, so that a machine slower in one
+    round than in another moves both sides of that round's ratio alike; otherwise the ratio
+    of the medians, with their errors combined."""
+    if len(rates) == len(baseline) and len(rates) > 1:
+        ratio = Estimate.median_of([a / b for a, b in zip(rates, baseline, strict=True)])
+        return dataclasses.replace(ratio, statistic="median of the rounds' ratios")
+    return Estimate.median_of(rates).ratio(Estimate.median_of(baseline))
+
+
 def _faster(rates: Sequence[float], baseline: Sequence[float]) -> tuple[str, float]:
-    """The course's one verdict on two throughputs (higher is better), from the medians of
-    their passes and their standard errors, and the margin it used."""
-    measured, base = Estimate.median_of(rates), Estimate.median_of(baseline)
-    return (judge(measured, base, lower_is_better=False), relative_margin(measured, base))
+    """The course's one verdict on two throughputs (higher is better), from `speed_ratio`
+    set against 1 (the same speed), and the margin it used."""
+    measured, same = speed_ratio(rates, baseline), Estimate.once(1.0)
+    return (judge(measured, same, lower_is_better=False), relative_margin(measured, same))
 
 
 def feed_summary(batches: Sequence[tuple]) -> dict[str, Any]:
@@ -457,8 +470,9 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
     of each ratio the padding explains, every comparison by the course's one margin rule.
 
     All ways carry the same real tokens, so if time followed the slots computed, the speed
-    ratio would be the ratio of fills (real tokens per slot). The measured ratio (with the
-    two medians' standard errors combined) is judged against that. Where both ways feed
+    ratio would be the ratio of fills (real tokens per slot). The measured ratio
+    (`speed_ratio`: for passes timed in turn, the median of the rounds' ratios) is judged
+    against that. Where both ways feed
     batches of one and the same shape, a step costs the same on both and the fill ratio
     accounts for everything: a leftover beyond the margin is not the steps' doing, and the
     sentence says this run cannot tell what it is. Where the shapes differ, a leftover goes
@@ -467,15 +481,20 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
     `summaries`: `feed_summary` of each way's batches."""
     medians = {name: statistics.median(values) for name, values in rates.items()}
     listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in rates)
-    parts = [f"Real tokens per second (median of {len(rates[subject])} passes, timed in "
-             f"turn): {listing}."]
+    passes = len(rates[subject])
+    paired = passes > 1 and all(len(values) == passes for values in rates.values())
+    how = (f"each ratio below is the median of the {passes} rounds' ratios" if paired else
+           "each ratio below is the ratio of these medians")
+    parts = [f"Real tokens per second (median of {passes} passes, timed in turn): {listing}; "
+             f"{how}."]
     mine = summaries[subject]
     for name in rates:
         if name == subject:
             continue
         other = summaries[name]
         outcome, margin = _faster(rates[subject], rates[name])
-        ratio = medians[subject] / medians[name]
+        measured = speed_ratio(rates[subject], rates[name])
+        ratio = measured.value
         padding = mine["fill"] / other["fill"]
         # slots per step of subject over name's
         larger = (mine["slots"] / mine["steps"]) / (other["slots"] / other["steps"])
@@ -504,7 +523,6 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
             parts.append(f"{subject.capitalize()} is {format_times(1 / ratio)} slower than "
                          f"{name} (margin {margin:.0%}), although {slots}: {why}")
             continue
-        measured = Estimate.median_of(rates[subject]).ratio(Estimate.median_of(rates[name]))
         explained = judge(measured, Estimate.once(padding), lower_is_better=False)
         left = relative_margin(measured, Estimate.once(padding))
         head = (f"{subject.capitalize()} is {format_times(ratio)} {name}, against "
