@@ -106,11 +106,13 @@ def test_micros_and_median_rate():
 
 @pytest.mark.parametrize("cold, warm, expected", [
     (quiet(1000), quiet(8000), ["1 ms per random read cold, 125 µs warm (medians of 3 runs "
-                                "each; margin 5%), 8.00x faster warm",
+                                "each; 88% apart, margin 5%), 8.00x faster warm",
                                 "88% of a cold read was waiting for the disk, the other 12%"]),
-    (quiet(630), quiet(896), ["1.42x faster warm", "30% of a cold read was waiting"]),
+    (quiet(630), quiet(896), ["1.42x faster warm", "30% apart, margin 5%",
+                              "30% of a cold read was waiting"]),
     (quiet(8000), quiet(1000), ["8.00x slower warm", "says nothing about the cache"]),
-    (quiet(1000), quiet(1040), ["the same within the noise", "not on the disk"]),
+    (quiet(1000), quiet(1040), ["4% apart, margin 5%", "the same within the noise",
+                                "not on the disk"]),
     (noisy(1000), noisy(1300), ["too noisy to tell cold from warm", "names no cause"])])
 def test_cold_warm_sentence(cold, warm, expected):
     sentence = lesson.cold_warm_sentence("ArrayRecord", cold, warm)
@@ -143,10 +145,41 @@ def test_group_size_sentence(sizes, reads, expected):
     assert all(part in sentence for part in expected), sentence
 
 
-@pytest.mark.parametrize("anonymous, expected", [(2, "flat"), (300, "not flat"),
-                                                 (math.nan, "no /proc")])
-def test_epoch_memory_sentence(anonymous, expected):
-    assert expected in lesson.epoch_memory_sentence("record file", anonymous, 393)
+def _trace(*anonymous):
+    return {"records": np.arange(1, len(anonymous) + 1), "anonymous": np.array(anonymous)}
+
+
+@pytest.mark.parametrize("trace, flat, expected", [
+    (_trace(0, 1, 2, 0), True, "at most +2 MB from its start over an epoch of 393 MB (flat "
+                               "means within 20 MB: 5% of the data set, at least 10 MB): flat."),
+    # grew in the middle of the epoch and came back: the last sample alone would miss it
+    (_trace(0, 150, 300, 1), False, "at most +300 MB from its start"),
+    (_trace(0, -25, 0), False, "at most -25 MB"),
+    (_trace(math.nan, math.nan), None, "no /proc"),
+])
+def test_epoch_memory_sentence_tests_every_sample(trace, flat, expected):
+    assert lesson.stayed_flat(trace, 393) is flat
+    sentence = lesson.epoch_memory_sentence("record file", trace, 393)
+    assert expected in sentence, sentence
+    assert ("not flat, something keeps what it reads" in sentence) is (flat is False)
+
+
+def test_flat_tolerance_is_a_share_of_the_data_with_a_floor():
+    assert lesson.flat_tolerance_mb(393) == pytest.approx(19.65)
+    assert lesson.flat_tolerance_mb(20) == 10
+    assert lesson.stayed_flat(_trace(0, 10), 20) and not lesson.stayed_flat(_trace(0, 11), 20)
+
+
+def test_memory_remember_line_turns_with_the_traces():
+    flat = {"record file": _trace(0, 1), "ArrayRecord": _trace(0, -3)}
+    line = lesson.memory_remember_line(flat, 393)
+    assert ("the anonymous memory of record file and ArrayRecord stayed flat over an epoch "
+            "(at most -3 MB, within 20 MB)") in line
+    grown = lesson.memory_remember_line({**flat, "folder of files": _trace(0, 90)}, 393)
+    assert "did not stay flat over an epoch for folder of files (+90 MB)" in grown
+    assert "stayed flat" not in grown
+    unread = lesson.memory_remember_line({"record file": _trace(math.nan)}, 393)
+    assert "could not be read" in unread
 
 
 def test_read_threads_sentence_says_where_threads_fall_short():
@@ -162,6 +195,8 @@ def test_read_threads_sentence_says_where_threads_fall_short():
     assert "Every thread count up to 16 reached at least 80%" in rounds_up
     medians = lesson.latency_threads_sentence({1: [150, 190, 195], 16: quiet(3000)}, 0.005)
     assert "read 190 records/s (medians of 3 runs each), 95% of the 200/s" in medians
+    assert ("Records/s against the limit, per thread count: 1 thread 190 of 200, 16 threads "
+            "3,000 of 3,200.") in medians
 
 
 @pytest.mark.parametrize("in_workers, expected", [
@@ -189,15 +224,24 @@ def test_workers_threads_sentence_widens_the_margin_to_the_runs_noise():
     assert "waits were the same" not in noisy_sentence
 
 
-def test_remember_lines_carry_the_numbers():
+def _remember(runs, thread_rates=None, traces=None):
+    return lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5, runs=runs,
+                                 thread_rates=thread_rates or {1: quiet(190), 32: quiet(5000)},
+                                 latency_s=0.005, traces=traces)
+
+
+def test_remember_lines_carry_the_numbers_one_idea_a_line():
     runs = {"folder": {"random, warm": quiet(60_000), "random, cold": quiet(7000)},
             "ArrayRecord": {"random, warm": quiet(40_000), "random, cold": quiet(5000)}}
-    lines = lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5, runs=runs,
-                                  thread_rates={1: quiet(190), 32: quiet(5000)},
-                                  latency_s=0.005)
-    text = "\n".join(lines)
-    assert "393 MB whole cost 390 MB" in text and "from folder (16.7 µs per read)" in text
-    assert "slowest from ArrayRecord (200 µs per read)" in text and "limit 6,400/s" in text
+    lines = _remember(runs, traces={"folder": _trace(0, 1)})
+    assert "393 MB whole cost 390 MB" in lines[0]
+    assert lines[1] == "Warm random reads were fastest from folder (16.7 µs per read)."
+    assert lines[2] == "Cold random reads were slowest from ArrayRecord (200 µs per read)."
+    assert "stayed flat" in lines[3] and "page cache" in lines[4]
+    assert "limit 6,400/s" in lines[5] and "32 threads read 26x more records/s than 1" in lines[6]
+    assert all(line.count(". ") == 0 for line in lines)  # one sentence each
+    # no traces: no line on them, nothing typed in their place
+    assert not any("flat" in line for line in _remember(runs))
 
 
 @pytest.mark.parametrize("runs_of_folder, words", [
@@ -206,10 +250,37 @@ def test_remember_lines_call_a_lead_within_the_margin_no_winner(runs_of_folder, 
     runs = {"folder": {"random, warm": runs_of_folder, "random, cold": quiet(7000)},
             "ArrayRecord": {"random, warm": noisy(40_000) if "noisy" in words else
                             quiet(40_000), "random, cold": quiet(5000)}}
-    text = "\n".join(lesson.remember_lines(data_mb=393, whole_mb=390, lazily_mb=0.5,
-                                           runs=runs, thread_rates={1: 190, 32: 5000},
-                                           latency_s=0.005))
+    text = "\n".join(_remember(runs, thread_rates={1: 190, 32: 5000}))
     assert f"fastest from folder and ArrayRecord, {words}" in text
+
+
+def test_remember_lines_call_the_slowest_cold_reads_tied_within_the_margin():
+    runs = {"folder": {"random, warm": quiet(60_000), "random, cold": quiet(5100)},
+            "ArrayRecord": {"random, warm": quiet(40_000), "random, cold": quiet(5000)}}
+    assert "slowest from ArrayRecord and folder, tied within the noise" in _remember(runs)[2]
+
+
+@pytest.mark.parametrize("many, words", [
+    (quiet(5000), "Read threads hide waiting"), (quiet(195), "were not faster than 1"),
+    (noisy(250), "too noisy to tell")])
+def test_remember_lines_state_the_threads_rule_only_when_threads_helped(many, words):
+    runs = {"folder": {"random, warm": quiet(60_000), "random, cold": quiet(7000)}}
+    line = _remember(runs, thread_rates={1: quiet(190), 32: many})[-1]
+    assert words in line, line
+    assert ("hide waiting" in line) is (words == "Read threads hide waiting")
+
+
+def test_pickled_sentence_reads_the_pickle_back(tmp_path):
+    pytest.importorskip("array_record")
+    import course_lib as grain
+
+    shards = grain.write_array_record_shards([bytes([n]) for n in range(10)], tmp_path, 2)
+    sentence = lesson.pickled_sentence(grain.ArrayRecordDataSource(shards), 2_000_000)
+    assert "for 2.0 MB of files" in sentence
+    assert "It names course_lib.array_record.ArrayRecordDataSource, by module" in sentence
+    assert "state: _paths, _reader_options, _ends." in sentence
+    slow = lesson.pickled_sentence(lesson.SlowStorage([1, 2], 0.001), 0)
+    assert "course_lib.course.bigger_than_memory.SlowStorage" in slow
 
 
 def test_files_read_and_epoch_keys(tmp_path):
@@ -310,6 +381,41 @@ def test_warm_ranking_sentence_refuses_to_rank_a_lead_within_the_margin():
     noisy_runs["record file"]["random, warm"] = noisy(1e6 / 13)
     noisy_sentence = lesson.warm_ranking_sentence(noisy_runs)
     assert "too noisy to tell apart" in noisy_sentence and "Fastest:" not in noisy_sentence
+
+
+def test_spread_keys_keep_every_pass_s_keys_a_chunk_apart():
+    passes = lesson.spread_keys(24_000, 2000, spacing=64, seed=0)
+    assert [len(keys) for keys in passes] == [334, 334, 333, 333, 333, 333]
+    for keys in passes:
+        chunks = np.asarray(keys) // 64
+        assert len(set(chunks.tolist())) == len(keys)  # a chunk of its own each
+        assert np.diff(np.sort(keys)).min() >= 64
+    every = np.concatenate(passes)
+    assert len(set(every.tolist())) == 2000 and every.min() >= 0 and every.max() < 24_000
+    assert len(lesson.spread_keys(40, 10, spacing=1)) == 1
+    with pytest.raises(ValueError, match="at least one block"):
+        lesson.spread_keys(40, 10, spacing=64)
+
+
+def test_passes_sentence_says_how_the_reads_were_cut_and_turns_with_the_gaps():
+    passes = lesson.spread_keys(24_000, 2000, spacing=64, seed=0)
+    sentence = lesson.passes_sentence(passes, 64)
+    assert "2,000 keys in 6 passes of 333 or 334" in sentence
+    assert "lay 64 records apart, so no two reads of a pass shared a chunk" in sentence
+    close = lesson.passes_sentence([[0, 10, 200]], 64)
+    assert "only 10 records apart" in close and "partly warm" in close
+    assert "1 pass of 3" in close
+
+
+def test_cold_passes_drop_the_cache_before_each_pass(tmp_path, records, monkeypatch):
+    folder = lesson.write_folder_of_files(records, tmp_path / "folder")
+    drops = []
+    monkeypatch.setattr(lesson, "drop_page_cache", lambda paths: drops.append(len(paths)))
+    formats = {"folder": (lambda: lesson.FolderOfFilesSource(folder), folder)}
+    passes = lesson.spread_keys(40, 12, spacing=8, seed=1)
+    runs = lesson.read_rate_runs(formats, 40, passes, repeats=1)
+    assert len(passes) == 3 and len(drops) == 3 + 1  # each random pass, one sequential
+    assert all(len(values) == 1 for values in runs["folder"].values())
 
 
 def test_read_rate_runs_keep_every_run_and_the_plot_draws_them(tmp_path, records):

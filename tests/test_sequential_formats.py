@@ -246,3 +246,30 @@ def test_memory_and_remember_lines_carry_the_numbers():
     line = lesson.stream_remember_line(stream_slow=9000, random_slow=190, buffer_name="buf",
                                        buffer_mix=4.04, global_mix=9.65)
     assert "9,000 records/s against 190/s" in line and "4.0 labels" in line and "9.7" in line
+
+
+@pytest.mark.parametrize("stream, buffer_mix, words", [
+    (quiet(9000), 4.0, ["pays one wait per request", "shuffles only what it holds"]),
+    (quiet(190), 4.0, ["was not faster here", "margin 5%"]),
+    (noisy(250), 9.5, ["too noisy to tell apart", "mixed about as well as the global"]),
+])
+def test_stream_remember_lines_one_idea_each_turning_with_the_numbers(stream, buffer_mix,
+                                                                      words):
+    lines = lesson.stream_remember_lines(
+        stream_slow=stream, random_slow=quiet(190), buffer_name="buffer of 2,400 (10%)",
+        buffer_mix=buffer_mix, global_mix=9.7)
+    text = "\n".join(lines)
+    assert len(lines) == 3 and all(word in text for word in words), text
+    assert ("pays one wait" in text) is (words[0] == "pays one wait per request")
+
+
+def test_the_tfrecord_layout_is_stated_field_by_field():
+    doc = lesson.__doc__.replace("\n", " ")
+    assert ("its length in 8 bytes, a 4-byte checksum of those 8 bytes (a CRC32C, masked), the "
+            "record's bytes, and a 4-byte masked CRC32C of the record's bytes") in doc
+
+
+def test_read_ahead_is_credited_as_probable_not_measured():
+    sentence = _disk()
+    assert "Probably the kernel's read-ahead" in sentence
+    assert "does not measure the read-ahead itself" in sentence

@@ -296,47 +296,129 @@ def drop_page_cache(paths: Sequence[str | Path]) -> bool:
     return True
 
 
-def reads_per_second(make_source: Callable[[], Any], record_keys: Sequence[int], *,
+def spread_keys(num_records: int, reads: int, spacing: int,
+                seed: int = 0) -> list[np.ndarray]:
+    """`reads` random record keys in passes, so that a cold read is really cold.
+
+    The keys are cut into blocks of `spacing` consecutive records; within one pass every key
+    lies in a block of its own, at the same offset in each block, so any two keys of a pass
+    are at least `spacing` records apart. A format that stores its records in chunks of at
+    most `spacing` (ArrayRecord with `group_size` up to `spacing`) then reads a different
+    chunk for every key of a pass, and after the page cache is dropped before the pass, no
+    read finds what an earlier read of the pass brought in. A pass holds at most
+    `num_records // spacing` keys, so more reads take more passes; the passes are as even as
+    possible, each with its own offset. `spacing=1` gives one pass of random keys."""
+    if not isinstance(spacing, int) or spacing < 1:
+        raise ValueError(f"spacing={spacing!r} must be a whole number of records, at least 1, "
+                         "e.g. 64.")
+    blocks = num_records // spacing
+    if blocks < 1 or reads < 1:
+        raise ValueError(f"num_records={num_records} and reads={reads} must leave at least one "
+                         f"block of spacing={spacing} records and one read.")
+    generator = np.random.default_rng(seed)
+    passes = math.ceil(reads / blocks)
+    offsets = generator.choice(spacing, size=passes, replace=passes > spacing)
+    sizes = [len(part) for part in np.array_split(np.arange(reads), passes)]
+    return [generator.choice(blocks, size=size, replace=False) * spacing + offset
+            for size, offset in zip(sizes, offsets, strict=True)]
+
+
+def passes_sentence(passes: Sequence[Sequence[int]], spacing: int) -> str:
+    """How the cold random reads were cut into passes, from the passes themselves: how many
+    keys, how many passes of how many, and the closest two keys of a pass."""
+    sizes = [len(keys) for keys in passes]
+    gaps = [int(np.diff(np.sort(np.asarray(keys))).min()) for keys in passes if len(keys) > 1]
+    counts = sorted(set(sizes))
+    of = " or ".join(f"{count:,}" for count in counts)
+    head = (f"Random reads: {sum(sizes):,} keys in {len(sizes)} pass"
+            f"{'es' if len(sizes) > 1 else ''} of {of}, the page cache dropped before each "
+            "cold pass, the same keys read again at once for the warm one.")
+    if not gaps:
+        return head
+    closest = min(gaps)
+    if closest >= spacing:
+        return (f"{head} The closest two keys of a pass lay {closest:,} records apart, so no "
+                f"two reads of a pass shared a chunk of up to {spacing} records (a chunk of "
+                f"group_size:{spacing}).")
+    return (f"{head} The closest two keys of a pass lay only {closest:,} records apart, less "
+            f"than {spacing}: two reads of a pass could share a chunk of group_size:{spacing}, "
+            "so its cold reads were partly warm.")
+
+
+def reads_per_second(make_source: Callable[[], Any],
+                     record_keys: Sequence[int] | Sequence[Sequence[int]], *,
                      cold_paths: Sequence[str | Path] | None = None) -> float:
     """Open a new source, read `record_keys` one at a time, return records per second.
 
-    With `cold_paths`, those files' cached pages are dropped first (after the sources no
-    longer referenced are collected, so that no old memory map keeps them cached)."""
+    `record_keys` may be a list of passes (from `spread_keys`): each pass opens a new source,
+    and only the reads are timed. With `cold_paths`, those files' cached pages are dropped
+    before every pass (after the sources no longer referenced are collected, so that no old
+    memory map keeps them cached)."""
+    return _pass_rate(make_source, _as_passes(record_keys), cold_paths)
+
+
+def _as_passes(record_keys) -> list[list[int]]:
+    keys = list(record_keys)
+    if keys and np.ndim(keys[0]) > 0:
+        return [[int(key) for key in part] for part in keys]
+    return [[int(key) for key in keys]]
+
+
+def _pass_seconds(make_source: Callable[[], Any], keys: Sequence[int],
+                  cold_paths: Sequence[str | Path] | None) -> float:
     if cold_paths is not None:
         gc.collect()
         drop_page_cache(cold_paths)
     source = make_source()
-    keys = [int(key) for key in record_keys]
     start = time.perf_counter()
     for key in keys:
         source[key]
     seconds = time.perf_counter() - start
     del source
-    return len(keys) / seconds
+    return seconds
+
+
+def _pass_rate(make_source, passes, cold_paths) -> float:
+    seconds = sum(_pass_seconds(make_source, keys, cold_paths) for keys in passes)
+    return sum(len(keys) for keys in passes) / seconds
 
 
 def read_rate_runs(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]]],
-                   num_records: int, reads: int, *, repeats: int = 3,
-                   seed: int = 0) -> dict[str, dict[str, list[float]]]:
+                   num_records: int, reads: int | Sequence[Sequence[int]], *,
+                   repeats: int = 3, seed: int = 0) -> dict[str, dict[str, list[float]]]:
     """For every format (`name: (make_source, its files)`): records/s for random and
     sequential reads, cold (page cache dropped) then warm (the same keys again), every one
     of `repeats` runs. The runs go round all formats in turn, so that a busy moment of the
-    machine does not hit one format only."""
+    machine does not hit one format only.
+
+    `reads` is a number of random keys, read in one pass, or the passes themselves (from
+    `spread_keys`): each pass is read cold, after its own drop of the page cache, then warm
+    at once, and the rate is all the keys over all the passes' reading time. The sequential
+    reads are as many consecutive keys from a random start, in one pass."""
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be a whole number of at least 1, e.g. 3.")
     generator = np.random.default_rng(seed)
-    random_keys = generator.choice(num_records, size=min(reads, num_records), replace=False)
-    start = int(generator.integers(0, num_records - min(reads, num_records) + 1))
-    patterns = {"random": random_keys, "sequential": np.arange(start, start + len(random_keys))}
+    if isinstance(reads, int | np.integer):
+        random_passes = [generator.choice(num_records, size=min(int(reads), num_records),
+                                          replace=False).tolist()]
+    else:
+        random_passes = _as_passes(reads)
+    count = min(sum(len(keys) for keys in random_passes), num_records)
+    start = int(generator.integers(0, num_records - count + 1))
+    patterns = {"random": random_passes, "sequential": [list(range(start, start + count))]}
     runs: dict[str, dict[str, list[float]]] = {
         name: {f"{pattern}, {cache}": [] for pattern in patterns for cache in ("cold", "warm")}
         for name in formats}
     for _ in range(repeats):
         for name, (make_source, paths) in formats.items():
-            for pattern, keys in patterns.items():
-                runs[name][f"{pattern}, cold"].append(
-                    reads_per_second(make_source, keys, cold_paths=paths))
-                runs[name][f"{pattern}, warm"].append(reads_per_second(make_source, keys))
+            for pattern, passes in patterns.items():
+                cold = warm = 0.0
+                for keys in passes:  # each pass cold, then at once warm
+                    cold += _pass_seconds(make_source, keys, paths)
+                    warm += _pass_seconds(make_source, keys, None)
+                total = sum(len(keys) for keys in passes)
+                runs[name][f"{pattern}, cold"].append(total / cold)
+                runs[name][f"{pattern}, warm"].append(total / warm)
     return runs
 
 
@@ -448,11 +530,14 @@ def cold_warm_sentence(name: str, cold: Rates, warm: Rates) -> str:
     """How much of a cold random read was waiting for the disk: the warm run reads the same
     records with nothing to wait for, so the time it still takes is the format's own work
     (system calls, copying, decompressing), and the rest of the cold time is the disk.
-    `cold`, `warm`: records/s of each run; judged by the course's one margin rule."""
+    `cold`, `warm`: records/s of each run; judged by the course's one margin rule. "Apart"
+    is the difference of the two median times as a share of the cold one, the baseline the
+    margin is a share of too."""
     comparison = rate_comparison(warm, cold)
     cold_rate, warm_rate = median_rate(cold), median_rate(warm)
+    apart = abs(1 - cold_rate / warm_rate)  # a share of the cold time, as the margin is
     times = (f"{micros(cold_rate)} per random read cold, {micros(warm_rate)} warm "
-             f"({runs_phrase(cold, warm)}; {margin_phrase(comparison)})")
+             f"({runs_phrase(cold, warm)}; {apart:.0%} apart, {margin_phrase(comparison)})")
     outcome = _READ_VERDICTS[comparison.verdict]
     if outcome == FASTER:
         disk = 1 - cold_rate / warm_rate
@@ -643,15 +728,68 @@ def plot_epoch_memory(traces: Mapping[str, Mapping[str, np.ndarray]], data_mb: f
     return figure
 
 
-def epoch_memory_sentence(name: str, anonymous_mb: float, data_mb: float) -> str:
-    """Whether a format's anonymous memory stayed flat over an epoch of `data_mb` MB."""
-    if math.isnan(anonymous_mb):
+FLAT_SHARE, FLAT_FLOOR_MB = 0.05, 10.0  # "flat": within 5% of the data set, at least 10 MB
+
+
+def flat_tolerance_mb(data_mb: float) -> float:
+    """How far anonymous memory may move over an epoch of `data_mb` MB and still be called
+    flat: 5% of the data set's size, at least 10 MB (the interpreter's own allocations)."""
+    return max(FLAT_SHARE * data_mb, FLAT_FLOOR_MB)
+
+
+def largest_move_mb(trace: Mapping[str, np.ndarray]) -> float:
+    """The sample of a trace's anonymous memory (MB above the start) farthest from the
+    start, with its sign; NaN when the memory could not be read."""
+    anonymous = np.asarray(trace["anonymous"], dtype=float)
+    if anonymous.size == 0 or np.all(np.isnan(anonymous)):
+        return math.nan
+    return float(anonymous[np.nanargmax(np.abs(anonymous))])
+
+
+def stayed_flat(trace: Mapping[str, np.ndarray], data_mb: float) -> bool | None:
+    """Whether a trace's anonymous memory stayed within `flat_tolerance_mb` of its start at
+    every sample of the epoch; None when the memory could not be read."""
+    moved = largest_move_mb(trace)
+    if math.isnan(moved):
+        return None
+    return abs(moved) <= flat_tolerance_mb(data_mb)
+
+
+def epoch_memory_sentence(name: str, trace: Mapping[str, np.ndarray], data_mb: float) -> str:
+    """Whether a format's anonymous memory stayed flat at every sample of an epoch of
+    `data_mb` MB (`stayed_flat`), with the largest move and the tolerance."""
+    flat = stayed_flat(trace, data_mb)
+    if flat is None:
         return f"{name}: this system has no /proc/self/status to read memory from."
-    if anonymous_mb <= max(0.05 * data_mb, 10):
-        return (f"{name}: anonymous memory moved by {anonymous_mb:+.0f} MB over an epoch of "
-                f"{data_mb:.0f} MB: flat.")
-    return (f"{name}: anonymous memory grew by {anonymous_mb:.0f} MB over an epoch of "
-            f"{data_mb:.0f} MB: not flat, something keeps what it reads.")
+    moved, tolerance = largest_move_mb(trace), flat_tolerance_mb(data_mb)
+    numbers = (f"at most {moved:+.0f} MB from its start over an epoch of {data_mb:.0f} MB "
+               f"(flat means within {tolerance:.0f} MB: {FLAT_SHARE:.0%} of the data set, at "
+               f"least {FLAT_FLOOR_MB:.0f} MB)")
+    if flat:
+        return f"{name}: anonymous memory moved {numbers}: flat."
+    return (f"{name}: anonymous memory moved {numbers}: not flat, something keeps what it "
+            "reads.")
+
+
+def memory_remember_line(traces: Mapping[str, Mapping[str, np.ndarray]],
+                         data_mb: float) -> str:
+    """The closing point on memory over an epoch, from the traces: flat in every format, or
+    which ones were not."""
+    verdicts = {name: stayed_flat(trace, data_mb) for name, trace in traces.items()}
+    tolerance = flat_tolerance_mb(data_mb)
+    if any(flat is None for flat in verdicts.values()):
+        return "Memory over an epoch could not be read on this system (no /proc)."
+    moved = {name: largest_move_mb(trace) for name, trace in traces.items()}
+    grew = [name for name, flat in verdicts.items() if not flat]
+    if not grew:
+        largest = max(moved.values(), key=abs)
+        names = list(traces)
+        listed = (", ".join(names[:-1]) + " and " + names[-1]) if len(names) > 1 else names[0]
+        return (f"Read record by record, the anonymous memory of {listed} stayed flat over an "
+                f"epoch (at most {largest:+.0f} MB, within {tolerance:.0f} MB).")
+    listed = ", ".join(f"{name} ({moved[name]:+.0f} MB)" for name in grew)
+    return (f"Anonymous memory did not stay flat over an epoch for {listed}, beyond "
+            f"{tolerance:.0f} MB: something there keeps what it reads.")
 
 
 # -- slow storage -------------------------------------------------------------------------
@@ -801,6 +939,10 @@ def latency_threads_sentence(runs: Mapping[int, Rates], latency_s: float) -> str
              "allow."]
     # compared as printed (79.6% prints as 80%, and is not listed as below 80%)
     short = [threads for threads, share in shares.items() if round(share, 2) < 0.8]
+    parts.append("Records/s against the limit, per thread count: " + ", ".join(
+        f"{threads} thread{'s' if threads > 1 else ''} {rate:,.0f} of "
+        f"{threads_limit(threads, latency_s):,.0f}" for threads, rate in sorted(rates.items()))
+        + ".")
     if not short:
         parts.append(f"Every thread count up to {max(rates)} reached at least 80% of its "
                      "limit: the threads spend their time waiting, together.")
@@ -901,43 +1043,97 @@ def step_need_sentence(steps_per_s: float, batch_size: int,
     return " ".join(parts)
 
 
-def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
-                   runs: Mapping[str, Mapping[str, Rates]], thread_rates: Mapping[int, Rates],
-                   latency_s: float) -> list[str]:
-    """The lesson's closing points, each with this run's numbers (`runs`: records/s of each
-    run, per format and pattern, from `read_rate_runs`; `thread_rates`: per thread count)."""
-    order, outcome = warm_leader(runs)
-    fastest = order[0]
-    slowest = min(runs, key=lambda name: median_rate(runs[name]["random, cold"]))
-    fewest, many = min(thread_rates), max(thread_rates)
+def _ranked_line(runs: Mapping[str, Mapping[str, Rates]], pattern: str, fastest: bool) -> str:
+    """The fastest (or slowest) format for one pattern, and whether it is clear of the next
+    by the course's one margin rule."""
+    order = sorted(runs, key=lambda name: median_rate(runs[name][pattern]), reverse=fastest)
+    word = "fastest" if fastest else "slowest"
+    what = pattern.replace("random, ", "").capitalize() + " random reads"
 
-    def per_read(name: str, pattern: str) -> str:
+    def per_read(name: str) -> str:
         return f"{micros(median_rate(runs[name][pattern]))} per read"
 
-    if outcome == FASTER:
-        warm = (f"Warm random reads were fastest from {fastest} "
-                f"({per_read(fastest, 'random, warm')})")
-    else:
-        tied = "tied within the noise" if outcome == SAME else "too noisy to tell apart"
-        warm = (f"Warm random reads were fastest from {fastest} and {order[1]}, {tied} "
-                f"({per_read(fastest, 'random, warm')} and "
-                f"{per_read(order[1], 'random, warm')})")
-    return [
+    first = order[0]
+    if len(order) < 2:
+        return f"{what} were {word} from {first} ({per_read(first)})."
+    second = order[1]
+    outcome = verdict(runs[first][pattern], runs[second][pattern])
+    if outcome in (FASTER, SLOWER):
+        return f"{what} were {word} from {first} ({per_read(first)})."
+    tied = "tied within the noise" if outcome == SAME else "too noisy to tell apart"
+    return (f"{what} were {word} from {first} and {second}, {tied} ({per_read(first)} and "
+            f"{per_read(second)}).")
+
+
+def remember_lines(*, data_mb: float, whole_mb: float, lazily_mb: float,
+                   runs: Mapping[str, Mapping[str, Rates]], thread_rates: Mapping[int, Rates],
+                   latency_s: float,
+                   traces: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> list[str]:
+    """The lesson's closing points, one idea each, with this run's numbers (`runs`:
+    records/s of each run, per format and pattern, from `read_rate_runs`; `thread_rates`:
+    per thread count; `traces`: the epoch's memory per format, from `epoch_memory_trace`)."""
+    fewest, many = min(thread_rates), max(thread_rates)
+    lines = [
         f"Reading {data_mb:.0f} MB whole cost {whole_mb:.0f} MB of the process's own memory; "
         f"reading it record by record cost {lazily_mb:.0f} MB.",
-        f"{warm}; cold random reads were slowest from {slowest} "
-        f"({per_read(slowest, 'random, cold')}).",
-        "The page cache is the kernel's, shared and dropped when memory is needed: "
-        "a lazy source's anonymous memory stays flat over an epoch.",
-        f"With {latency_s * 1e3:.0f} ms per read, {fewest} read thread gave "
-        f"{median_rate(thread_rates[fewest]):,.0f} records/s and {many} gave "
-        f"{median_rate(thread_rates[many]):,.0f}/s (limit "
-        f"{threads_limit(many, latency_s):,.0f}/s): threads for waiting, processes (lesson 4) "
-        "for computing.",
+        _ranked_line(runs, "random, warm", fastest=True),
+        _ranked_line(runs, "random, cold", fastest=False),
     ]
+    if traces is not None:
+        lines.append(memory_remember_line(traces, data_mb))
+    lines += [
+        "The page cache an epoch fills is the kernel's: shared by every process that reads "
+        "the files, and dropped when memory is needed.",
+        f"With {latency_s * 1e3:.0f} ms per read, {fewest} read thread"
+        f"{'s' if fewest > 1 else ''} gave {median_rate(thread_rates[fewest]):,.0f} records/s "
+        f"and {many} gave {median_rate(thread_rates[many]):,.0f}/s (limit "
+        f"{threads_limit(many, latency_s):,.0f}/s).",
+        _threads_rule_line(thread_rates[many], thread_rates[fewest], many, fewest),
+    ]
+    return lines
+
+
+def _threads_rule_line(many_rates: Rates, fewest_rates: Rates, many: int, fewest: int) -> str:
+    """The rule the thread counts support, turning with their verdict."""
+    outcome = verdict(many_rates, fewest_rates)
+    margin = margin_phrase(rate_comparison(many_rates, fewest_rates))
+    if outcome == FASTER:
+        return (f"Read threads hide waiting ({many} threads read "
+                f"{format_times(median_rate(many_rates) / median_rate(fewest_rates))} more "
+                f"records/s than {fewest}, {margin}); computing is for worker processes "
+                "(lesson 4).")
+    if outcome == TOO_NOISY_TO_TELL:
+        return (f"{many} read threads against {fewest}: too noisy to tell ({margin}), so this "
+                "run shows no rule for threads.")
+    return (f"Here {many} read threads were not faster than {fewest} ({margin}): the reads "
+            "did not wait, or something else limited them.")
 
 
 # -- sharded files -----------------------------------------------------------------------------
+
+
+def pickled_sentence(source: Any, data_bytes: int) -> str:
+    """What pickling a source sends to a worker, read back from the pickle itself: its size,
+    the classes it names (by module and name: the worker imports them, no code travels) and
+    the fields of the source's state."""
+    import io
+    import pickle
+
+    data = pickle.dumps(source)
+    named: list[str] = []
+
+    class _Names(pickle.Unpickler):
+        def find_class(self, module: str, name: str):
+            named.append(f"{module}.{name}")
+            return super().find_class(module, name)
+
+    _Names(io.BytesIO(data)).load()
+    state = source.__getstate__() if hasattr(source, "__getstate__") else vars(source)
+    fields = ", ".join(state) if isinstance(state, dict) else type(state).__name__
+    return (f"The pickled source: {len(data):,} bytes for {data_bytes / 1e6:.1f} MB of files. "
+            f"It names {', '.join(dict.fromkeys(named))}, by module and name only (each "
+            f"worker imports it, so course_lib must be installed there; no code travels), and "
+            f"carries the source's state: {fields}.")
 
 
 def files_read(source: Any, record_keys: Sequence[int]) -> list[str]:

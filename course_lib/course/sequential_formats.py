@@ -17,9 +17,9 @@ its key. Two things follow, and this module measures both.
   them. A window holds nothing back.)
 
 The stream written here is the simplest such format: every record is a 4-byte length, then
-its bytes. (A TFRecord record is an 8-byte length, a masked CRC32C of that length, the
-bytes, then a masked CRC32C of the bytes; a tar member has a 512-byte header before its
-bytes.)
+its bytes. (TFRecord puts four fields around each record: its length in 8 bytes, a 4-byte
+checksum of those 8 bytes (a CRC32C, masked), the record's bytes, and a 4-byte masked CRC32C
+of the record's bytes. A tar member has a 512-byte header before its bytes.)
 """
 
 from __future__ import annotations
@@ -233,8 +233,9 @@ def stream_speed_sentence(*, stream_slow: Rates, random_slow: Rates, threaded_sl
     same codec), read in file order and in random order, cold and warm. Warm, no read waits
     for the disk, so a gap between the orders there is the format's and the cache's, not the
     disk's; cold minus warm (µs per read) is what the disk added, and only that part is
-    credited to the kernel's read-ahead. The stream's own cold rate is printed beside it, not
-    divided by another format's: its records are uncompressed and parsed in Python."""
+    credited, as probable, to the kernel's read-ahead (inferred, not measured). The stream's
+    own cold rate is printed beside it, not divided by another format's: its records are
+    uncompressed and parsed in Python."""
     wait = f"{latency_s * 1e3:.0f} ms"
     stream_rate, random_rate = median_rate(stream_slow), median_rate(random_slow)
     outcome = verdict(stream_slow, random_slow)
@@ -322,9 +323,10 @@ def disk_added_sentence(runs: Mapping[str, Rates]) -> str:
 
     head = ("Cold minus warm, what the disk added: "
             f"{part('in order', 'in file order')}, {part('random', 'at random')}")
-    read_ahead = (" The kernel reads ahead of a file read in order, so the next records are "
-                  "in memory before they are asked for (ArrayRecord's own read-ahead is off "
-                  "here, readahead_buffer_size:0).")
+    read_ahead = (" Probably the kernel's read-ahead: it reads ahead of a file read in order, "
+                  "so the next records are in memory before they are asked for (ArrayRecord's "
+                  "own read-ahead is off here, readahead_buffer_size:0); this lesson infers "
+                  "that from the times and does not measure the read-ahead itself.")
     busier = (", which the kernel's read-ahead cannot explain: the machine was busier during "
               "the in-order run; run it again.")
     if not seen["random"] and not seen["in order"]:
@@ -373,13 +375,33 @@ def buffer_memory_sentence(buffer_size: int, record_bytes: int, data_mb: float) 
             "holds none, only the sampler's position.")
 
 
-def stream_remember_line(*, stream_slow: Rates, random_slow: Rates, buffer_name: str,
-                         buffer_mix: float, global_mix: float) -> str:
-    """The section's closing point, with this run's numbers (rates: the medians of their
-    runs)."""
-    return (f"A stream pays one wait per request ({median_rate(stream_slow):,.0f} records/s "
-            f"against {median_rate(random_slow):,.0f}/s for one random reader) and shuffles "
-            "only what it holds: the "
-            f"{buffer_name} gave {buffer_mix:.1f} labels per batch, the global shuffle "
-            f"{global_mix:.1f}. Shuffle a stream when it is written, and read several shards "
-            "at once.")
+def stream_remember_lines(*, stream_slow: Rates, random_slow: Rates, buffer_name: str,
+                          buffer_mix: float, global_mix: float) -> list[str]:
+    """The section's closing points, one idea each, with this run's numbers (rates: the
+    medians of their runs), turning with them."""
+    stream_rate, random_rate = median_rate(stream_slow), median_rate(random_slow)
+    outcome = verdict(stream_slow, random_slow)
+    margin = margin_phrase(rate_comparison(stream_slow, random_slow))
+    numbers = f"{stream_rate:,.0f} records/s against {random_rate:,.0f}/s for one random reader"
+    if outcome == FASTER:
+        speed = (f"On slow storage a stream pays one wait per request, not per record "
+                 f"({numbers}).")
+    elif outcome == TOO_NOISY_TO_TELL:
+        speed = (f"On slow storage, stream and random reads were too noisy to tell apart "
+                 f"({numbers}; {margin}).")
+    else:
+        speed = (f"On slow storage the stream was not faster here ({numbers}; {margin}): "
+                 "its requests did not save the waits this run.")
+    if buffer_mix >= 0.9 * global_mix:
+        mixing = (f"The {buffer_name} mixed about as well as the global shuffle "
+                  f"({buffer_mix:.1f} labels per batch against {global_mix:.1f}).")
+    else:
+        mixing = (f"A stream shuffles only what it holds: the {buffer_name} gave "
+                  f"{buffer_mix:.1f} labels per batch, the global shuffle {global_mix:.1f}.")
+    return [speed, mixing, "A stream is best shuffled when it is written, and read from "
+            "several shards at once."]
+
+
+def stream_remember_line(**numbers) -> str:
+    """`stream_remember_lines` joined into one line."""
+    return " ".join(stream_remember_lines(**numbers))
