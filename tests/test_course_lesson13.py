@@ -93,8 +93,18 @@ def test_epoch_end_sentence_names_the_corpus_that_ran_out_and_grain_agreeing():
     counts = mix.reads_per_corpus(_records([(0, 0), (0, 1), (1, 0)]), [2, 5])
     sentence = mix.epoch_end_sentence(3, 3, [2, 5], counts, streamed=3)
     assert "ends where docstrings runs out" in sentence
+    assert "2 reads of 2 distinct docstrings records" in sentence
+    assert "read exactly once" in sentence and "bug" not in sentence
     assert "4 of the 5 code records (80%) were never read" in sentence
     assert "the same length, 3" in sentence
+
+
+def test_epoch_end_sentence_when_a_record_was_read_twice_within_the_epoch():
+    counts = mix.reads_per_corpus(_records([(0, 0), (0, 1), (0, 0), (1, 0)]), [2, 5])
+    sentence = mix.epoch_end_sentence(4, 4, [2, 5], counts, streamed=4)
+    assert "3 reads of 2 distinct docstrings records" in sentence
+    assert "more than once" in sentence and "bug to report" in sentence
+    assert "exactly once" not in sentence
 
 
 def test_epoch_end_sentence_when_nothing_ran_out_or_grain_differs_or_is_missing():
@@ -105,11 +115,25 @@ def test_epoch_end_sentence_when_nothing_ran_out_or_grain_differs_or_is_missing(
 
 
 def test_repeat_sentence_when_the_smaller_corpus_runs_on_and_when_none_has():
+    import sys
+
     past = mix.reads_per_corpus(_records([(0, 0), (0, 1), (0, 0), (1, 0)]), [2, 1])
-    assert "starts its next epoch" in mix.repeat_sentence(past, 4)
-    assert "1.50 epochs" in mix.repeat_sentence(past, 4)
+    sentence = mix.repeat_sentence(past, 4, sys.maxsize, 0.75)
+    assert "starts its next epoch" in sentence and "1.50 epochs" in sentence
+    assert "len(repeated) == sys.maxsize is True" in sentence and "no end" in sentence
+    assert "Docstrings were 75.00% of them, the rule's 75.00% to within one" in sentence
     early = mix.reads_per_corpus(_records([(0, 0), (1, 0)]), [2, 2])
-    assert "No corpus has passed its first epoch" in mix.repeat_sentence(early, 2)
+    assert "No corpus has passed its first epoch" in mix.repeat_sentence(early, 2,
+                                                                          sys.maxsize, 0.5)
+
+
+def test_repeat_sentence_when_the_mix_still_ends_or_the_share_is_off():
+    many = [(0, key % 3) for key in range(4)] + [(1, key) for key in range(6)]
+    counts = mix.reads_per_corpus(_records(many), [3, 6])
+    sentence = mix.repeat_sentence(counts, 10, 1_000, 0.7)
+    assert "len(repeated) == sys.maxsize is False (len is 1,000)" in sentence
+    assert "no end" not in sentence
+    assert "40.00% of them, 3 records off the rule's 70.00%: a bug" in sentence
 
 
 # -- 4. MapDataset.mix against IterDataset.mix ------------------------------------------------
@@ -140,6 +164,10 @@ def test_stream_cost_sentence_names_the_cause_only_beyond_the_margin():
     assert "costs nothing measurable" in same
     faster = mix.stream_cost_sentence([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], 5000)
     assert "cost less here" in faster
+    assert "slower than reading them through MapDataset.mix" in slower
+    noisy = mix.stream_cost_sentence([1.0, 3.0, 0.5], [1.0, 0.4, 2.5], 5000)
+    assert "could not be told apart from reading them through MapDataset.mix" in noisy
+    assert "Too noisy to tell" in noisy and "main process" not in noisy
 
 
 # -- 5. resume --------------------------------------------------------------------------------
@@ -155,6 +183,9 @@ def test_resume_sentence_exact_with_a_control_that_matches_none():
                                         "ignoring the state": [False] * 4},
                                        control="ignoring the state")
     assert "2 -> 1 worker: 4/4" in sentence and "continued exactly" in sentence
+    assert sentence.startswith("On course_lib, ") and "Every course_lib resume" in sentence
+    assert "Every Grain resume" in mix.mix_resume_sentence(
+        {"a": [True], "control": [False]}, control="control", library="Grain")
 
 
 def test_resume_sentence_not_exact_and_a_control_that_matches():
@@ -177,11 +208,44 @@ def test_reshard_sentence_when_nothing_matches_and_when_something_does():
 def test_grain_resume_sentence_for_each_outcome():
     refused = mix.grain_resume_sentence({"2": 16, "1": "IndexError: list index out of range",
                                          "0": "KeyError: 'next_index'", "compare": 16})
+    assert refused.startswith("Restored on Grain 0.2.18")
     assert "continued exactly (16/16" in refused and "did not restore (IndexError" in refused
     assert "at either other worker count tried" in refused
     other = mix.grain_resume_sentence({"2": 16, "1": 3, "0": 16, "compare": 16})
     assert "gave other batches (3/16 equal)" in other and "only at the worker" not in other
     assert "not installed" in mix.grain_resume_sentence(None)
+
+
+_GRAIN_STATE = {"next_index_in_cycle": 0, "next_index_in_datasets": 2,
+                "iterators_in_use_indices": [0, 1],
+                "iterators_in_use_states": [{"next_index": 128}, {"next_index": 128}],
+                "exhausted": [0, 0], "future_states": {}}
+
+
+def test_worker_positions_are_read_from_grains_state():
+    assert mix.worker_positions(_GRAIN_STATE) == [128, 128]
+    assert mix.worker_positions({"next_index": 256}) is None
+    assert mix.worker_positions({"iterators_in_use_states": [{"other": 1}]}) is None
+    assert mix.worker_positions("not a state") is None
+
+
+def test_grain_state_sentence_when_the_workers_add_up_to_course_libs_number():
+    sentence = mix.grain_state_sentence({"state": _GRAIN_STATE, "state_0": {"next_index": 256}},
+                                        {"next_index": 256}, 8)
+    assert "after 8 batches at 2 workers is {\"next_index_in_cycle\": 0" in sentence
+    assert "one next_index per worker (2 of them: 128 and 128)" in sentence
+    assert "together 256, the one number course_lib's state holds" in sentence
+    assert ("Saved at 0 workers, Grain's is {\"next_index\": 256}: one number, like "
+            "course_lib's") in sentence
+
+
+def test_grain_state_sentence_when_they_do_not_or_no_positions_are_found():
+    apart = mix.grain_state_sentence({"state": _GRAIN_STATE, "state_0": {"a": 1, "b": 2}},
+                                     {"next_index": 300}, 8)
+    assert "course_lib's state in the same place is {\"next_index\": 300}" in apart
+    assert "together" not in apart and "another layout" in apart
+    unread = mix.grain_state_sentence({"state": {"next_index": 7}}, {"next_index": 256}, 8)
+    assert "no list of per-worker positions" in unread and "Saved at 0" not in unread
 
 
 # -- 6. a split done wrong --------------------------------------------------------------------
@@ -211,23 +275,38 @@ def test_split_sentence_for_other_grain_counts_no_leak_and_a_broken_fix():
 
 
 # -- 7. the speed cost in the loop ------------------------------------------------------------
-def test_training_sentence_for_each_verdict():
-    same = mix.training_speed_sentence([1.0, 1.01, 1.0], [1.0, 1.0, 1.01], 20,
-                                       [0.1] * 3, [0.1] * 3)
-    assert "costs nothing the loop can feel" in same and "20.0 steps/s" in same
-    felt_not = mix.training_speed_sentence([1.0, 1.01, 1.0], [1.0, 1.0, 1.01], 20,
-                                           [0.2] * 3, [0.1] * 3)
+def _speed(loop, single, loader, loader_single):
+    return mix.training_speed_sentence(loop, single, 20, loader, loader_single)
+
+
+SAME_LOOP = ([1.0, 1.01, 1.0], [1.0, 1.0, 1.01])
+NOISY = ([1.0, 3.0, 0.5], [1.0, 0.4, 2.5])
+
+
+def test_training_sentence_when_the_loop_does_not_feel_the_mix():
+    felt_not = _speed(*SAME_LOOP, [0.2] * 3, [0.1] * 3)
     assert ("adds about 5 ms per batch to the loader, against 50 ms per step of the whole "
-            "loop") in felt_not
-    slower = mix.training_speed_sentence([2.0] * 3, [1.0] * 3, 20, [0.2] * 3, [0.1] * 3)
+            "loop") in felt_not and "20.0 steps/s" in felt_not
+    same = _speed(*SAME_LOOP, [0.1] * 3, [0.1] * 3)
+    assert "mixing costs nothing measurable here" in same
+    faster_loader = _speed(*SAME_LOOP, [0.1] * 3, [0.2] * 3)
+    assert "The mixed loader was the faster one" in faster_loader
+    assert "does not feel it either way" in faster_loader
+    noisy_loader = _speed(*SAME_LOOP, *NOISY)
+    assert "loaders alone are too noisy to tell apart" in noisy_loader
+    assert "costs nothing" not in noisy_loader
+
+
+def test_training_sentence_when_the_loop_is_slower_faster_or_too_noisy():
+    slower = _speed([2.0] * 3, [1.0] * 3, [0.2] * 3, [0.1] * 3)
     assert "the mix is what the loop waits for" in slower and "2.00x the time" in slower
-    unexplained = mix.training_speed_sentence([2.0] * 3, [1.0] * 3, 20, [0.1] * 3, [0.1] * 3)
+    unexplained = _speed([2.0] * 3, [1.0] * 3, [0.1] * 3, [0.1] * 3)
     assert "cannot say the mix is the cause" in unexplained
-    faster = mix.training_speed_sentence([1.0] * 3, [2.0] * 3, 20, [0.1] * 3, [0.1] * 3)
-    assert "which mixing cannot cause" in faster
-    noisy = mix.training_speed_sentence([1.0, 3.0, 0.5], [1.0, 0.4, 2.5], 20, [0.1] * 3,
-                                        [0.1] * 3)
-    assert "no cause is named" in noisy
+    faster = _speed([1.0] * 3, [2.0] * 3, [0.1] * 3, [0.1] * 3)
+    assert "The mixed loop was the faster one" in faster and "does not say what" in faster
+    noisy = _speed(*NOISY, [0.1] * 3, [0.1] * 3)
+    assert "could not be told apart" in noisy and "no cause is named" in noisy
+    assert "margin is wider than 25%" in noisy and "waits for" not in noisy
 
 
 def test_the_pictures_draw():
@@ -244,8 +323,11 @@ def test_the_pictures_draw():
                               32, 0.7),
         mix.plot_resume_grid({"a": [True, False], "b": [False, False]}),
         mix.plot_leaks({"wrong": [0, 5], "right": [0, 0]}, 10),
-        mix.plot_training_speed({"mix": [1.0, 1.1, 0.9], "one": [1.0, 1.0, 1.0]}, 10),
+        mix.plot_training_speed({"mix": [1.0, 1.1, 0.9], "one": [1.0, 1.0, 1.0]}, 10,
+                                {"mix": [0.1, 0.12, 0.11], "one": [0.1, 0.1, 0.09]}),
         mix.plot_mix_costs({"index": [1e-6, 2e-6], "stream\nto 10": [1e-2, 1.1e-2]}),
     ]
     assert all(figure.axes for figure in figures)
+    assert len(figures[3].axes) == 2 and all("dots: each run" in ax.get_title()
+                                             for ax in figures[3].axes)
     plt.close("all")

@@ -22,6 +22,7 @@ from course_lib.course import capstone  # noqa: F401  (the lesson reads its corp
 from course_lib.course.basics import (
     BETTER,
     SAME,
+    TOO_NOISY,
     TOO_NOISY_TO_TELL,
     WORSE,
     Comparison,
@@ -227,13 +228,22 @@ def epoch_end_sentence(mix_length: int, grain_length: int | None, lengths: Seque
              f"the mix gave {streamed:,} records."]
     if ran_out:
         names = " and ".join(CORPUS_NAMES[corpus] for corpus in ran_out)
+        tallies = [f"{counts[corpus]['read']:,} reads of {counts[corpus]['distinct']:,} "
+                   f"distinct {CORPUS_NAMES[corpus]} records" for corpus in ran_out]
+        once = all(counts[corpus]["read"] == counts[corpus]["distinct"] for corpus in ran_out)
         unread = [f"{count['never_read']:,} of the {length:,} {name} records "
                   f"({count['never_read'] / length:.0%})"
                   for name, length, count in zip(CORPUS_NAMES, lengths, counts, strict=False)
                   if count["never_read"]]
-        parts.append(f"It ends where {names} runs out: every {names} record was read once"
-                     + (f", and {' and '.join(unread)} were never read." if unread else
-                        ", and no record of the other corpus was left unread."))
+        if once:
+            parts.append(f"It ends where {names} runs out: {' and '.join(tallies)}, so every "
+                         f"{names} record was read exactly once"
+                         + (f", and {' and '.join(unread)} were never read." if unread else
+                            ", and no record of the other corpus was left unread."))
+        else:
+            parts.append(f"It ends where {names} runs out, but with {' and '.join(tallies)}: "
+                         "some records were read more than once within one epoch, which the "
+                         "rule should never do: a bug to report.")
     else:
         parts.append("It ended before any corpus ran out: this run did not read a whole "
                      "epoch.")
@@ -248,8 +258,11 @@ def epoch_end_sentence(mix_length: int, grain_length: int | None, lengths: Seque
     return " ".join(parts)
 
 
-def repeat_sentence(counts: Sequence[Mapping[str, float]], positions: int) -> str:
-    """With every component repeated, how far each corpus got in `positions` records."""
+def repeat_sentence(counts: Sequence[Mapping[str, float]], positions: int, length: int,
+                    share: float) -> str:
+    """With every component repeated, whether the mix is endless (`length` is
+    `len(repeated)`, endless when it is `sys.maxsize`), how far each corpus got in its first
+    `positions` records, and the first corpus's share of them against `share`."""
     parts = []
     for name, count in zip(CORPUS_NAMES, counts, strict=False):
         epochs = count["epochs"]
@@ -258,13 +271,26 @@ def repeat_sentence(counts: Sequence[Mapping[str, float]], positions: int) -> st
         else:
             parts.append(f"{name} {epochs:.2f} epochs ({count['never_read']:,} records not "
                          "reached yet)")
-    smaller_past = any(count["epochs"] > 1 for count in counts)
-    head = (f"With repeat() on both components the mix has no end (len is sys.maxsize); "
-            f"its first {positions:,} records read {', '.join(parts)}.")
-    if smaller_past:
-        return (head + " The corpus that ran out first starts its next epoch, reshuffled, and "
-                "the shares stay those of the weights; the price is that its records come "
-                "back more often than the other corpus's.")
+    if length == sys.maxsize:
+        head = ("With repeat() on both components, len(repeated) == sys.maxsize is True: the "
+                "mix has no end. ")
+    else:
+        head = (f"With repeat() on both components, len(repeated) == sys.maxsize is False "
+                f"(len is {length:,}): this mix still ends, so a component was not repeated "
+                "endlessly. ")
+    head += f"Its first {positions:,} records read {', '.join(parts)}."
+    total = sum(count["read"] for count in counts)
+    measured = counts[0]["read"] / total
+    off = abs(counts[0]["read"] - share * total)
+    if off <= 1:
+        head += (f" {CORPUS_NAMES[0].capitalize()} were {measured:.2%} of them, the rule's "
+                 f"{share:.2%} to within one record.")
+    else:
+        head += (f" {CORPUS_NAMES[0].capitalize()} were {measured:.2%} of them, {off:,.0f} "
+                 f"records off the rule's {share:.2%}: a bug to report.")
+    if any(count["epochs"] > 1 for count in counts):
+        return (head + " The corpus that ran out first starts its next epoch, reshuffled; the "
+                "price is that its records come back more often than the other corpus's.")
     return head + " No corpus has passed its first epoch yet in this many records."
 
 
@@ -319,7 +345,8 @@ def stream_cost_sentence(map_seconds: Sequence[float], iter_seconds: Sequence[fl
         SAME: "Where the mix runs costs nothing measurable next to reading the records.",
     }
     return compare_runs(f"Reading {count:,} records through IterDataset.mix",
-                        iter_seconds, "through MapDataset.mix", map_seconds, why=why)
+                        iter_seconds, "reading them through MapDataset.mix", map_seconds,
+                        why=why)
 
 
 def plot_mix_costs(times: Mapping[str, Sequence[float]]):
@@ -350,10 +377,11 @@ def equal_batches(batches: Sequence[Mapping[str, np.ndarray]],
     return flags
 
 
-def mix_resume_sentence(results: Mapping[str, Sequence[bool]], control: str) -> str:
+def mix_resume_sentence(results: Mapping[str, Sequence[bool]], control: str,
+                        library: str = "course_lib") -> str:
     """How many batches after the resume point equal the uninterrupted run's, for each way
-    of resuming in `results`; `control` names the negative control among them, which must
-    match none for the others to prove anything."""
+    of resuming in `results` on `library`; `control` names the negative control among them,
+    which must match none for the others to prove anything."""
     if control not in results:
         raise ValueError(f"control={control!r} is not one of {list(results)}.")
     lines = [f"{name}: {sum(flags)}/{len(flags)} batches equal the uninterrupted run's"
@@ -366,13 +394,13 @@ def mix_resume_sentence(results: Mapping[str, Sequence[bool]], control: str) -> 
                    "batches, so equal batches do not prove a resume here: the comparison "
                    "cannot tell streams apart.")
     elif exact:
-        verdict = ("Every resume continued exactly, and the control that ignores the saved "
-                   "state matched none: the comparison does tell streams apart.")
+        verdict = (f"Every {library} resume continued exactly, and the control that ignores "
+                   "the saved state matched none: the comparison does tell streams apart.")
     else:
         failed = [name for name, flags in resumes.items() if not all(flags)]
         verdict = (f"Not exact: {', '.join(failed)} gave other batches than the uninterrupted "
                    "run (the control matched none, so the comparison is sound).")
-    return "; ".join(lines) + ". " + verdict
+    return f"On {library}, " + "; ".join(lines) + ". " + verdict
 
 
 def reshard_sentence(flags: Sequence[bool]) -> str:
@@ -447,7 +475,9 @@ def take(num_workers, count, state=None):
 
 reference, _ = take(2, save_after + compare)
 _, state = take(2, save_after)
-report = {"state": json.dumps(state, default=str)[:300]}
+_, state_0 = take(0, save_after)
+report = {"state": json.loads(json.dumps(state, default=str)),
+          "state_0": json.loads(json.dumps(state_0, default=str))}
 for count in (2, 1, 0):
     try:
         rest, _ = take(count, compare, state)
@@ -479,6 +509,50 @@ def grain_resume(lengths: Sequence[int], batch_size: int, save_after: int, compa
     return report
 
 
+def worker_positions(state: Any) -> list[int] | None:
+    """The `next_index` of each worker in a state Grain's `mp_prefetch` saved (its
+    `iterators_in_use_states`, one per worker), or None where the state has no such list."""
+    if not isinstance(state, Mapping):
+        return None
+    states = state.get("iterators_in_use_states")
+    if not isinstance(states, list) or not states or not all(
+            isinstance(one, Mapping) and isinstance(one.get("next_index"), int)
+            for one in states):
+        return None
+    return [int(one["next_index"]) for one in states]
+
+
+def grain_state_sentence(report: Mapping[str, Any], course_lib_state: Mapping[str, Any],
+                         save_after: int) -> str:
+    """Grain's state saved after `save_after` batches at 2 workers and at 0, read for its
+    per-worker positions, beside course_lib's state at the same place."""
+    state, state_0 = report["state"], report.get("state_0")
+    ours = course_lib_state.get("next_index")
+    parts = [f"On Grain 0.2.18, the state saved after {save_after} batches at 2 workers is "
+             f"{json.dumps(state)}."]
+    positions = worker_positions(state)
+    if positions is None:
+        parts.append("It holds no list of per-worker positions that this lesson can read: "
+                     f"compare it with course_lib's, {json.dumps(dict(course_lib_state))}.")
+    else:
+        listed = " and ".join(f"{position:,}" for position in positions)
+        together = (f", together {sum(positions):,}, the one number course_lib's state holds "
+                    f"in the same place ({json.dumps(dict(course_lib_state))})"
+                    if sum(positions) == ours else
+                    f"; course_lib's state in the same place is "
+                    f"{json.dumps(dict(course_lib_state))}")
+        parts.append(f"It holds one next_index per worker ({len(positions)} of them: {listed}), "
+                     f"each counting the records of that worker's slice of the stream"
+                     f"{together}: the worker count is part of Grain's state.")
+    if state_0 is not None:
+        zero = worker_positions(state_0)
+        kind = ("one number, like course_lib's at 2 workers" if zero is None
+                and isinstance(state_0, Mapping) and list(state_0) == ["next_index"] else
+                "another layout")
+        parts.append(f"Saved at 0 workers, Grain's is {json.dumps(state_0)}: {kind}.")
+    return " ".join(parts)
+
+
 def grain_resume_sentence(report: Mapping[str, Any] | None) -> str:
     """What Grain did with a state saved at 2 workers, restored at 2, 1 and 0."""
     if report is None:
@@ -496,11 +570,10 @@ def grain_resume_sentence(report: Mapping[str, Any] | None) -> str:
     workers = {"2": "2 workers", "1": "1 worker", "0": "0 workers"}
     parts = [f"at {workers[count]} it {outcome(count)}" for count in ("2", "1", "0")]
     others_fail = all(not isinstance(report[count], int) for count in ("1", "0"))
-    tail = (" Grain 0.2.18 did not restore the state at either other worker count tried: "
-            "the state lists each worker's own position." if others_fail and report["2"] == compare
-            else "")
-    return f"On Grain 0.2.18, the same steps' state saved at 2 workers: {'; '.join(parts)}." \
-           + tail
+    tail = (" Grain 0.2.18 did not restore the state at either other worker count tried."
+            if others_fail and report["2"] == compare else "")
+    return ("Restored on Grain 0.2.18, the state saved at 2 workers: "
+            f"{'; '.join(parts)}." + tail)
 
 
 # -- 6. a split done wrong -----------------------------------------------------------------------
@@ -591,36 +664,57 @@ def training_speed_sentence(mixed_seconds: Sequence[float],
     body = f"{loop.how('The mixed loop', 'the single-source loop')} {loop.numbers()}."
     loader_part = (f" The loaders alone, {steps} batches each: "
                    f"{loaders.how('the mix', 'one source')} {loaders.numbers()}.")
+    said = head + body + loader_part
     if loop.verdict == TOO_NOISY_TO_TELL:
-        return head + body + loader_part + " Too noisy to tell, so no cause is named."
+        return said + (f" The loops' margin is wider than {TOO_NOISY:.0%}, so this run cannot "
+                       "tell whether the mix costs the loop anything, and no cause is named; "
+                       "a quieter machine can tell.")
     if loop.verdict == SAME and loaders.verdict == WORSE:
         extra = (loaders.median - loaders.baseline_median) / steps
-        return head + body + loader_part + (
+        return said + (
             f" The mixed chain adds about {format_duration(extra)} per batch to the loader, "
             f"against {format_duration(loop.median / steps)} per step of the whole loop: too "
             "little for the loop to feel.")
+    if loop.verdict == SAME and loaders.verdict == SAME:
+        return said + (" Neither the loop nor the loader alone shows a cost beyond its margin: "
+                       "mixing costs nothing measurable here.")
+    if loop.verdict == SAME and loaders.verdict == BETTER:
+        return said + (" The mixed loader was the faster one, although the mix adds work: "
+                       "something else differs between the two feeds (their records, for "
+                       "one), and this measurement does not say what; the loop does not feel "
+                       "it either way.")
     if loop.verdict == SAME:
-        return head + body + loader_part + (
-            " Mixing costs nothing the loop can feel: the mixed chain's extra work is small "
-            "next to reading the records and a training step.")
+        return said + (" The loaders alone are too noisy to tell apart, so this run says only "
+                       "that the loop does not feel the mix.")
     if loop.verdict == WORSE and loaders.verdict == WORSE:
-        return head + body + loader_part + (
+        return said + (
             " The loader alone is slower with the mix too "
             f"({format_times(1 / loaders.ratio)} the time per batch), so the mix is what the "
             "loop waits for.")
     if loop.verdict == WORSE:
-        return head + body + loader_part + (
-            " The loaders alone do not differ beyond their margin, so this measurement "
-            "cannot say the mix is the cause.")
-    return head + body + loader_part + (
-        " The mixed loop was the faster one, which mixing cannot cause: the records differ "
-        "(code and docstrings), not the work per batch.")
+        return said + (" The loaders alone do not show the mix slower beyond their margin, so "
+                       "this measurement cannot say the mix is the cause.")
+    return said + (" The mixed loop was the faster one, although the mix adds work: something "
+                   "else differs between the two feeds (their records, for one), and this "
+                   "measurement does not say what.")
 
 
-def plot_training_speed(runs: Mapping[str, Sequence[float]], steps: int):
-    """Steps per second of each feed, a bar per feed (the median) and a dot per run."""
+def plot_training_speed(runs: Mapping[str, Sequence[float]], steps: int,
+                        loaders: Mapping[str, Sequence[float]]):
+    """Left: steps per second of the loop fed by each chain; right: the time of the loader
+    alone for the same number of batches. A bar per feed (the median) and a dot per run."""
+    import matplotlib.pyplot as plt
+
     rates = {name: [steps / seconds for seconds in times] for name, times in runs.items()}
-    medians = {name: float(np.median(values)) for name, values in rates.items()}
-    return bar_chart(medians, ylabel="training steps per second",
-                     title=f"The loop fed by each chain ({steps} steps a run)",
-                     value_format="{:.1f}", runs=rates, statistic="median")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    bar_chart({name: float(np.median(values)) for name, values in rates.items()},
+              ylabel="training steps per second",
+              title=f"The loop fed by each chain ({steps} steps a run)",
+              value_format="{:.1f}", runs=rates, statistic="median", ax=left)
+    milliseconds = {name: [1e3 * seconds for seconds in times] for name, times in loaders.items()}
+    bar_chart({name: float(np.median(times)) for name, times in milliseconds.items()},
+              ylabel="milliseconds", title=f"The loader alone ({steps} batches a run)",
+              value_format=lambda value: format_duration(value / 1e3), runs=milliseconds,
+              statistic="median", ax=right)
+    figure.tight_layout()
+    return figure
