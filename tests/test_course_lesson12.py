@@ -532,3 +532,16 @@ def test_a_report_cut_to_the_resumed_runs_steps_keeps_their_spans_and_saves():
     assert len(cut["step_spans"]) == 29 and cut["start_step"] == 30
     assert cut["step_spans"][0] == report["step_spans"][30]
     assert capstone.time_split(cut)["saves"] == 1
+
+
+def test_checkpoints_named_as_the_cause_list_every_save_and_flag_a_first_save():
+    first = _timed(0, _jitter(0.100, 58), [(15, 0.5), (30, 0.35), (45, 0.2)])
+    second = _timed(0, _jitter(0.100, 28), [(45, 0.6)], start_step=30)
+    sentence = capstone.process_speed_sentence(capstone.from_step(first, 32), second)
+    assert "the checkpoints (+" in sentence and "account for it. Its saves took (ms) 600 " \
+        "after step 45 in the resumed run, 500 after step 15, 350 after step 30, 200 after " \
+        "step 45 in the uninterrupted run: in each run the process's first save took " \
+        "longest" in sentence
+    later = _timed(0, _jitter(0.100, 58), [(15, 0.2), (30, 0.35), (45, 0.2)])
+    sentence = capstone.process_speed_sentence(capstone.from_step(later, 32), second)
+    assert "Its saves took (ms)" in sentence and "first save took longest" not in sentence

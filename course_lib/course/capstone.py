@@ -533,7 +533,29 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
                  "cannot say which part made it " + word)
     if against:
         line += f", partly offset by {named(against)}"
+    if "checkpoint" in moved:
+        line += ". " + _saves_sentence(first, second)
     return head + line + "."
+
+
+def _saves_sentence(first: Mapping, second: Mapping) -> str:
+    """Every save of one process in both runs, and, when it holds, that each run's first
+    save took longest while the steps compared hold only the resumed run's first."""
+    def saves(report):
+        return [(step, b - a) for step, a, b in report["save_spans"]]
+
+    def listed(report):
+        return ", ".join(f"{_ms(seconds)} after step {step}" for step, seconds in saves(report))
+
+    line = (f"Its saves took (ms) {listed(second)} in the resumed run, {listed(first)} in the "
+            "uninterrupted run")
+    both = [saves(first), saves(second)]
+    start = second["start_step"] + 2  # the first step compared
+    if all(len(run) > 0 and max(run, key=lambda save: save[1]) == run[0] for run in both) \
+            and both[0][0][0] < start <= both[1][0][0] and len(both[0]) > 1:
+        line += (": in each run the process's first save took longest, and the steps compared "
+                 "hold the resumed run's first save but not the uninterrupted run's")
+    return line
 
 
 def from_step(report: Mapping, first: int) -> dict:
