@@ -579,7 +579,7 @@ def test_state_formats_sentence_compares_real_states():
     sentence = course.state_formats_sentence(ours, theirs)
     assert "version 1, its position as `next_index`" in sentence
     assert "version 2, its position as `last_seen_indices` ({\"0\": 7}: for each worker, the " \
-        "stream position of the last record it read" in sentence
+        "stream position of the last record it has handed out" in sentence
     # the old sentence glossed both keys as "the last record each worker produced"
     assert "`last_worker_index` (-1: one less than the worker whose turn comes next" in sentence
     without = course.state_formats_sentence(ours, json.dumps(

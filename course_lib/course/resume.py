@@ -130,7 +130,7 @@ def state_formats_sentence(course_state: str | bytes, grain_state: str | bytes |
     parts = []
     if "last_seen_indices" in theirs:
         parts.append(f"`last_seen_indices` ({json.dumps(theirs['last_seen_indices'])}: for each "
-                     "worker, the stream position of the last record it read; at "
+                     "worker, the stream position of the last record it has handed out; at "
                      "worker_count=0 the one entry is the process itself)")
     if "last_worker_index" in theirs:
         parts.append(f"`last_worker_index` ({theirs['last_worker_index']}: one less than the "
