@@ -571,29 +571,19 @@ def runs_sentence(first_steps: Sequence[Mapping], first_reports: Sequence[Mappin
                   second_steps: Sequence[Mapping], second_reports: Sequence[Mapping]) -> str:
     """The resumed run against the uninterrupted one over the same steps, those the resumed
     run timed (after its compiling step), so that both hold the same batches and the same
-    saves: real tokens per second, judged by the margin rule (each rate is one
-    measurement), then each process's time per step and its parts
-    (`process_speed_sentence`)."""
+    saves: real tokens per second, then each process's time per step judged by the margin
+    rule, with its parts (`process_speed_sentence`)."""
     timed = {step["step"] for step in second_steps[1:]}  # after the compiling step
     same = [step for step in first_steps if step["step"] >= min(timed) - 1]
     first_rate, second_rate = tokens_per_second(same), tokens_per_second(second_steps)
-    verdict = judge(Estimate.once(second_rate), Estimate.once(first_rate),
-                    lower_is_better=False)
-    margin = relative_margin(Estimate.once(second_rate), Estimate.once(first_rate))
-    head = (f"From the end of step {min(timed)} to the end of step {max(timed)}, the same "
-            f"steps in both runs: {format_rate(second_rate)} real tokens per second in the "
-            "resumed run against "
-            f"{format_rate(first_rate)} in the uninterrupted one: ")
-    change = second_rate / first_rate - 1
-    if verdict == SAME:
-        head += f"the same within the margin ({margin:.0%}; each rate is one measurement)."
-    elif verdict == TOO_NOISY_TO_TELL:
-        head += f"too noisy to tell (a margin of {margin:.0%})."
-    else:
-        head += (f"{abs(change):.0%} {'more' if verdict == BETTER else 'fewer'}, beyond the "
-                 f"margin ({margin:.0%}; each rate is one measurement).")
-    lines = [head, f"Where each process's time per step went over steps {min(timed)}-"
-             f"{max(timed)}, as it timed them (resumed run against uninterrupted run):"]
+    # One verdict, per process, from its own timings: the rates (rank 0's log) are given
+    # as numbers only, so that two measurements of one thing cannot disagree in words.
+    lines = [f"From the end of step {min(timed)} to the end of step {max(timed)}, the same "
+             f"steps in both runs: {format_rate(second_rate)} real tokens per second in the "
+             f"resumed run against {format_rate(first_rate)} in the uninterrupted one "
+             f"({second_rate / first_rate - 1:+.0%}). Each process's time per step over steps "
+             f"{min(timed)}-{max(timed)}, as it timed them, judged by the margin rule, and "
+             "where it went (resumed run against uninterrupted run):"]
     by_rank = {report["rank"]: report for report in first_reports}
     for report in second_reports:
         first = from_step(by_rank[report["rank"]], report["start_step"] + 2)
