@@ -28,14 +28,17 @@ NOTEBOOK = ROOT / "notebooks" / "11_moving_to_grain.ipynb"
 
 def summary(label: str, speeds, *, idle: float = 0.2, step_s: float = 0.05,
             first_batch_s: float = 0.5, accuracy: float = 0.5, halves=None,
-            window_s=(30.0,)) -> lesson.FeedSummary:
+            window_s=(30.0,), wait=None, compute=None) -> lesson.FeedSummary:
     """A made-up summary; `halves` is (first half, second half) steps/s per run, the whole
-    window's own speeds by default (a start-up that moved nothing)."""
+    window's own speeds by default (a start-up that moved nothing); `wait` and `compute`
+    the mean seconds per step in next() and in the step, per run (none kept by default)."""
     first, second = zip(*halves, strict=True) if halves else (list(speeds), list(speeds))
     return lesson.FeedSummary(label=label, steps_per_s=list(speeds), idle_fraction=idle,
                               step_s=step_s, first_batch_s=first_batch_s, accuracy=accuracy,
                               window_s=list(window_s), first_half_steps_per_s=list(first),
-                              second_half_steps_per_s=list(second))
+                              second_half_steps_per_s=list(second),
+                              wait_per_step_runs_s=list(wait or []),
+                              compute_per_step_runs_s=list(compute or []))
 
 
 # -- verdicts and sentences from made-up numbers ---------------------------------------------
@@ -74,53 +77,71 @@ def test_verdict_refuses_empty_or_non_positive_speeds():
         lesson.verdict([0.0], [1.0])
 
 
-def test_speed_sentence_blames_the_waiting_when_the_slower_feed_waited_more():
-    fast = summary("Grain DataLoader, 2 workers", [20.0, 20.5], idle=0.05)
-    slow = summary("course_lib, 2 workers", [10.0, 10.2], idle=0.5)
+def test_speed_sentence_splits_the_gap_into_waiting_and_step_time():
+    fast = summary("Grain DataLoader, 2 workers", [20.0, 20.5], wait=[0.002, 0.002],
+                   compute=[0.045, 0.046])
+    slow = summary("course_lib, 2 workers", [10.0, 10.2], wait=[0.050, 0.051],
+                   compute=[0.046, 0.045])
     sentence = lesson.speed_sentence(fast, slow, cores=2)
     assert "as fast as course_lib, 2 workers" in sentence and "20.2 against 10.1" in sentence
-    assert "course_lib, 2 workers left the step waiting for batches 50%" in sentence
+    assert ("Per step (mean over a run, median of the runs), course_lib, 2 workers waited "
+            "50.5 ms in next() and computed 45.5 ms, Grain DataLoader, 2 workers waited "
+            "2 ms and computed 45.5 ms") in sentence
+    assert "of the 48.5 ms more per step, the waiting took 48.5 ms more" in sentence
+    assert "the gap is in the waiting for data" in sentence
+    assert "did not keep up" not in sentence and "neither" not in sentence
     reverse = lesson.speed_sentence(slow, fast, cores=2)
     assert "slower than Grain DataLoader, 2 workers" in reverse
-    assert "course_lib, 2 workers left the step waiting" in reverse
+    assert "the gap is in the waiting for data" in reverse
 
 
-def test_speed_sentence_blames_the_loader_beside_the_step_only_against_the_control():
-    fast = summary("course_lib, 0 workers", [8.0, 8.1], idle=0.4, step_s=0.05)
-    slow = summary("Grain Dataset, 0 workers", [3.0, 3.1], idle=0.0, step_s=0.3)
+def test_speed_sentence_puts_a_longer_step_beside_the_control():
+    fast = summary("course_lib, 0 workers", [8.0, 8.1], wait=[0.07, 0.07], compute=[0.05, 0.05])
+    slow = summary("Grain Dataset, 0 workers", [3.0, 3.1], wait=[0.0, 0.0], compute=[0.3, 0.3])
     sentence = lesson.speed_sentence(slow, fast, cores=2, step_alone_s=0.04)
     assert "slower than course_lib, 0 workers" in sentence
-    assert "its step itself took 300.00 ms against 50.00 ms" in sentence
-    assert "and 40.00 ms with no loader running" in sentence
-    assert "the step slowed while this loader ran beside it, on the same 2 CPU cores" in sentence
-    assert "low idle share" in sentence and "not isolated here" in sentence
+    assert "the gap is in the step time, not in the waiting for data" in sentence
+    assert "the waiting took 70 ms less and the step 250 ms more" in sentence
+    assert "with no loader running, took 40 ms (median)" in sentence
+    assert ("so the step of Grain Dataset, 0 workers ran slower with its loader beside it on "
+            "the same 2 CPU cores") in sentence
+    assert "not isolated here" in sentence
+    alike = lesson.speed_sentence(slow, fast, cores=2, step_alone_s=0.29)
+    assert "was not measurably slower than that" in alike and "does not explain" in alike
+    assert "ran slower with its loader" not in alike
+    blind = lesson.speed_sentence(slow, fast, cores=2)
+    assert "did not time the step with no loader running" in blind
+    assert "CPU cores" not in blind
 
 
-def test_speed_sentence_names_no_cause_for_a_longer_step_without_the_control():
-    fast = summary("a", [8.0, 8.1], idle=0.4, step_s=0.05)
-    slow = summary("b", [3.0, 3.1], idle=0.0, step_s=0.3)
-    sentence = lesson.speed_sentence(slow, fast, cores=2)
-    assert "its step itself took 300.00 ms against 50.00 ms" in sentence
-    assert "this run does not isolate why" in sentence
-    assert "CPU cores" not in sentence and "slowed while" not in sentence
+def test_speed_sentence_says_when_both_parts_grew():
+    fast = summary("a", [10.0, 10.0], wait=[0.01, 0.01], compute=[0.05, 0.05])
+    slow = summary("b", [5.0, 5.0], wait=[0.05, 0.05], compute=[0.10, 0.10])
+    sentence = lesson.speed_sentence(slow, fast, cores=2, step_alone_s=0.05)
+    assert "both parts were longer beyond the margin" in sentence
+    assert "ran slower with its loader beside it" in sentence
 
 
-def test_speed_sentence_says_when_the_slower_step_is_no_slower_than_the_step_alone():
-    fast = summary("a", [8.0, 8.1], idle=0.4, step_s=0.05)
-    slow = summary("b", [3.0, 3.1], idle=0.0, step_s=0.3)
-    sentence = lesson.speed_sentence(slow, fast, cores=2, step_alone_s=0.29)
-    assert "and 290.00 ms with no loader running" in sentence
-    assert "not measurably slower than the step alone" in sentence
-    assert "does not explain" in sentence
-    assert "slowed while this loader ran" not in sentence
-
-
-def test_speed_sentence_names_the_overhead_when_neither_phase_explains_it():
-    fast = summary("a", [10.0, 10.0], idle=0.2, step_s=0.05)
-    slow = summary("b", [5.0, 5.0], idle=0.2, step_s=0.05)
+def test_speed_sentence_places_the_gap_nowhere_when_neither_part_grew():
+    fast = summary("a", [10.0, 10.0], wait=[0.01, 0.01], compute=[0.05, 0.05])
+    slow = summary("b", [5.0, 5.0], wait=[0.0102, 0.0102], compute=[0.0505, 0.0505])
     sentence = lesson.speed_sentence(slow, fast)
-    assert "neither the waiting" in sentence and "does not isolate which part" in sentence
-    assert "processes" not in sentence
+    assert ("neither the waiting of b nor its step time was longer than that of a beyond the "
+            "margin on its own") in sentence
+    assert "does not place the gap" in sentence
+
+
+def test_speed_sentence_ignores_a_tiny_wait_that_doubled():
+    # 0.1 ms against 0.05 ms is twice as long, but 0.1% of a 50 ms step: it carries no gap
+    fast = summary("a", [10.0, 10.0], wait=[0.00005, 0.00005], compute=[0.05, 0.05])
+    slow = summary("b", [5.0, 5.0], wait=[0.0001, 0.0001], compute=[0.10, 0.10])
+    sentence = lesson.speed_sentence(slow, fast, step_alone_s=0.05)
+    assert "the gap is in the step time, not in the waiting" in sentence
+
+
+def test_speed_sentence_says_when_the_split_was_not_kept():
+    sentence = lesson.speed_sentence(summary("b", [5.0, 5.0]), summary("a", [10.0, 10.0]))
+    assert "did not keep the time per step in next() and in the step for b and a" in sentence
 
 
 def test_speed_sentence_says_within_the_noise_with_the_margin():
@@ -129,7 +150,8 @@ def test_speed_sentence_says_within_the_noise_with_the_margin():
     sentence = lesson.speed_sentence(one, other)
     assert "within the noise" in sentence and "margin 8%" in sentence
     assert "faster" not in sentence and "slower" not in sentence
-    assert "same 2 CPU cores" in lesson.speed_sentence(one, other, cores=2)
+    assert "this run cannot tell a from b" in sentence
+    assert "neither" not in sentence and "library" not in sentence
 
 
 def test_speed_sentence_names_no_cause_when_too_noisy_to_tell():
@@ -155,6 +177,18 @@ def test_speed_sentence_says_when_start_up_decided_the_verdict():
     assert "second half" not in lesson.speed_sentence(steady, mine, cores=2)
 
 
+def test_speed_sentence_confirms_a_verdict_the_second_halves_keep():
+    # Grain's rate moved within its window, but its second half alone is still faster
+    grain = summary("Grain DataLoader, 2 workers", [15.0, 15.1],
+                    halves=[(18.0, 13.0), (18.2, 13.1)])
+    mine = summary("course_lib, 2 workers", [10.0, 10.1])
+    sentence = lesson.speed_sentence(grain, mine, cores=2)
+    assert "as fast as course_lib, 2 workers" in sentence
+    assert ("The rate of Grain DataLoader, 2 workers moved within the window (above), and over "
+            "the second half of each window alone the verdict is the same.") in sentence
+    assert "But" not in sentence
+
+
 def test_speed_sentence_blames_start_up_only_for_a_feed_start_up_moved():
     # neither feed ran its first half apart from its second (the halves agree within their
     # runs' spread), but the second halves alone are noisier and give another verdict:
@@ -173,17 +207,50 @@ def test_speed_sentence_blames_start_up_only_for_a_feed_start_up_moved():
 
 def test_first_batch_sentence_covers_later_sooner_same_and_too_noisy():
     later = lesson.grain_first_batch_sentence(0.5, 5.0, 2)
-    assert "10x later" in later and "spawns a fresh Python" in later
+    assert "the first batch of Grain came 10x later than that of course_lib" in later
     assert "one run each, so the margin is the 5% floor" in later
+    assert "did not time that import" in later and "'spawn'" in later
     sooner = lesson.grain_first_batch_sentence(5.0, 0.5, 2)
-    assert "10x sooner" in sooner and "although" in sooner
+    assert "10x sooner" in sooner and "although" in sooner and "does not explain" in sooner
     assert "9.64x later" in lesson.grain_first_batch_sentence([0.2, 0.22], [2.0, 2.05], 2)
     same = lesson.grain_first_batch_sentence(1.0, 1.04, 2)
     assert "within the noise" in same and "later" not in same
     noisy = lesson.grain_first_batch_sentence([1.0, 1.02], [0.8, 1.6], 2)
     assert "too noisy to tell" in noisy and "fork server" not in noisy
+    named = lesson.grain_first_batch_sentence(0.5, 5.0, 2, names=("ours, 2 workers",
+                                                                  "theirs, 2 workers"))
+    assert "the first batch of theirs, 2 workers came" in named
+    assert "workers's" not in named
     with pytest.raises(ValueError, match="grain_s"):
         lesson.grain_first_batch_sentence(1.0, 0.0, 2)
+
+
+@pytest.mark.parametrize("imports, expected, absent", [
+    ([2.0, 2.05, 1.98], "the same within the noise, so the delay is about one fresh Python",
+     "at most"),
+    ([1.0, 1.02, 0.99], "the delay is longer, so the import is at most about 50% of it",
+     "within the noise"),
+    ([4.0, 4.1, 3.9], "the delay is shorter than the import alone", "at most"),
+    ([1.0, 4.0, 2.0], "too noisy to tell, so this run does not say how much", "at most"),
+])
+def test_first_batch_sentence_judges_the_delay_against_the_import(imports, expected, absent):
+    sentence = lesson.grain_first_batch_sentence(
+        [0.10, 0.11, 0.09], [2.10, 2.11, 2.09], 2, import_s=imports, imports_jax=True)
+    assert expected in sentence and absent not in sentence
+    assert "the delay, 2 s (median of the runs' differences)" in sentence
+    assert "imports grain.python (which imported JAX too) and exits" in sentence
+    assert "(which did not import JAX)" in lesson.grain_first_batch_sentence(
+        [0.1], [2.1], 2, import_s=imports, imports_jax=False)
+
+
+def test_fresh_python_import_times_runs_a_new_interpreter():
+    times, imports_jax = lesson.fresh_python_import_times("json", repeats=2)
+    assert len(times) == 2 and all(seconds > 0 for seconds in times)
+    assert imports_jax is False
+    with pytest.raises(RuntimeError, match="no_such_module"):
+        lesson.fresh_python_import_times("no_such_module_here", repeats=1)
+    with pytest.raises(ValueError, match="repeats"):
+        lesson.fresh_python_import_times("json", repeats=0)
 
 
 def test_what_to_remember_follows_the_numbers():
@@ -195,10 +262,12 @@ def test_what_to_remember_follows_the_numbers():
                                     same_batches={"course_lib": True, "Grain DataLoader": False},
                                     cores=2)
     text = "\n".join(lines)
-    assert lines[0].startswith("Fastest feed in this run: course_lib, 2 workers, 12.0 steps/s")
-    assert "Slowest start: Grain DataLoader, 2 workers, 4.00 s" in text
-    assert "course_lib: the same batches" in text
-    assert "Grain DataLoader: other batches" in text
+    assert lines[0] == ("Fastest feed in this run: course_lib, 2 workers, 12.0 steps/s (one "
+                        "run), on 2 CPU cores that also ran the step.")
+    assert ("Slowest to its first batch: Grain DataLoader, 2 workers, 4.00 s from creating its "
+            "iterator (one run).") in text
+    assert "course_lib: the same batches with workers as without (the first)" in text
+    assert "Grain DataLoader: other batches with workers than without" in text
     assert "went on with exactly the batches" in text
     assert "within the noise of it" not in text  # 12 against 9 steps/s, single runs
     level = {label: summary(label, [10.0, 10.5]) for label in ("a", "b", "c")}
@@ -273,7 +342,8 @@ def test_accuracy_sentence_explains_the_spread_from_the_repeats():
     sentence = lesson.accuracy_sentence(repeated, 297)
     assert "from 90.6% (course_lib) to 95.3% (Grain), 4.7 points: 14 of the 297" in sentence
     assert "repeated its own accuracy exactly" in sentence and "0.0 points" not in sentence
-    assert "its own permutation" in sentence and "not that a library trains better" in sentence
+    assert "what differs is the batches it hands out" in sentence
+    assert "not that a library trains better" in sentence
     close = {"course_lib": [_run("c", 0.906), _run("c", 0.916)],
              "Grain": [_run("g", 0.953), _run("g", 0.953)]}
     sentence = lesson.accuracy_sentence(close, 297)
@@ -431,7 +501,7 @@ def test_window_sentence_names_the_direction_start_up_moved_each_feed():
     assert "a ran its first half 50% faster than its second (margin 5%): batches read" in line
     assert "b ran its first half 40% slower than its second (margin 5%): a start still" in line
     assert line.count("this run does not tell the two apart") == 2
-    assert "c ran" not in line and "checked on the second halves alone" in line
+    assert "c ran" not in line and "checked again on the second halves alone" in line
     assert lesson.start_up_moved(summaries["a"]) == pytest.approx(0.5)
     assert lesson.start_up_moved(summaries["c"]) is None
     assert "does not decide" not in line
@@ -570,16 +640,109 @@ def test_restore_outcome_refuses_anything_else():
 def test_what_to_remember_gives_each_restore_its_advice():
     lines = lesson.what_to_remember(
         {"a": summary("a", [10.0])}, resumed_exactly=True,
-        restores={("course_lib", 2, 0): True, ("Grain", 2, 0): "KeyError: 'next_index'",
-                  ("Other", 0, 2): False})
+        restores={("course_lib", 2, 0): True, ("course_lib", 0, 2): True,
+                  ("Grain", 2, 0): "KeyError: 'next_index'", ("Grain", 0, 2): False,
+                  ("Other", 2, 0): True, ("Other", 0, 2): "KeyError: 'x'"})
     text = "\n".join(lines)
-    assert ("course_lib Dataset chain, a state saved with 2 workers restored with 0: went on "
-            "with the uninterrupted run's next batch: the worker count may change at a "
-            "restart.") in text
-    assert ("Grain Dataset chain, a state saved with 2 workers restored with 0: failed: "
-            "KeyError: 'next_index': keep the worker count for the whole run") in text
-    assert "Other Dataset chain, a state saved with 0 workers restored with 2: went on with " \
-           "another batch" in text
+    assert ("course_lib's Dataset chain, restored at another worker count (2 to 0 and 0 to 2 "
+            "workers), went on with the uninterrupted run's batches: its worker count may "
+            "change at a restart.") in text
+    assert ("Grain's Dataset chain did not resume at another worker count (2 to 0 workers: "
+            "failed: KeyError: 'next_index'; 0 to 2 workers: went on with another batch than "
+            "the uninterrupted run's): keep its worker count for a run's life.") in text
+    assert "Other's Dataset chain resumed at another worker count in one direction only" in text
+
+
+def test_what_to_remember_counts_every_batch_compared_and_reads_the_states():
+    compared = {"course_lib": lesson.BatchesCompared(603, 603, None),
+                "Grain DataLoader": lesson.BatchesCompared(1, 603, 2)}
+    states = {"course_lib": '{"version": 1, "next_index": 4, "sampler": "s"}',
+              "Grain": '{"version": 2, "last_seen_indices": {"0": 3}, "sampler": "s"}'}
+    lines = lesson.what_to_remember({"a": summary("a", [10.0, 11.0])}, resumed_exactly=True,
+                                    same_batches=compared, states=states, cores=2)
+    text = "\n".join(lines)
+    assert "(median of 2 runs)" in lines[0]
+    assert ("course_lib: the same batches with workers as without (all 603), so a run "
+            "reproduces at either worker count.") in text
+    assert ("Grain DataLoader: other batches with workers than without (602 of 603 differ), "
+            "so a run reproduces only at its own worker count.") in text
+    assert ("The saved data states are two formats, course_lib's (version 1, next_index) and "
+            "Grain's (version 2, last_seen_indices)") in text
+    assert "formats" not in "\n".join(lesson.what_to_remember(
+        {"a": summary("a", [10.0])}, resumed_exactly=None, states={"course_lib": "{}"}))
+
+
+def test_compare_batches_counts_every_position():
+    assert lesson.compare_batches(["a", "b", "c"], ["a", "b", "c"]) == lesson.BatchesCompared(
+        3, 3, None)
+    other = lesson.compare_batches(["a", "b", "c"], ["a", "x", "y", "z"])
+    assert other == lesson.BatchesCompared(1, 3, 2) and not other.all_same
+    with pytest.raises(ValueError):
+        lesson.compare_batches([], ["a"])
+    assert lesson.same_batches_sentence("L", lesson.BatchesCompared(3, 3, None)) == (
+        "L: all 3 batches the same with 2 workers as with 0 (images and labels)")
+    assert lesson.same_batches_sentence("L", other) == (
+        "L: 2 of 3 batches other with 2 workers than with 0, the first at batch 2 (images "
+        "and labels)")
+
+
+def test_batch_digests_fingerprints_each_batch_and_closes_the_iterator():
+    closed = []
+
+    class Batches:
+        def __init__(self):
+            self.values = iter([{"x": np.arange(3)}, {"x": np.arange(3) + 1}] * 3)
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return next(self.values)
+
+        def close(self):
+            closed.append(True)
+
+    digests = lesson.batch_digests(Batches, 4)
+    assert len(digests) == 4 and digests[0] == digests[2] != digests[1]
+    assert closed == [True]
+    with pytest.raises(ValueError, match="count"):
+        lesson.batch_digests(Batches, 0)
+
+
+def test_accuracy_sentence_groups_the_feeds_by_their_batches():
+    runs = {"c0": [_run("c0", 0.912)] * 2, "c2": [_run("c2", 0.912)] * 2,
+            "g0": [_run("g0", 0.889)] * 2, "g2": [_run("g2", 0.886)] * 2}
+    digests = {"c0": ["a", "b"], "c2": ["a", "b"], "g0": ["x", "y"], "g2": ["x", "z"]}
+    sentence = lesson.accuracy_sentence(runs, 297, digests)
+    assert "3 distinct sets of batches among the 4 feeds" in sentence
+    assert ("Among them, c0 and c2 handed out the same 2 batches and reached the same "
+            "accuracy") in sentence
+    assert "what differs is the batches it hands out" in sentence
+    none = lesson.accuracy_sentence(runs, 297, {"c0": ["a"], "c2": ["b"], "g0": ["c"],
+                                                "g2": ["d"]})
+    assert "No two feeds handed out the same 1 batches" in none
+    split = {"c0": [_run("c0", 0.912)] * 2, "c2": [_run("c2", 0.95)] * 2}
+    assert "yet reached other accuracies" in lesson.accuracy_sentence(
+        split, 297, {"c0": ["a"], "c2": ["a"]})
+    assert lesson.batch_groups(digests) == [["c0", "c2"], ["g0"], ["g2"]]
+
+
+def test_resume_title_says_whether_the_new_process_matched():
+    uninterrupted = _rows(range(1, 7))
+    title = lesson.resume_title(uninterrupted, _rows(range(4, 7)), 3)
+    assert title == ("Checkpoint saved at step 3, restored in a new process: the same loss as "
+                     "the uninterrupted run at all 3 steps after it")
+    moved = [{**row, "loss": 9.0} if row["step"] == 5 else row for row in _rows(range(4, 7))]
+    assert "differs from the uninterrupted run at 1 of 3 steps (from step 5)" in (
+        lesson.resume_title(uninterrupted, moved, 3))
+    assert "it ran steps 3 to 5, not the uninterrupted run's 4 to 6" in lesson.resume_title(
+        uninterrupted, _rows(range(3, 6)), 3)
+    import matplotlib.pyplot as plt
+
+    figure = lesson.plot_resume_from_checkpoint(uninterrupted, _rows(range(4, 7)), 3)
+    assert figure.axes[0].get_title() == title.replace(": ", ":\n", 1)
+    assert "Stopped" not in title
+    plt.close(figure)
 
 
 def test_window_sentence_says_which_feeds_halves_were_too_noisy_to_tell():

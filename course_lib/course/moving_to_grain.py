@@ -10,8 +10,10 @@ what this module helps a lesson show and measure:
   `feed_overlap_sentence` reads the same thing back from a measured idle share.
 - **Grain may be missing.** `import_grain()` returns `grain.python` or None, saying what to
   install, so a lesson runs top to bottom either way (`grain_ready()` guards each Grain cell).
-  It also marks absl's flags as parsed: Grain 0.2.18's worker processes read absl flags,
-  which a script parses in `app.run(main)` and a notebook never does.
+  It also marks absl's flags as parsed: Grain 0.2.18 reads the absl flag
+  `--grain_enable_multiprocess_worker_profiling` in the calling process when an
+  `mp_prefetch` iterator starts its workers (`process_prefetch.py`), and an unparsed flag
+  raises there; a script parses its flags in `app.run(main)`, a notebook never does.
 - **One measurement for every feed.** `train_on_feeds` trains a fresh lesson-7 model on each
   feed (a course_lib loader, Grain's DataLoader, Grain's Dataset API), timing the first
   batch and every later step with `StepProfiler`, in interleaved rounds so that a busy
@@ -42,12 +44,14 @@ import numpy as np
 
 from course_lib.course.basics import (
     BETTER,
+    NOISE_FLOOR,
     SAME,
     TOO_NOISY,
     TOO_NOISY_TO_TELL,
     WORSE,
     Comparison,
     Estimate,
+    format_duration,
     format_seconds,
     format_times,
     judge,
@@ -97,25 +101,30 @@ NAME_MAP: tuple[tuple[str, str], ...] = (
      "StepProfiler also times Grain's iterators"),
 )
 
-# What runs where, in each feed of this lesson, at 0 workers (read from Grain 0.2.18's
-# data_loader.py and dataset/transformations/prefetch.py, and course_lib's read_ahead.py).
+# What runs where, in each feed of this lesson, with its ReadOptions (read from Grain 0.2.18's
+# data_loader.py and dataset/transformations/prefetch.py, and course_lib's read_ahead.py,
+# reader.py, stream.py and dataset_engine.py).
 PLACEMENT: tuple[tuple[str, str], ...] = (
     ("course_lib DataLoader, num_threads=2",
-     "a background thread runs sampler, reads, decode, shift, floats and Batch; read "
-     "threads take the per-record work where a record costs enough; up to "
-     "prefetch_buffer_size records ahead, so next() takes a batch made while the step ran"),
+     "a background thread runs sampler, reads, decode, shift, floats and Batch, one chunk "
+     "of 64 records (one batch) at a time; up to 2 read threads take the per-record work "
+     "where a record costs enough; 2 finished batches wait (prefetch_buffer_size=128 "
+     "records) and one is being made, so next() takes a batch made while the step ran"),
     ("course_lib DataLoader, num_threads=0",
      "everything in the caller's thread, after the step returns (the mode to debug in)"),
     ("Grain DataLoader, num_threads=2",
      "read threads only fetch records (source[key]); decode, shift, floats and Batch run "
      "in the caller's thread inside next(), after the step returns"),
     ("course_lib Dataset API, to_iter_dataset(num_threads=2)",
-     "the chain runs on the DataLoader's engine with the chain's elements (here batches) as "
-     "its records: a background thread (with read threads where an element costs enough) "
-     "makes them in chunks of at least 64 elements; next() takes finished ones"),
+     "the chain runs on the DataLoader's engine: its records are the chain's images and "
+     "its Batch the chain's batch; a background thread makes one chunk of 64 records (one "
+     "batch) at a time, up to 2 read threads decoding, shifting and scaling where a record "
+     "costs enough; it holds the batch being taken and prefetch_buffer_size=2 more (one "
+     "waiting, one being made), so next() takes a batch made while the step ran"),
     ("Grain Dataset API, to_iter_dataset(num_threads=2)",
-     "each read thread computes ds[i] of the MapDataset chain: 64 reads, decodes, shifts "
-     "and the batch, up to prefetch_buffer_size elements (here batches) ahead of next()"),
+     "next() keeps prefetch_buffer_size=2 elements (here batches) in flight beside the one "
+     "it takes, each one call of ds[i] on the MapDataset chain run whole by one of 2 read "
+     "threads: 64 reads, decodes, shifts, floats and the batch"),
     ("any of them, num_workers=2",
      "the same work in 2 worker processes; the caller only receives finished batches"),
 )
@@ -132,7 +141,12 @@ def grain_missing_sentence(error: BaseException | None = None) -> str:
 
 
 def import_grain():
-    """`grain.python`, ready for worker processes, or None after saying what to install."""
+    """`grain.python`, ready to start worker processes, or None after saying what to install.
+
+    Grain 0.2.18 reads one absl flag (`--grain_enable_multiprocess_worker_profiling`) in
+    the calling process when an `mp_prefetch` iterator, or a `DataLoader` with workers,
+    starts them; unparsed, the read raises `UnparsedFlagAccessError`. A notebook never
+    parses flags, so they are marked parsed here (their defaults stand)."""
     try:
         import grain.python as grain
     except ImportError as error:
@@ -316,6 +330,10 @@ class FeedSummary:
     second_half_steps_per_s: list[float] = dataclasses.field(default_factory=list)
     # each run's median step time, to judge two feeds' steps with their noise
     step_runs_s: list[float] = dataclasses.field(default_factory=list)
+    # each run's mean time per step in next() (waiting for data) and in the step itself:
+    # means, so that they add up to the time a step of the loop takes
+    wait_per_step_runs_s: list[float] = dataclasses.field(default_factory=list)
+    compute_per_step_runs_s: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def median_steps_per_s(self) -> float:
@@ -346,7 +364,9 @@ def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSu
         first_batches_s=[run.first_batch_s for run in measured],
         first_half_steps_per_s=[run.half_steps_per_s[0] for run in measured],
         second_half_steps_per_s=[run.half_steps_per_s[1] for run in measured],
-        step_runs_s=[float(np.median(run.profiler.step_times)) for run in measured])
+        step_runs_s=[float(np.median(run.profiler.step_times)) for run in measured],
+        wait_per_step_runs_s=[float(np.mean(run.profiler.wait_times)) for run in measured],
+        compute_per_step_runs_s=[float(np.mean(run.profiler.step_times)) for run in measured])
         for label, measured in runs.items()}
 
 
@@ -524,41 +544,85 @@ def _larger(measured: Estimate, baseline: Estimate) -> bool:
     return measured.value > 0 and judge(baseline, measured) == BETTER
 
 
+def _per_step(summary: FeedSummary) -> tuple[Estimate, Estimate] | None:
+    """The mean time per step in `next()` and in the step, each the median over the runs
+    with its standard error; None where the runs did not keep them."""
+    if not (summary.wait_per_step_runs_s and summary.compute_per_step_runs_s):
+        return None
+    return (Estimate.median_of(summary.wait_per_step_runs_s),
+            Estimate.median_of(summary.compute_per_step_runs_s))
+
+
+def _more_or_less(seconds: float) -> str:
+    """'3.00 ms more', '2.00 ms less' or 'the same time'."""
+    if seconds == 0:
+        return "the same time"
+    return f"{format_duration(abs(seconds))} {'more' if seconds > 0 else 'less'}"
+
+
+def _carries(slow_part: Estimate, fast_part: Estimate, whole: float) -> bool:
+    """Whether one part of a step (waiting or computing) was longer in the slower feed
+    beyond the course's margin, and by at least the margin's floor of the faster feed's
+    whole step: a wait of 0.1 ms against 0.05 ms is twice as long, and carries no gap."""
+    return (_larger(slow_part, fast_part)
+            and slow_part.value - fast_part.value > NOISE_FLOOR * whole)
+
+
 def _why(slow: FeedSummary, fast: FeedSummary, cores: int,
          step_alone_s: float | Sequence[float] | None = None) -> str:
-    """Which phase of the loop made `slow` slower than `fast`, from their numbers, each
-    difference judged by the course's margin rule over the feeds' runs.
+    """Where the loop of `slow` spent the time it lost against `fast`: waiting for data in
+    `next()`, or in the step itself, each judged by the course's margin rule over the
+    feeds' runs. It reports the split the profiler measured and names no cause beyond it.
 
-    A longer step is blamed on the loader beside it only against the control
-    `step_alone_s` (the same step with no loader running: its median, or its runs'
-    medians); without it, or where the control does not show it, the sentence says that
-    this run does not isolate the cause."""
-    if _larger(slow.idle_estimate(), fast.idle_estimate()):
-        return (f"{slow.label} left the step waiting for batches "
-                f"{100 * slow.idle_fraction:.0f}% of the time against "
-                f"{100 * fast.idle_fraction:.0f}%: its loader did not keep up")
-    if _larger(slow.step_estimate(), fast.step_estimate()):
-        head = (f"{slow.label} kept the step no less busy, but its step itself took "
-                f"{format_seconds(slow.step_s)} against {format_seconds(fast.step_s)} (median)")
-        if step_alone_s is None:
-            return (f"{head}; this run does not isolate why, since it did not time the step "
-                    "without a loader beside it")
-        alone_estimate = _as_estimate(step_alone_s)
-        alone = (f", and {format_seconds(alone_estimate.value)} with no loader running (the "
-                 "same step on one batch held in memory)")
-        if _larger(slow.step_estimate(), alone_estimate):
-            return (f"{head}{alone}: the step slowed while this loader ran beside it, on the "
-                    f"same {cores} CPU cores (here the 'accelerator' is the CPU that also "
-                    "loads), so a low idle share does not mean a fast loop; which of the "
-                    "loader's threads or processes took the time is not isolated here")
-        return (f"{head}{alone}: its step was not measurably slower than the step alone, so "
-                "the gap is the other feed's step running faster than that, which this run "
-                "does not explain")
-    return (f"neither the waiting ({100 * slow.idle_fraction:.0f}% against "
-            f"{100 * fast.idle_fraction:.0f}%) nor the step time "
-            f"({format_seconds(slow.step_s)} against {format_seconds(fast.step_s)}, median) "
-            "differed beyond the noise on its own, so this run does not isolate which part "
-            "of the loop made the gap")
+    A longer step is compared with the control `step_alone_s` (the same step with no
+    loader running: its median, or its runs' medians); without it the sentence says that
+    this run did not time the step alone."""
+    slow_parts, fast_parts = _per_step(slow), _per_step(fast)
+    if slow_parts is None or fast_parts is None:
+        return (f"this run did not keep the time per step in next() and in the step for "
+                f"{slow.label} and {fast.label}, so it does not split the gap")
+    (slow_wait, slow_step), (fast_wait, fast_step) = slow_parts, fast_parts
+    split = (f"per step (mean over a run, median of the runs), {slow.label} waited "
+             f"{format_duration(slow_wait.value)} in next() and computed "
+             f"{format_duration(slow_step.value)}, {fast.label} waited "
+             f"{format_duration(fast_wait.value)} and computed "
+             f"{format_duration(fast_step.value)}")
+    whole = fast_wait.value + fast_step.value
+    gap = slow_wait.value + slow_step.value - whole
+    if gap > 0:
+        split += (f"; of the {format_duration(gap)} more per step, the waiting took "
+                  f"{_more_or_less(slow_wait.value - fast_wait.value)} and the step "
+                  f"{_more_or_less(slow_step.value - fast_step.value)}")
+    waited_longer = _carries(slow_wait, fast_wait, whole)
+    stepped_longer = _carries(slow_step, fast_step, whole)
+    if not (waited_longer or stepped_longer):
+        return (f"{split}: neither the waiting of {slow.label} nor its step time was longer "
+                f"than that of {fast.label} beyond the margin on its own, so this run does "
+                "not place the gap in either part")
+    if waited_longer and not stepped_longer:
+        return (f"{split}: the gap is in the waiting for data; the step time of "
+                f"{slow.label} was not longer than that of {fast.label} beyond the margin")
+    alone = ""
+    if step_alone_s is None:
+        alone = ("; this run did not time the step with no loader running, so it cannot say "
+                 "whether a loader beside the step slowed it")
+    else:
+        control = _as_estimate(step_alone_s)
+        alone = (f"; the same step on one batch held in memory, with no loader running, took "
+                 f"{format_duration(control.value)} (median)")
+        if _larger(slow_step, control):
+            alone += (f", so the step of {slow.label} ran slower with its loader beside it on "
+                      f"the same {cores} CPU cores (here the 'accelerator' is the CPU that "
+                      "also loads); which of that loader's threads or processes took the "
+                      "time is not isolated here")
+        else:
+            alone += (f", and the step of {slow.label} was not measurably slower than that, "
+                      f"so the gap is the step of {fast.label} running faster than the step "
+                      "alone, which this run does not explain")
+    if stepped_longer and not waited_longer:
+        return (f"{split}: the gap is in the step time, not in the waiting for data "
+                f"(the waiting of {slow.label} was not longer beyond the margin){alone}")
+    return f"{split}: both parts were longer beyond the margin{alone}"
 
 
 def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
@@ -578,9 +642,7 @@ def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
     if outcome == SAME:
         return (f"{feed.label} and {baseline.label} ran at the same speed within the noise "
                 f"({numbers}): the difference is inside the margin, so this run cannot tell "
-                f"them apart. Both decode the same files with the same Pillow calls on the "
-                f"same {cores} CPU cores, which here also run the step, so neither library "
-                "has more to work with.")
+                f"{feed.label} from {baseline.label}.{_start_up_check(feed, baseline, outcome)}")
     if outcome == TOO_NOISY_TO_TELL:
         return (f"{feed.label} against {baseline.label}: too noisy to tell ({numbers}); the "
                 f"margin is wider than {TOO_NOISY:.0%}, because runs of one feed disagreed "
@@ -591,7 +653,8 @@ def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
     else:
         head = f"{feed.label} ran {format_times(theirs / mine)} slower than {baseline.label}"
         why = _why(feed, baseline, cores, step_alone_s)
-    return f"{head} ({numbers}): {why}.{_start_up_check(feed, baseline, outcome)}"
+    return (f"{head} ({numbers}). {why[0].upper()}{why[1:]}."
+            f"{_start_up_check(feed, baseline, outcome)}")
 
 
 def _halves_verdict(summary: FeedSummary) -> str | None:
@@ -615,15 +678,17 @@ def start_up_moved(summary: FeedSummary) -> float | None:
 
 
 def _start_up_check(feed: FeedSummary, baseline: FeedSummary, outcome: str) -> str:
-    """Nothing unless start-up moved one of the two feeds (`start_up_moved`) and the
-    second halves of the windows, where no start-up effect is left, give another verdict;
-    then a sentence saying that start-up decided it."""
+    """Nothing unless the rate of one of the two feeds moved within its window
+    (`start_up_moved`); then the verdict over the second halves of the windows, where no
+    start-up effect is left: a sentence that it is the same, or that the whole-window
+    verdict came from the first halves."""
     moved = [summary.label for summary in (feed, baseline) if start_up_moved(summary)]
     if not moved:
         return ""
     late = verdict(feed.second_half_steps_per_s, baseline.second_half_steps_per_s)
     if late == outcome:
-        return ""
+        return (f" The rate of {' and '.join(moved)} moved within the window (above), and "
+                "over the second half of each window alone the verdict is the same.")
     said = {BETTER: "faster", WORSE: "slower", SAME: "the same within the noise",
             TOO_NOISY_TO_TELL: "too noisy to tell apart from it"}
     return (f" But the rate of {' and '.join(moved)} moved within the window (above): over "
@@ -631,37 +696,96 @@ def _start_up_check(feed: FeedSummary, baseline: FeedSummary, outcome: str) -> s
             "verdict comes from the first halves, not from the steady rate.")
 
 
+def fresh_python_import_times(module: str = "grain.python", repeats: int = 3,
+                              timeout: float = 120.0) -> tuple[list[float], bool]:
+    """Seconds a fresh Python takes to start, import `module` and exit, once per repeat
+    (the wall time of `python -c "import module"`, as a spawned worker starts), and
+    whether that import brought JAX in with it."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 3.")
+    code = f"import sys\nimport {module}\nprint('jax' in sys.modules)"
+    times, imports_jax = [], False
+    for _ in range(repeats):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout)
+        times.append(time.perf_counter() - start)
+        if done.returncode != 0:
+            raise RuntimeError(f"python -c 'import {module}' failed:\n{done.stderr[-2000:]}")
+        imports_jax = done.stdout.strip().endswith("True")
+    return times, imports_jax
+
+
+SPAWNS = ("Grain 0.2.18 starts each worker as a fresh Python (multiprocessing's 'spawn' "
+          "context, process_prefetch.py), which imports grain, where its worker function "
+          "lives, before it reads a record, while course_lib forks its workers from a fork "
+          "server whose imports are done (lesson 4)")
+
+
 def grain_first_batch_sentence(course_lib_s: float | Sequence[float],
-                               grain_s: float | Sequence[float], worker_count: int) -> str:
+                               grain_s: float | Sequence[float], worker_count: int, *,
+                               import_s: Sequence[float] | None = None,
+                               imports_jax: bool | None = None,
+                               names: tuple[str, str] = ("course_lib", "Grain")) -> str:
     """Seconds to the first batch with `worker_count` workers (one time or every run's),
-    course_lib against Grain, in a sentence decided by the course's margin rule, with what
-    each library does at start-up."""
+    course_lib's feed against Grain's (`names`, in that order), in a sentence decided by
+    the course's margin rule. Where Grain's came later and `import_s` (every run of
+    `fresh_python_import_times`) is given, the delay (Grain's time minus course_lib's, run
+    by run) is judged against a fresh Python's import of grain by the same rule."""
+    course_name, grain_name = names
     course_lib_runs, grain_runs = (tuple([value]) if isinstance(value, int | float)
                                    else tuple(value) for value in (course_lib_s, grain_s))
     for name, values in (("course_lib_s", course_lib_runs), ("grain_s", grain_runs)):
         if not values or min(values) <= 0:
             raise ValueError(f"{name}={list(values)!r} must be positive numbers of seconds.")
     comparison = Comparison(grain_runs, course_lib_runs)
-    numbers = (f"{format_seconds(comparison.median)} for Grain against "
-               f"{format_seconds(comparison.baseline_median)} for course_lib; "
+    numbers = (f"{format_duration(comparison.median)} for {grain_name} against "
+               f"{format_duration(comparison.baseline_median)} for {course_name}; "
                f"{comparison.noise()}")
-    why = ("course_lib forks its workers from a fork server that has its imports done "
-           "(lesson 4), while Grain 0.2.18 spawns a fresh Python per worker, which imports "
-           "grain and, with it, JAX before it reads a record")
+    head = f"With {worker_count} workers the first batch of {grain_name}"
     if comparison.verdict == SAME:
-        return (f"With {worker_count} workers the first batch came as fast from both within "
-                f"the noise ({numbers}), although {why}: here other costs outweighed that.")
+        return (f"{head} came as soon as that of {course_name} within the noise ({numbers}), "
+                f"although {SPAWNS}.")
     if comparison.verdict == TOO_NOISY_TO_TELL:
-        return (f"With {worker_count} workers the time to the first batch was too noisy to "
-                f"tell apart ({numbers}): the runs disagreed by more than {TOO_NOISY:.0%}, "
-                "so this run says nothing about which library starts sooner.")
-    if comparison.verdict == WORSE:
-        return (f"With {worker_count} workers Grain's first batch came "
-                f"{format_times(1 / comparison.ratio)} later ({numbers}): {why}. A long run "
-                "pays this once; a notebook cell, every time.")
-    return (f"With {worker_count} workers Grain's first batch came "
-            f"{format_times(comparison.ratio)} sooner ({numbers}), although {why}: here "
-            "Grain's workers started faster anyway, which this run does not explain.")
+        return (f"{head} and that of {course_name} were too noisy to tell apart ({numbers}): "
+                f"the runs disagreed by more than {TOO_NOISY:.0%}, so this run says nothing "
+                "about which starts sooner.")
+    if comparison.verdict == BETTER:
+        return (f"{head} came {format_times(comparison.ratio)} sooner than that of "
+                f"{course_name} ({numbers}), although {SPAWNS}: this run does not explain it.")
+    later = (f"{head} came {format_times(1 / comparison.ratio)} later than that of "
+             f"{course_name} ({numbers}).")
+    if not import_s:
+        return (f"{later} {SPAWNS}; this run did not time that import, so it does not say "
+                "how much of the delay it is.")
+    if len(grain_runs) == len(course_lib_runs):
+        delay = Estimate.median_of([one - other for one, other
+                                    in zip(grain_runs, course_lib_runs, strict=True)])
+    else:
+        delay = Estimate.once(comparison.median - comparison.baseline_median, "median")
+    imported = Estimate.median_of(import_s)
+    jax = ("" if imports_jax is None else
+           " (which imported JAX too)" if imports_jax else " (which did not import JAX)")
+    margin = relative_margin(delay, imported)
+    against = (f"the delay, {format_duration(delay.value)} (median of the runs' "
+               f"differences), against a fresh Python that starts, imports grain.python{jax} "
+               f"and exits, {format_duration(imported.value)} (median of {imported.count}; "
+               f"margin {margin:.0%})")
+    outcome = judge(delay, imported)
+    if outcome == SAME:
+        return (f"{later} {SPAWNS}. Measured: {against}: the same within the noise, so the "
+                "delay is about one fresh Python's start-up and import. A long run pays it "
+                "once; a notebook cell that creates an iterator, every time.")
+    if outcome == WORSE:
+        return (f"{later} {SPAWNS}. Measured: {against}: the delay is longer, so the import "
+                f"is at most about {imported.value / delay.value:.0%} of it; this run does "
+                "not place the rest.")
+    if outcome == BETTER:
+        return (f"{later} {SPAWNS}. Measured: {against}: the delay is shorter than the "
+                "import alone, so this run does not show the import as what the first "
+                "batch waited for.")
+    return (f"{later} {SPAWNS}. Measured: {against}: too noisy to tell, so this run does "
+            "not say how much of the delay the import is.")
 
 
 def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str:
@@ -725,19 +849,29 @@ def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str
                          "would do that, and so would other programs taking the cores early "
                          "in it; this run does not tell the two apart.")
     parts.append("Whatever the cause, each verdict below that involves one of these feeds "
-                 "is checked on the second halves alone, and says so where they disagree."
+                 "is checked again on the second halves alone and says what they gave."
                  f"{too_noisy}")
     return " ".join(parts)
 
 
-def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]],
-                      held_out_count: int) -> str:
-    """Why held-out accuracy differs between feeds, from every run's accuracy.
+def batch_groups(digests: Mapping[str, Sequence[str]]) -> list[list[str]]:
+    """The feeds grouped by the batches they handed out: one group per distinct list of
+    batch digests, in the order the feeds first appear."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for label, each in digests.items():
+        groups.setdefault(tuple(each), []).append(label)
+    return list(groups.values())
 
-    The feeds train the same model with the same step on the same files, but each library
-    shuffles with its own permutation and draws its own random shifts, so each feed trains
-    on other batches. Repeats of one feed (the same batches again) show how much of the
-    spread is the training's own noise; the rest is which batches it saw."""
+
+def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]], held_out_count: int,
+                      digests: Mapping[str, Sequence[str]] | None = None) -> str:
+    """Why held-out accuracy differs between feeds, from every run's accuracy and, where
+    given, every feed's batches (`batch_digests`).
+
+    The feeds train the same model from the same seed with the same step and test it on
+    the same held-out images: what differs between them is the batches they hand out.
+    Repeats of one feed (the same batches again) show how much of the spread is the
+    training's own noise; feeds grouped by their batches show which feeds saw the same."""
     if held_out_count < 1:
         raise ValueError(f"held_out_count={held_out_count!r} must be the number of held-out "
                          "images, at least 1.")
@@ -756,27 +890,40 @@ def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]],
     repeated = {label: max(run.accuracy for run in measured) - min(run.accuracy
                                                                    for run in measured)
                 for label, measured in runs.items() if len(measured) > 1}
-    why = ("Each library shuffles with its own permutation and draws its own random shifts, "
-           "so each feed trains on other batches")
+    same_setup = ("Every feed trains the same model from the same seed with the same step "
+                  "and tests it on the same images; what differs is the batches it hands out")
     if not repeated:
-        return (f"{head} {why}; with one run per feed, this run cannot tell how much of the "
-                "spread is that and how much the training's own noise: it ranks no library "
-                "by accuracy.")
+        return (f"{head} {same_setup}, but with one run per feed this run cannot tell how "
+                "much of the spread is that and how much the training's own noise: it ranks "
+                "no library by accuracy.")
     noise = max(repeated.values())
-    if noise < image / 2:
-        return (f"{head} Every feed repeated its own accuracy exactly (its runs train on the "
-                f"same batches, so they end at the same model), so the spread comes from what "
-                f"differs between the feeds: {why[0].lower()}{why[1:]} and ends at another "
-                "model. It tells which batches a feed trained on, not that a library trains "
-                "better: that would need several seeds per feed, which this run did not try.")
     if noise >= spread / 2:
         return (f"{head} Runs of one feed differed by up to {100 * noise:.1f} points, as much "
                 "as the feeds: the spread is noise, and ranks no library.")
-    return (f"{head} Every feed repeated its own accuracy within {100 * noise:.1f} points, so "
-            f"the spread comes from what differs between the feeds: {why[0].lower()}{why[1:]} "
-            "and ends at another model. It tells which batches a feed trained on, not that a "
-            "library trains better: that would need several seeds per feed, which this run "
-            "did not try.")
+    repeats = ("Every feed repeated its own accuracy exactly (its runs train on the same "
+               "batches, so they end at the same model)" if noise < image / 2 else
+               f"Every feed repeated its own accuracy within {100 * noise:.1f} points")
+    tail = ("It tells which batches a feed trained on, not that a library trains better: "
+            "that would need several seeds per feed, which this run did not try.")
+    if digests is None:
+        return (f"{head} {repeats}. {same_setup}, so the spread comes from the batches. "
+                f"{tail}")
+    groups = batch_groups({label: digests[label] for label in runs if label in digests})
+    shared = [group for group in groups if len(group) > 1]
+    count = min(len(each) for each in digests.values())
+    if not shared:
+        grouped = f"No two feeds handed out the same {count} batches."
+    else:
+        parts = []
+        for group in shared:
+            values = {round(accuracy[label] * held_out_count) for label in group}
+            reached = ("and reached the same accuracy" if len(values) == 1 else
+                       "yet reached other accuracies")
+            parts.append(f"{' and '.join(group)} handed out the same {count} batches "
+                         f"{reached}")
+        grouped = "Among them, " + "; ".join(parts) + "."
+    return (f"{head} {repeats}. {same_setup}: {len(groups)} distinct sets of batches among "
+            f"the {len(runs)} feeds. {grouped} {tail}")
 
 
 def feed_overlap_sentence(summary: FeedSummary) -> str:
@@ -798,9 +945,55 @@ def feed_overlap_sentence(summary: FeedSummary) -> str:
 def same_first_batches(runs: Mapping[str, Sequence[FeedMeasurement]],
                        pairs: Mapping[str, tuple[str, str]]) -> dict[str, bool]:
     """For each name, whether the two feeds' first batches are the same: the same images
-    and the same labels (their digests), not only the labels."""
+    and the same labels (their digests). `compare_batches` compares every batch."""
     return {name: runs[one][0].first_digest == runs[other][0].first_digest
             for name, (one, other) in pairs.items()}
+
+
+def batch_digests(make_iterator: Callable[[], Iterator], count: int) -> list[str]:
+    """`batch_digest` of each of the first `count` batches of a new iterator (closed after,
+    where it has `close()`): what a feed hands out, to compare with another feed's."""
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"count={count!r} must be an integer of at least 1 batch.")
+    iterator = make_iterator()
+    try:
+        return [batch_digest(batch) for batch in itertools.islice(iterator, count)]
+    finally:
+        close_iterator(iterator)
+        del iterator
+        gc.collect()
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchesCompared:
+    """Two feeds' batches compared position by position (`compare_batches`)."""
+
+    same: int  # positions where both held the same batch (images and labels)
+    compared: int  # positions compared: the shorter of the two lists
+    first_different: int | None  # 1-based position of the first other batch, if any
+
+    @property
+    def all_same(self) -> bool:
+        return self.compared > 0 and self.same == self.compared
+
+
+def compare_batches(digests: Sequence[str], other: Sequence[str]) -> BatchesCompared:
+    """Position by position, how many of two feeds' batch digests agree."""
+    pairs = list(zip(digests, other, strict=False))
+    if not pairs:
+        raise ValueError("nothing to compare: pass the batch_digests of two feeds.")
+    differ = [position for position, (one, two) in enumerate(pairs, 1) if one != two]
+    return BatchesCompared(len(pairs) - len(differ), len(pairs), differ[0] if differ else None)
+
+
+def same_batches_sentence(name: str, compared: BatchesCompared, workers: int = 2) -> str:
+    """What the comparison of a feed's batches with and without workers found."""
+    if compared.all_same:
+        return (f"{name}: all {compared.compared} batches the same with {workers} workers as "
+                "with 0 (images and labels)")
+    return (f"{name}: {compared.compared - compared.same} of {compared.compared} batches "
+            f"other with {workers} workers than with 0, the first at batch "
+            f"{compared.first_different} (images and labels)")
 
 
 def restore_outcome(outcome: bool | str) -> str:
@@ -815,43 +1008,74 @@ def restore_outcome(outcome: bool | str) -> str:
     raise ValueError(f"outcome={outcome!r} must be True, False or the error's text.")
 
 
-def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: bool | None,
-                     same_batches: Mapping[str, bool] | None = None,
-                     restores: Mapping[tuple[str, int, int], bool | str] | None = None,
-                     cores: int | None = None) -> list[str]:
-    """The lesson's conclusions, each from this run's numbers and comparisons.
+def _restore_lines(restores: Mapping[tuple[str, int, int], bool | str]) -> list[str]:
+    """One line per library: what its Dataset chain did when a state saved at one worker
+    count was restored at another (every pair tried)."""
+    lines = []
+    for name in dict.fromkeys(key[0] for key in restores):
+        tried = {(saved, restored): outcome for (library, saved, restored), outcome
+                 in restores.items() if library == name}
+        pairs = " and ".join(f"{saved} to {restored}" for saved, restored in tried)
+        if all(outcome is True for outcome in tried.values()):
+            lines.append(f"{name}'s Dataset chain, restored at another worker count "
+                         f"({pairs} workers), went on with the uninterrupted run's batches: "
+                         "its worker count may change at a restart.")
+        elif not any(outcome is True for outcome in tried.values()):
+            what = "; ".join(f"{saved} to {restored} workers: {restore_outcome(outcome)}"
+                             for (saved, restored), outcome in tried.items())
+            lines.append(f"{name}'s Dataset chain did not resume at another worker count "
+                         f"({what}): keep its worker count for a run's life.")
+        else:
+            what = "; ".join(f"{saved} to {restored} workers: {restore_outcome(outcome)}"
+                             for (saved, restored), outcome in tried.items())
+            lines.append(f"{name}'s Dataset chain resumed at another worker count in one "
+                         f"direction only ({what}).")
+    return lines
 
-    `same_batches` maps a library to whether its first batch was the same with and without
-    workers; `restores` maps (library, workers saved with, workers restored with) to what
-    the Dataset chain's restore did (see `restore_outcome`); `resumed_exactly` is None where
-    the Grain checkpoint was not tried."""
+
+def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: bool | None,
+                     same_batches: Mapping[str, BatchesCompared | bool] | None = None,
+                     restores: Mapping[tuple[str, int, int], bool | str] | None = None,
+                     states: Mapping[str, bytes | str] | None = None,
+                     cores: int | None = None) -> list[str]:
+    """The lesson's conclusions, one idea a line, each from this run's numbers.
+
+    `same_batches` maps a library to its batches with and without workers compared
+    (`compare_batches`, or a bool); `restores` maps (library, workers saved with, workers
+    restored with) to what the Dataset chain's restore did (see `restore_outcome`);
+    `states` maps a library to a data state it saved; `resumed_exactly` is None where the
+    Grain checkpoint was not tried."""
     cores = cores or os.cpu_count() or 1
     fastest = max(summaries, key=lambda label: summaries[label].median_steps_per_s)
     best = summaries[fastest]
-    lines = [f"Fastest feed in this run: {fastest}, {best.median_steps_per_s:.1f} steps/s with "
-             f"the accelerator idle {100 * best.idle_fraction:.0f}% of the time, on {cores} "
-             "CPU cores that also ran the step: measure your own pipeline on your own machine "
-             "before choosing."]
+    runs = len(best.steps_per_s)
+    lines = [f"Fastest feed in this run: {fastest}, {best.median_steps_per_s:.1f} steps/s "
+             f"({'one run' if runs == 1 else f'median of {runs} runs'}), on {cores} CPU "
+             "cores that also ran the step."]
     level = [label for label in summaries if label != fastest and verdict(
         summaries[label].steps_per_s, best.steps_per_s) in (SAME, TOO_NOISY_TO_TELL)]
     if level:
         lines.append(f"{len(level)} of the other {len(summaries) - 1} feeds could not be told "
-                     f"apart from it by the course's margin rule ({'; '.join(level)}): "
-                     "within the noise or too noisy to tell, so among those this run picks "
-                     "no winner.")
+                     f"apart from it by the course's margin rule ({'; '.join(level)}), so "
+                     "this run picks no winner among them.")
     starts = {label: summary.first_batch_s for label, summary in summaries.items()}
     slowest_start = max(starts, key=starts.get)
-    lines.append(f"Slowest start: {slowest_start}, {format_seconds(starts[slowest_start])} "
-                 "to the first batch: worker start-up is paid at every iter().")
-    for name, same in (same_batches or {}).items():
-        lines.append(f"{name}: {'the same' if same else 'other'} batches with workers as "
-                     "without" + ("." if same else ": a run is reproduced only at the same "
-                                  "worker count."))
-    for (name, saved_with, restored_with), outcome in (restores or {}).items():
-        advice = ("the worker count may change at a restart" if outcome is True else
-                  "keep the worker count for the whole run, or restart the data")
-        lines.append(f"{name} Dataset chain, a state saved with {saved_with} workers restored "
-                     f"with {restored_with}: {restore_outcome(outcome)}: {advice}.")
+    count = len(summaries[slowest_start].first_batches_s) or 1
+    lines.append(f"Slowest to its first batch: {slowest_start}, "
+                 f"{format_seconds(starts[slowest_start])} from creating its iterator "
+                 f"({'one run' if count == 1 else f'median of {count} runs'}).")
+    for name, compared in (same_batches or {}).items():
+        if isinstance(compared, BatchesCompared):
+            same, told = compared.all_same, (f"all {compared.compared}" if compared.all_same
+                                              else f"{compared.compared - compared.same} of "
+                                                   f"{compared.compared}")
+        else:
+            same, told = bool(compared), "the first"
+        lines.append(f"{name}: the same batches with workers as without ({told}), so a run "
+                     "reproduces at either worker count." if same else
+                     f"{name}: other batches with workers than without ({told} differ), so a "
+                     "run reproduces only at its own worker count.")
+    lines.extend(_restore_lines(restores or {}))
     if resumed_exactly is None:
         lines.append("The Grain checkpoint was not tried here (Grain is not installed).")
     elif resumed_exactly:
@@ -861,10 +1085,17 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
     else:
         lines.append("The run resumed from Grain's checkpoint did NOT match the "
                      "uninterrupted run here: compare the saved state with the loader.")
-    lines.append("A data state saved by course_lib (version 1, next_index) does not load "
-                 "into Grain (version 2, last_seen_indices), nor the other way round: move "
-                 "a running job at a checkpoint boundary where you may restart its data.")
+    if states and len(states) == 2:
+        outlines = [f"{name}'s ({_state_line(state)})" for name, state in states.items()]
+        lines.append(f"The saved data states are two formats, {' and '.join(outlines)}: "
+                     "each library refused the other's above.")
     return lines
+
+
+def _state_line(state: bytes | str) -> str:
+    parsed = json.loads(state)
+    keys = [key for key in parsed if "index" in key or "indices" in key]
+    return f"version {parsed.get('version')}, {', '.join(keys) or 'no index'}"
 
 
 # -- the resumed run, in a new process ------------------------------------------------------
@@ -903,6 +1134,47 @@ def resume_checks(uninterrupted: Sequence[Mapping[str, Any]],
         "same losses, bit for bit":
             [row["loss"] for row in resumed] == [row["loss"] for row in expected],
     }
+
+
+def resume_title(uninterrupted: Sequence[Mapping[str, Any]],
+                 resumed: Sequence[Mapping[str, Any]], save_at: int) -> str:
+    """The resume picture's title, from the rows: whether the new process's losses are the
+    uninterrupted run's at the same steps after the save."""
+    expected = {row["step"]: row["loss"] for row in uninterrupted if row["step"] > save_at}
+    head = f"Checkpoint saved at step {save_at}, restored in a new process"
+    steps = [row["step"] for row in resumed]
+    if steps != sorted(expected):
+        return (f"{head}: it ran steps {steps[0] if steps else '-'} to "
+                f"{steps[-1] if steps else '-'}, not the uninterrupted run's "
+                f"{save_at + 1} to {max(expected, default=save_at)}")
+    differ = [row["step"] for row in resumed if row["loss"] != expected[row["step"]]]
+    if not differ:
+        return (f"{head}: the same loss as the uninterrupted run at all {len(steps)} steps "
+                "after it")
+    return (f"{head}: the loss differs from the uninterrupted run at {len(differ)} of "
+            f"{len(steps)} steps (from step {differ[0]})")
+
+
+def plot_resume_from_checkpoint(uninterrupted: Sequence[Mapping[str, Any]],
+                                resumed: Sequence[Mapping[str, Any]], save_at: int):
+    """The loss per step of the uninterrupted run (which saved a checkpoint at `save_at`
+    and went on), and of the new process that restored that checkpoint, on one plot."""
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(8, 3.4))
+    ax.plot([row["step"] for row in uninterrupted], [row["loss"] for row in uninterrupted],
+            color="grey", linewidth=4, alpha=0.5,
+            label="uninterrupted run (saved a checkpoint, went on)")
+    ax.plot([row["step"] for row in resumed], [row["loss"] for row in resumed], marker=".",
+            color="tab:orange", label="new process, from the checkpoint")
+    ax.axvline(save_at + 0.5, color="black", linestyle=":", label=f"checkpoint (step {save_at})")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    ax.set_title(resume_title(uninterrupted, resumed, save_at).replace(": ", ":\n", 1),
+                 fontsize="medium")
+    ax.legend()
+    figure.tight_layout()
+    return figure
 
 
 def state_outline(state: bytes | str) -> str:
