@@ -450,9 +450,9 @@ def test_a_slower_step_is_named_as_the_cause_when_it_alone_moves_the_time():
     sentence = capstone.process_speed_sentence(first, second)
     assert sentence.startswith("Process 0: ")
     assert "(1 save in 28 steps against 3 in 58)" in sentence
-    assert "Slower, beyond the margin (5%): the step (+" in sentence
-    assert "accounts for it" in sentence
-    assert "partly offset by the checkpoints (-" in sentence  # fewer saves per step
+    assert "Slower, beyond the margin (5%), by +33%: the step (+39% on its own) accounts for " \
+        "it, partly offset by the checkpoints (-" in sentence
+
     assert "within" not in sentence
 
 
@@ -460,7 +460,7 @@ def test_slower_checkpoints_are_named_and_the_step_is_not_when_it_did_not_move()
     first = _timed(1, _jitter(0.100, 58), [(15, 0.3), (30, 0.3), (45, 0.3)])
     second = _timed(1, _jitter(0.100, 58), [(15, 1.5), (30, 1.5), (45, 1.5)])
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (5%): the checkpoints (+" in sentence
+    assert "Slower, beyond the margin (5%), by +" in sentence and "the checkpoints (+" in sentence
     assert "on their own) account for it." in sentence and "the step (" not in sentence
 
 
@@ -469,7 +469,8 @@ def test_a_change_no_part_makes_alone_names_no_cause():
     first = _timed(0, _jitter(0.100, 50))
     second = _timed(0, _jitter(0.104, 50), rest=0.004)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (5%): yet no part alone moves the time per step beyond " \
+    assert "Slower, beyond the margin (5%), by +8%: yet no part alone moves the time per step " \
+        "beyond " \
         "the margin, so this run cannot say which part made it slower." in sentence
     assert "the step (+" not in sentence and "accounts" not in sentence
 
@@ -477,7 +478,8 @@ def test_a_change_no_part_makes_alone_names_no_cause():
 def test_a_faster_run_and_parts_that_cancel_are_said_so():
     first = _timed(0, _jitter(0.100, 50))
     faster = capstone.process_speed_sentence(first, _timed(0, _jitter(0.080, 50)))
-    assert "Faster, beyond the margin (5%): the step (-20% on its own) accounts for it." \
+    assert "Faster, beyond the margin (5%), by -20%: the step (-20% on its own) accounts for " \
+        "it." \
         in faster
     assert "the step's median 80 ± 0.2 against 100 ± 0.3 ms" in faster
     # a 10% slower step, made up for by a loop that lost 10 ms per step
@@ -496,7 +498,7 @@ def test_a_noisy_step_is_too_noisy_to_name():
     first = _timed(0, noisy)
     second = _timed(0, [0.03, 0.45] * 10)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (5%): yet no part alone" in sentence  # a wide margin
+    assert "Slower, beyond the margin (5%), by +14%: yet no part alone" in sentence
     assert "the step (+" not in sentence
 
 
@@ -546,3 +548,13 @@ def test_checkpoints_named_as_the_cause_list_every_save_and_flag_a_first_save():
     later = _timed(0, _jitter(0.100, 58), [(15, 0.2), (30, 0.35), (45, 0.2)])
     sentence = capstone.process_speed_sentence(capstone.from_step(later, 32), second)
     assert "Its saves took (ms)" in sentence and "first save took longest" not in sentence
+
+
+def test_a_cause_that_explains_only_part_of_the_change_is_said_to():
+    # the step's median moves +10%, but slow outliers add another 20% to the time per step
+    first = _timed(0, _jitter(0.100, 50))
+    second = _timed(0, _jitter(0.110, 45) + [0.3] * 5)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "the step (+10% on its own) moves it beyond the margin; the other +" in sentence
+    assert "no part moves beyond the margin alone, so this run cannot say where it went." \
+        in sentence and "accounts" not in sentence

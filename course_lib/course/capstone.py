@@ -524,15 +524,25 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     causes = sorted((part for part, (v, _) in moved.items() if v == verdict),
                     key=lambda part: -abs(moved[part][1]))
     against = [part for part, (v, _) in moved.items() if v != verdict]
-    line = f"{word.capitalize()}, beyond the margin ({margin:.0%}): "
+    total = b["whole"].value / a["whole"].value - 1
+    line = f"{word.capitalize()}, beyond the margin ({margin:.0%}), by {total:+.0%}: "
     if causes:
         single = len(causes) == 1 and causes[0] not in PLURAL_PARTS
-        line += f"{named(causes)} {'accounts' if single else 'account'} for it"
+        explained = sum(moved[part][1] for part in (*causes, *against))
+        if abs(total - explained) <= margin:
+            line += f"{named(causes)} {'accounts' if single else 'account'} for it"
+            if against:
+                line += f", partly offset by {named(against)}"
+        else:
+            line += (f"{named(causes)} {'moves' if single else 'move'} it beyond the margin"
+                     + (f", partly offset by {named(against)}" if against else "")
+                     + f"; the other {total - explained:+.0%} no part moves beyond the margin "
+                     "alone, so this run cannot say where it went")
     else:
         line += ("yet no part alone moves the time per step beyond the margin, so this run "
                  "cannot say which part made it " + word)
-    if against:
-        line += f", partly offset by {named(against)}"
+        if against:
+            line += f" ({named(against)} moved the other way)"
     if "checkpoint" in moved:
         line += ". " + _saves_sentence(first, second)
     return head + line + "."
