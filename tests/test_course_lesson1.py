@@ -437,7 +437,7 @@ def test_stand_in_sentence_judges_which_column_moved():
     assert "slowed" not in neither
 
 
-def test_timeline_window_is_taken_from_the_middle_of_the_run():
+def test_timeline_window_is_taken_from_the_middle_of_the_run_when_all_windows_tie():
     from course_lib.course import bottleneck
 
     assert bottleneck.timeline_window(_profiler(0.01, 0.005, 100), 10) == (45, 55)
@@ -493,3 +493,93 @@ def test_stand_in_verdicts_name_no_cause_when_their_baseline_moved():
                                               stand_in=True, real_baseline=real_baseline)
     assert "Overlap in one process" in kept
     assert course.baseline_moved_sentence(real_baseline, real_baseline) == ""
+
+
+def test_timeline_window_avoids_a_slow_stretch_in_the_middle():
+    from course_lib.course import bottleneck
+
+    # 15 ms a step, except steps 41-60, which took 35 ms: the middle window (46-55) would
+    # show 35 ms a step for a run of 19 ms
+    waits = [0.010] * 40 + [0.030] * 20 + [0.010] * 40
+    profiler = _noisy_profiler(waits, [0.005] * 100)
+    assert bottleneck.window_period(profiler, 45, 55) == pytest.approx(0.035)
+    first, end = bottleneck.timeline_window(profiler, 10)
+    assert end - first == 10
+    window = bottleneck.window_period(profiler, first, end)
+    whole = course.step_period(profiler).value
+    assert abs(window - whole) < 0.002  # the closest window: 2 slow steps and 8 fast ones
+
+
+def test_window_sentence_says_why_the_window_and_whether_it_stands_for_the_run():
+    from course_lib.course import bottleneck
+
+    steady = _profiler(0.010, 0.005, 100)
+    said = bottleneck.window_sentence({"steady": steady}, steps=10)
+    assert said.startswith("Each row draws the 10 consecutive steps, after the warm-up, whose "
+                           "mean time per step comes closest to the whole run's")
+    assert "steady, steps 46–55: 15.00 ms a step against 15.00 ms over the run, within the " \
+           "noise." in said
+    # 200 steps of 40 ms, then 600 of 10 ms: 17.5 ms a step over the run, but a window of
+    # 10 takes 10 + 3k ms with k slow steps in it, so at best 16 or 19 ms: 8.6% away
+    uneven = _noisy_profiler([0.035] * 200 + [0.005] * 600, [0.005] * 800)
+    far = bottleneck.window_sentence({"uneven": uneven}, steps=10)
+    assert "even so: its steps vary too much for any 10 of them to stand for the run" in far
+    assert "within the noise" not in far
+    # wildly varying steps: the run's own margin is wider than 25%
+    noisy = _noisy_profiler([0.001, 0.2, 0.001, 0.001] * 3, [0.001] * 12)
+    unclear = bottleneck.window_sentence({"noisy": noisy}, steps=10)
+    assert "too noisy to tell whether the window stands for the run" in unclear
+
+
+def test_short_waits_sentence_counts_the_thin_lines_and_the_turns_of_two_workers():
+    from course_lib.course import bottleneck
+
+    turns = _noisy_profiler([0.0002, 0.012] * 50, [0.010] * 100)
+    said = bottleneck.short_waits_sentence(turns, "2 workers", worker_count=2)
+    assert said.startswith("2 workers: 50 of its 100 waits took under 1 ms (the thin lines")
+    assert "the other 50 took 12.00 ms on average" in said
+    assert "In 100% of consecutive steps a short wait and a long one take turns" in said
+    blocks = _noisy_profiler([0.0002] * 50 + [0.012] * 50, [0.010] * 100)
+    no_turns = bottleneck.short_waits_sentence(blocks, "2 workers", worker_count=2)
+    assert "take turns in only 1% of consecutive steps" in no_turns
+    assert "as two workers would give" not in no_turns
+    assert "take turns" not in bottleneck.short_waits_sentence(turns, "a thread")
+    none = bottleneck.short_waits_sentence(_profiler(0.012, 0.01, 10), "naive")
+    assert none.startswith("naive: none of its 10 waits took under 1 ms")
+    every = bottleneck.short_waits_sentence(_profiler(0.0001, 0.01, 10), "fast")
+    assert every == ("fast: all 10 waits took under 1 ms: every batch was made before the "
+                     "loop asked for it.")
+
+
+def test_transfer_dtype_sentence_reports_a_narrowed_label_and_checks_the_values():
+    import numpy as np
+
+    from course_lib.course import bottleneck
+
+    host = {"image": np.zeros((2, 3), np.float32), "label": np.array([1, 2], np.int64)}
+    device = {"image": host["image"], "label": host["label"].astype(np.int32)}
+    said = bottleneck.transfer_dtype_sentence(host, device)
+    assert said == ("On the device, image kept float32, label became int32 (from int64); the "
+                    "values are the same. JAX keeps 64-bit numbers only with jax_enable_x64, "
+                    "which is off by default, and narrows them to 32 bits when it puts them "
+                    "on a device.")
+    same = bottleneck.transfer_dtype_sentence(host, dict(host))
+    assert same == ("On the device the batch holds what it held in host memory: image kept "
+                    "float32, label kept int64, with the same values.")
+    wrapped = {"image": host["image"], "label": np.array([1, -2], np.int32)}
+    assert "the values of label changed too" in bottleneck.transfer_dtype_sentence(host,
+                                                                                     wrapped)
+    widened = {"image": host["image"].astype(np.float64), "label": host["label"]}
+    assert "jax_enable_x64" not in bottleneck.transfer_dtype_sentence(host, widened)
+
+
+def test_transfer_dtype_sentence_on_jax_itself():
+    import jax
+    import numpy as np
+
+    from course_lib.course import bottleneck
+
+    host = {"label": np.array([3, 1, 4], np.int64)}
+    said = bottleneck.transfer_dtype_sentence(host, jax.device_put(host))
+    expected = "int64" if jax.config.jax_enable_x64 else "int32"
+    assert f"label {'kept' if expected == 'int64' else 'became'} {expected}" in said

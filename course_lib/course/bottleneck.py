@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from course_lib.course.basics import (
     BETTER,
     TOO_NOISY_TO_TELL,
@@ -629,9 +631,12 @@ def batch_thread_sentence(chunk_s: float, chunk_records: int,
 
 
 def timeline_window(profiler: Any, steps: int) -> tuple[int, int]:
-    """The (first, end) step indices of a window of `steps` consecutive steps from the middle
-    of a profiled run (after its warm-up), so that a drawing shows the steady state rather
-    than the first steps after start-up; the whole run when it has no more steps."""
+    """The (first, end) step indices of the window of `steps` consecutive measured steps
+    (after the warm-up) whose mean time per step comes closest to the whole run's
+    (`step_period`), so that a drawing shows the run as its table measured it; among
+    windows equally close, the one nearest the middle of the run. A window fixed in the
+    middle can land on a stretch the machine ran slower or faster than the rest. The whole
+    run when it has no more steps."""
     if steps < 1:
         raise ValueError(f"steps={steps!r} must be at least 1.")
     total = profiler.num_steps
@@ -639,8 +644,100 @@ def timeline_window(profiler: Any, steps: int) -> tuple[int, int]:
         raise ValueError(f"the profiler recorded no steps after its warmup_steps="
                          f"{profiler.warmup_steps}; measure a loop first.")
     shown = min(steps, total)
-    first = (total - shown) // 2
+    whole = step_period(profiler).value
+    middle = (total - shown) // 2
+
+    def distance(first: int) -> tuple[float, int]:
+        gap = abs(window_period(profiler, first, first + shown) - whole) / whole
+        return round(gap, 9), abs(first - middle)  # rounded: equal windows tie exactly
+
+    first = min(range(total - shown + 1), key=distance)
     return first, first + shown
+
+
+def window_sentence(profilers: Mapping[str, Any], steps: int = 10) -> str:
+    """Which window each timeline draws and why, and whether it stands for its run: its
+    mean time per step against the whole run's, by the margin rule."""
+    clauses = []
+    for name, profiler in profilers.items():
+        first, end = timeline_window(profiler, steps)
+        window = Estimate.once(window_period(profiler, first, end), "mean")
+        whole = step_period(profiler)
+        verdict = judge(window, whole)
+        text = (f"{name}, steps {first + 1}–{end}: {format_seconds(window.value)} a step "
+                f"against {format_seconds(whole.value)} over the run")
+        if verdict == TOO_NOISY_TO_TELL:
+            text += ", too noisy to tell whether the window stands for the run"
+        elif verdict in (BETTER, WORSE):
+            gap = abs(window.value / whole.value - 1)
+            text += (f", {gap:.0%} {'faster' if verdict == BETTER else 'slower'} even so: its "
+                     f"steps vary too much for any {end - first} of them to stand for the run")
+        else:
+            text += ", within the noise"
+        clauses.append(text)
+    return (f"Each row draws the {steps} consecutive steps, after the warm-up, whose mean time "
+            "per step comes closest to the whole run's, so that the window shows the run as "
+            "the table measured it (a window fixed in the middle of the run can land on a "
+            "slower or faster stretch): " + "; ".join(clauses) + ".")
+
+
+def short_waits_sentence(profiler: Any, name: str, *, under: float = 1e-3,
+                         worker_count: int | None = None) -> str:
+    """How many of a run's waits for `next()` were too short to see on its timeline (a
+    batch already made), and, for two workers, whether short and long waits alternate."""
+    waits = np.asarray(profiler.wait_times, dtype=np.float64)
+    if waits.size == 0:
+        raise ValueError(f"the profiler recorded no steps after its warmup_steps="
+                         f"{profiler.warmup_steps}; measure a loop first.")
+    short = waits < under
+    limit = format_duration(under)
+    if not short.any():
+        return (f"{name}: none of its {waits.size} waits took under {limit}: the loop waited "
+                f"for every batch ({format_seconds(float(waits.mean()))} on average, mean).")
+    if short.all():
+        return (f"{name}: all {waits.size} waits took under {limit}: every batch was made "
+                "before the loop asked for it.")
+    text = (f"{name}: {int(short.sum())} of its {waits.size} waits took under {limit} (the "
+            "thin lines: a batch made before the loop asked for it), the other "
+            f"{int((~short).sum())} took {format_seconds(float(waits[~short].mean()))} on "
+            "average (mean; the red bars: a batch still being made)")
+    if worker_count == 2 and waits.size > 1:
+        turns = float(np.mean(short[1:] != short[:-1]))
+        if turns >= 0.75:
+            text += (f". In {turns:.0%} of consecutive steps a short wait and a long one "
+                     "take turns, as two workers would give, each making every other batch")
+        else:
+            text += (f". Short and long waits take turns in only {turns:.0%} of consecutive "
+                     "steps: this run shows no pattern of the two workers taking turns")
+    return text + "."
+
+
+def transfer_dtype_sentence(host: Mapping[str, Any], device: Mapping[str, Any]) -> str:
+    """What a batch's copy on the device holds against the batch in host memory: each
+    array's dtype on both sides, and whether the values are the same."""
+    clauses, altered, changed, narrowed = [], [], False, False
+    for key, array in host.items():  # in the batch's own order
+        host_array, device_array = np.asarray(array), np.asarray(device[key])
+        if host_array.dtype != device_array.dtype:
+            clauses.append(f"{key} became {device_array.dtype} (from {host_array.dtype})")
+            changed = True
+            narrowed |= (host_array.dtype.itemsize, device_array.dtype.itemsize) == (8, 4)
+        else:
+            clauses.append(f"{key} kept {host_array.dtype}")
+        if not np.array_equal(host_array, device_array):
+            altered.append(key)
+    if not changed and not altered:
+        return ("On the device the batch holds what it held in host memory: "
+                + ", ".join(clauses) + ", with the same values.")
+    text = "On the device, " + ", ".join(clauses)
+    if altered:
+        text += f"; the values of {', '.join(altered)} changed too"
+    else:
+        text += "; the values are the same"
+    if narrowed:
+        text += (". JAX keeps 64-bit numbers only with jax_enable_x64, which is off by "
+                 "default, and narrows them to 32 bits when it puts them on a device")
+    return text + "."
 
 
 def window_period(profiler: Any, first: int, end: int) -> float:
@@ -652,11 +749,12 @@ def window_period(profiler: Any, first: int, end: int) -> float:
     return float(steps[end - 1, 1] - start) / (end - first)
 
 
-def plot_mid_run_timelines(profilers: Mapping[str, Any], steps: int = 10):
-    """One timeline per `StepProfiler`, stacked on a shared time axis, each showing `steps`
-    consecutive steps from the middle of its run; each title gives the window's mean period
-    beside the whole run's (`step_period`), so the reader can check the window against the
-    table, and the idle share of the whole run."""
+def plot_run_timelines(profilers: Mapping[str, Any], steps: int = 10):
+    """One timeline per `StepProfiler`, stacked on a shared time axis, each showing the
+    `steps` consecutive steps of its run that stand for it best (`timeline_window`); each
+    title gives the window's mean period beside the whole run's (`step_period`), so the
+    reader can check the window against the table, and the idle share of the whole run.
+    `window_sentence` says the same in words."""
     import matplotlib.pyplot as plt
 
     from course_lib.profiling import COMPUTE_COLOR, EDGE_COLOR, WAIT_COLOR
@@ -679,3 +777,6 @@ def plot_mid_run_timelines(profilers: Mapping[str, Any], steps: int = 10):
     axes[-1, 0].set_xlabel("time from the window's first step (ms)")
     figure.tight_layout()
     return figure
+
+
+plot_mid_run_timelines = plot_run_timelines  # the name `course` exports
