@@ -341,7 +341,8 @@ def test_accuracy_sentence_explains_the_spread_from_the_repeats():
                 "Grain": [_run("g", 0.953), _run("g", 0.953)]}
     sentence = lesson.accuracy_sentence(repeated, 297)
     assert "from 90.6% (course_lib) to 95.3% (Grain), 4.7 points: 14 of the 297" in sentence
-    assert "repeated its own accuracy exactly" in sentence and "0.0 points" not in sentence
+    assert "repeated its own accuracy exactly, run after run" in sentence
+    assert "0.0 points" not in sentence
     assert "what differs is the batches it hands out" in sentence
     assert "not that a library trains better" in sentence
     close = {"course_lib": [_run("c", 0.906), _run("c", 0.916)],
@@ -718,12 +719,15 @@ def test_accuracy_sentence_groups_the_feeds_by_their_batches():
     assert ("Among them, c0 and c2 handed out the same 2 batches and reached the same "
             "accuracy") in sentence
     assert "what differs is the batches it hands out" in sentence
+    assert "So the 2.6 points lie between feeds that handed out other batches" in sentence
+    assert "run after run" in sentence and "its runs train on" not in sentence
     none = lesson.accuracy_sentence(runs, 297, {"c0": ["a"], "c2": ["b"], "g0": ["c"],
                                                 "g2": ["d"]})
     assert "No two feeds handed out the same 1 batches" in none
     split = {"c0": [_run("c0", 0.912)] * 2, "c2": [_run("c2", 0.95)] * 2}
-    assert "yet reached other accuracies" in lesson.accuracy_sentence(
-        split, 297, {"c0": ["a"], "c2": ["a"]})
+    mixed = lesson.accuracy_sentence(split, 297, {"c0": ["a"], "c2": ["a"]})
+    assert "yet reached other accuracies" in mixed
+    assert "does not tie the spread to the batches alone" in mixed and "lie between" not in mixed
     assert lesson.batch_groups(digests) == [["c0", "c2"], ["g0"], ["g2"]]
 
 

@@ -900,9 +900,8 @@ def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]], held_out_co
     if noise >= spread / 2:
         return (f"{head} Runs of one feed differed by up to {100 * noise:.1f} points, as much "
                 "as the feeds: the spread is noise, and ranks no library.")
-    repeats = ("Every feed repeated its own accuracy exactly (its runs train on the same "
-               "batches, so they end at the same model)" if noise < image / 2 else
-               f"Every feed repeated its own accuracy within {100 * noise:.1f} points")
+    repeats = ("Every feed repeated its own accuracy exactly, run after run" if noise < image / 2
+               else f"Every feed repeated its own accuracy within {100 * noise:.1f} points")
     tail = ("It tells which batches a feed trained on, not that a library trains better: "
             "that would need several seeds per feed, which this run did not try.")
     if digests is None:
@@ -911,19 +910,27 @@ def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]], held_out_co
     groups = batch_groups({label: digests[label] for label in runs if label in digests})
     shared = [group for group in groups if len(group) > 1]
     count = min(len(each) for each in digests.values())
+    uniform = True
     if not shared:
         grouped = f"No two feeds handed out the same {count} batches."
     else:
         parts = []
         for group in shared:
             values = {round(accuracy[label] * held_out_count) for label in group}
+            uniform &= len(values) == 1
             reached = ("and reached the same accuracy" if len(values) == 1 else
                        "yet reached other accuracies")
             parts.append(f"{' and '.join(group)} handed out the same {count} batches "
                          f"{reached}")
         grouped = "Among them, " + "; ".join(parts) + "."
+    where = (f" So the {100 * spread:.1f} points lie between feeds that handed out other "
+             "batches from the same seed: another shuffle or other random shifts (each "
+             "library, and each face of course_lib, draws its own; next section), or, for "
+             "Grain's DataLoader, another worker count." if uniform else
+             " Feeds with the same batches reached other accuracies, so this run does not "
+             "tie the spread to the batches alone.")
     return (f"{head} {repeats}. {same_setup}: {len(groups)} distinct sets of batches among "
-            f"the {len(runs)} feeds. {grouped} {tail}")
+            f"the {len(runs)} feeds. {grouped}{where} {tail}")
 
 
 def feed_overlap_sentence(summary: FeedSummary) -> str:
