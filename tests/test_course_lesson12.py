@@ -485,8 +485,8 @@ def test_a_faster_run_and_parts_that_cancel_are_said_so():
     # a 10% slower step, made up for by a loop that lost 10 ms per step
     cancel = capstone.process_speed_sentence(_timed(0, _jitter(0.100, 50), rest=0.010),
                                              _timed(0, _jitter(0.110, 50)))
-    assert "The same within the margin (5%): the step (+9% on its own) and the rest of the " \
-        "loop (-9% on its own) moved beyond it on their own, and the parts cancel out." \
+    assert "The same within the margin (5%), at +0%, though the step (+9%) and the rest of " \
+        "the loop (-9%) alone would move it beyond the margin; the other parts together: +0%." \
         in cancel
     same = capstone.process_speed_sentence(first, _timed(0, _jitter(0.101, 50)))
     assert same.endswith("The same within the margin (5%), and no part moved beyond it on "
@@ -558,3 +558,12 @@ def test_a_cause_that_explains_only_part_of_the_change_is_said_to():
     assert "the step (+10% on its own) moves it beyond the margin; the other +" in sentence
     assert "no part moves beyond the margin alone, so this run cannot say where it went." \
         in sentence and "accounts" not in sentence
+
+
+def test_a_tie_with_slower_checkpoints_says_the_other_parts_went_the_other_way():
+    first = _timed(0, _jitter(0.100, 28), [(45, 0.3)], start_step=30)
+    second = _timed(0, _jitter(0.096, 28), [(45, 0.5)], start_step=30)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "The same within the margin (5%), at +3%, though the checkpoints (+6%) alone " \
+        "would move it beyond the margin; the other parts together: -4%. Its saves took (ms) " \
+        "500 after step 45 in the resumed run, 300 after step 45" in sentence

@@ -515,11 +515,18 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
         return head + (f"Too noisy to tell (a margin of {margin:.0%}, wider than "
                        f"{TOO_NOISY:.0%}): no cause can be named.")
     if verdict == SAME:
+        total = b["whole"].value / a["whole"].value - 1
         if not moved:
             return head + (f"The same within the margin ({margin:.0%}), and no part moved "
                            "beyond it on its own.")
-        return head + (f"The same within the margin ({margin:.0%}): {named(moved)} moved "
-                       "beyond it on their own, and the parts cancel out.")
+        rest = total - sum(change for _, change in moved.values())
+        parts = " and ".join(f"{RUN_PARTS[part]} ({change:+.0%})"
+                             for part, (_, change) in moved.items())
+        line = (f"The same within the margin ({margin:.0%}), at {total:+.0%}, though {parts} "
+                f"alone would move it beyond the margin; the other parts together: {rest:+.0%}")
+        if "checkpoint" in moved:
+            line += ". " + _saves_sentence(first, second)
+        return head + line + "."
     word = "slower" if verdict == WORSE else "faster"
     causes = sorted((part for part, (v, _) in moved.items() if v == verdict),
                     key=lambda part: -abs(moved[part][1]))
