@@ -155,17 +155,22 @@ def test_fastest_sentence_names_the_measure_and_the_ties():
                "z": feed("z", [20, 21, 22])}
     sentence = training_loop.fastest_sentence(timings)
     assert sentence.startswith("Judged by the mean wall time per step")
-    assert "no single setup won: the x and the y (24.40 against 24.60 ms per step, 0.8% less, " \
-        "inside a margin of 5.0%: within the noise). This run cannot rank these 2 and names no " \
-        "cause" in sentence
+    assert "no single setup won (each pair quoted as the setup listed later against the one " \
+        "listed earlier, as in every sentence here): the y against the x (24.60 against 24.40 " \
+        "ms per step, 0.8% more, inside a margin of 5.0%: within the noise). This run cannot " \
+        "rank these 2 and names no cause" in sentence
     assert "steps/s" not in sentence  # judged in ms per step, quoted in ms per step
     assert "The other 1 was slower" in sentence and "z (" not in sentence
     alone = training_loop.fastest_sentence({"x": timings["x"], "z": timings["z"]})
     assert alone.endswith("the fastest setup here was the x, faster than every other beyond "
-                          "the noise; against the next fastest, the z: 24.40 against 47.69 ms "
-                          "per step, 48.8% less, beyond a margin of 5.7%.")
+                          "the noise; against the next fastest, the z (the z against the x: "
+                          "47.69 against 24.40 ms per step, 95.5% more, beyond a margin of "
+                          "11.1%).")
+    turned = training_loop.fastest_sentence({"z": timings["z"], "x": timings["x"]})
+    assert turned.endswith("(the x against the z: 24.40 against 47.69 ms per step, 48.8% less, "
+                           "beyond a margin of 5.7%).")
     tied = training_loop.fastest_sentence({"x": timings["x"], "y": timings["y"]})
-    assert "no single setup won: the x and the y" in tied and "The other" not in tied
+    assert "here): the y against the x (" in tied and "The other" not in tied
     only = training_loop.fastest_sentence({"x": timings["x"]})
     assert "nothing to rank" in only and "fastest" not in only
 
@@ -181,10 +186,10 @@ def test_fastest_sentence_names_no_winner_of_a_three_way_tie():
     assert training_loop.winner(timings) is None
     sentence = training_loop.fastest_sentence(timings)
     assert "fastest setup here was" not in sentence and "no single setup won" in sentence
-    assert "the prefetch and the thread (" in sentence and "the prefetch and the workers (" \
-        in sentence
-    assert "the prefetch and the thread (18.97 against 19.77 ms per step, 4.0% less, inside a " \
-        "margin of 12.6%: within the noise)" in sentence
+    assert "the prefetch against the thread (" in sentence and "the prefetch against the " \
+        "workers (" in sentence
+    assert "the prefetch against the thread (18.97 against 19.77 ms per step, 4.0% less, " \
+        "inside a margin of 12.6%: within the noise)" in sentence
     assert sentence.count("within the noise)") == 2
     assert "cannot rank these 3 and names no cause" in sentence
     assert "The other 2 were slower" in sentence
@@ -200,14 +205,43 @@ def test_fastest_sentence_says_which_leader_is_tied_and_which_too_noisy_to_tell(
                "workers": feed("workers", [53.5, 54, 55, 56, 56.5]),
                "prefetch": feed("prefetch", [55, 56, 57, 58, 58.5])}
     sentence = training_loop.fastest_sentence(timings)
-    assert "the prefetch and the workers (17.58 against 18.19 ms per step, 3.3% less, inside " \
-        "a margin of 5.0%: within the noise); the prefetch and the thread (17.58 against 25.47 " \
-        "ms per step, 31.0% less, inside a margin of 48.7%: too noisy to tell apart, a margin " \
-        "wider than 25%)" in sentence
+    assert "the prefetch against the workers (17.58 against 18.19 ms per step, 3.3% less, " \
+        "inside a margin of 5.0%: within the noise); the prefetch against the thread (17.58 " \
+        "against 25.47 ms per step, 31.0% less, inside a margin of 48.7%: too noisy to tell " \
+        "apart, a margin wider than 25%)" in sentence
     assert "The other 1 was slower" in sentence
     noisy_only = training_loop.fastest_sentence({name: timings[name]
                                                  for name in ("naive", "thread", "prefetch")})
     assert "too noisy to tell apart" in noisy_only and "within the noise" not in noisy_only
+
+
+def test_one_pair_is_quoted_with_one_percentage_and_one_margin_everywhere():
+    # the committed run quoted 2 workers against 2 workers + prefetch as "16.54 against 17.16
+    # ms per step, 3.6% less, inside a margin of 6.0%" in the fastest sentence and "17.16
+    # against 16.54 ms per step, 3.8% more, inside a margin of 6.3%" in the prefetch sentence
+    thread = feed("thread", [56.5, 58.0, 59.5])
+    workers = feed("workers", [58.3, 60.5, 62.4])
+    prefetch = feed("prefetch", [55.7, 58.3, 61.0])
+    timings = {"naive": feed("naive", [34, 36, 38]), "thread": thread, "workers": workers,
+               "prefetch": prefetch}
+    fastest = training_loop.fastest_sentence(timings)
+    assert "fastest setup here" not in fastest  # the three tie
+    quoted = training_loop.judged_difference(prefetch, workers)
+    assert quoted.startswith("17.17 against 16.57 ms per step, 3.6% more")  # later, earlier
+    assert f"the prefetch against the workers ({quoted}: within the noise)" in fastest
+    assert f"({quoted};" in training_loop.prefetch_sentence(prefetch, workers, 2)
+    assert training_loop.judged_difference(workers, prefetch) not in fastest
+    quoted = training_loop.judged_difference(workers, thread)
+    assert f"the workers against the thread ({quoted}: within the noise)" in fastest
+    assert f"({quoted}" in training_loop.workers_sentence(workers, thread, 2)
+    assert training_loop.in_order(timings, thread, prefetch) == (prefetch, thread)
+    assert training_loop.in_order(timings, prefetch, thread) == (prefetch, thread)
+    with pytest.raises(ValueError, match="both setups"):
+        training_loop.in_order(timings, thread, feed("elsewhere", [50]))
+    # a winner is judged as it is quoted too: the same verdict in either order of the setups
+    clear = {"naive": feed("naive", [30, 31, 32]), "workers": feed("workers", [50, 51, 52])}
+    assert training_loop.winner(clear) == "workers"
+    assert training_loop.winner(dict(reversed(clear.items()))) == "workers"
 
 
 def test_compare_feeds_says_what_holds_for_the_same_work():
@@ -291,9 +325,10 @@ def test_gains_sentence_credits_only_the_factors_beyond_the_noise():
     workers = feed("loader, 2 workers", [51.2])
     both = training_loop.gains_sentence(workers, feed("single", [35.65]), naive, worker_count=2)
     assert both.startswith("Against the naive loop, the loader, 2 workers ran at 1.65x the "
-                           "speed (faster) = 1.44x from making batches ahead and in parallel in "
-                           "2 processes (against num_threads=0, the same code: faster) x 1.15x "
-                           "from the loader's own code")
+                           "speed, faster beyond the noise: 1.65x = 1.44x from making "
+                           "batches ahead and in parallel in 2 processes (against "
+                           "num_threads=0, the same code: faster) x 1.15x from the loader's own "
+                           "code")
     assert both.endswith("Both factors are beyond the noise, so this run credits both causes.")
     # the old sentence credited "1.08x from the loader's own code" that was within the noise
     one = training_loop.gains_sentence(workers, feed("single", [31.5]), naive, worker_count=2)
@@ -357,6 +392,11 @@ def test_gil_sentence_follows_the_decode_and_the_control():
                                         [0.0745, 0.0746, 0.0744, 0.0745])
     assert "the control gains without releasing the lock, so only the decoder's gain beyond " \
         "it counts, 1.66x, beyond the noise: part of each decode ran without" in beyond
+    assert beyond.endswith("Why a loop that never releases the lock gained at all, this run "
+                           "cannot say (it does not measure the threads' start, the clock speed "
+                           "or the scheduling), and dividing the control's gain out assumes the "
+                           "decoder's Python gained as much.")
+    assert "Why a loop" not in released and "Why a loop" not in both
     held = training_loop.gil_sentence(one, [0.158, 0.161, 0.157, 0.16],
                                       control_one, [0.099, 0.098, 0.1, 0.099])
     assert held.startswith("Two threads decoded no faster than one")
@@ -472,8 +512,21 @@ def test_accuracy_sentence_reports_the_best_epoch_from_the_run():
     runs = {0: 29 / 297, 24: 200 / 297, 47: 260 / 297, 187: 255 / 297}
     earlier = training_loop.accuracy_sentence(runs, held_out)
     assert earlier == ("Held-out accuracy, 297 images: 9.8% before training; the best, 87.5% "
-                       "(260 right), came after epoch 2 of 3 (step 47); after the last epoch it "
-                       "was 85.9%, 5 images fewer right.")
+                       "(260 right), came after epoch 2 of 3 (step 47); after the last epoch "
+                       "(step 187), it was 85.9%, 5 images fewer right.")
+    # the committed run evaluated after step 187: 187 x 64 = 11,968 of 8 x 1,500 records
+    short = training_loop.accuracy_sentence(runs, held_out, short=32)
+    assert short.endswith("after the last full batch, 32 records short of epoch 3 (step 187), "
+                          "it was 85.9%, 5 images fewer right.")
+    assert "after the last epoch" not in short
+    short_same = training_loop.accuracy_sentence({**runs, 187: 260 / 297}, held_out, short=1)
+    assert "and the last full batch, 1 record short of epoch 3, ended at the same 87.5%" \
+        in short_same
+    short_best = training_loop.accuracy_sentence({**runs, 187: 261 / 297}, held_out, short=32)
+    assert short_best.endswith("the best, 87.9% (261 right), came after the last full batch, 32 "
+                               "records short of epoch 3 (step 187).")
+    with pytest.raises(ValueError, match="short=-1"):
+        training_loop.accuracy_sentence(runs, held_out, short=-1)
     held = training_loop.accuracy_sentence({**runs, 187: 260 / 297}, held_out)
     assert "came after epoch 2 of 3 (step 47), and the last epoch ended at the same 87.5%" in held
     last = training_loop.accuracy_sentence({**runs, 187: 261 / 297}, held_out)

@@ -70,10 +70,12 @@ def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
     return figure
 
 
-def accuracy_sentence(accuracies: Mapping[int, float], held_out: int) -> str:
+def accuracy_sentence(accuracies: Mapping[int, float], held_out: int, *, short: int = 0) -> str:
     """The held-out accuracy of a run, read from it: before training, the best after any
     epoch and the epoch it first came at, and the last. `accuracies` maps a step to the
-    accuracy measured after it: step 0 before training, then one entry per epoch, in order."""
+    accuracy measured after it: step 0 before training, then one entry per epoch, in order.
+    `short` is how many records of the last epoch the run never trained on (full batches
+    run on across epochs, so the last one can end a few records before the epoch does)."""
     steps = sorted(accuracies)
     if not steps or steps[0] != 0 or len(steps) < 2 or held_out < 1:
         raise ValueError(f"accuracies has steps {steps} and held_out={held_out!r}: pass step 0 "
@@ -88,15 +90,24 @@ def accuracy_sentence(accuracies: Mapping[int, float], held_out: int) -> str:
         return said + (f"no epoch did better (at best {accuracies[best_step]:.1%}, after epoch "
                        f"{best_epoch} of {len(epochs)}): this run did not learn what the held-"
                        "out images test.")
+    if short < 0:
+        raise ValueError(f"short={short!r}: pass the records of the last epoch not trained on.")
+    ending = ("the last epoch" if not short else
+              f"the last full batch, {short} record{'s' if short > 1 else ''} short of epoch "
+              f"{len(epochs)}")
+    if best_step == last and short:
+        return said + (f"the best, {accuracies[best_step]:.1%} ({correct[best_step]} right), "
+                       f"came after {ending} (step {best_step}).")
     said += (f"the best, {accuracies[best_step]:.1%} ({correct[best_step]} right), came after "
              f"epoch {best_epoch} of {len(epochs)} (step {best_step})")
     if best_step == last:
         return said + ", the last."
     if correct[last] == correct[best_step]:
-        return said + f", and the last epoch ended at the same {accuracies[last]:.1%}."
+        return said + (f", and {ending}{',' if short else ''} ended at the same "
+                       f"{accuracies[last]:.1%}.")
     fewer = correct[best_step] - correct[last]
-    return said + (f"; after the last epoch it was {accuracies[last]:.1%}, {fewer} image"
-                   f"{'s' if fewer > 1 else ''} fewer right.")
+    return said + (f"; after {ending} (step {last}), it was {accuracies[last]:.1%}, {fewer} "
+                   f"image{'s' if fewer > 1 else ''} fewer right.")
 
 
 # -- feeding the loop several ways, and what the numbers say -----------------------------
@@ -223,14 +234,44 @@ def speed_outcome(timing: FeedTiming, baseline: FeedTiming) -> str:
         judge(timing.estimate(), baseline.estimate())]
 
 
+def in_order(timings: Mapping[str, FeedTiming], one: FeedTiming,
+             other: FeedTiming) -> tuple[FeedTiming, FeedTiming]:
+    """(later, earlier): the pair as every sentence quotes it, the setup that comes later in
+    `timings` (the lesson's order, simplest first) against the earlier one as the baseline,
+    so that one pair always gets the same percentage and the same margin."""
+    order = [id(timing) for timing in timings.values()]
+    if id(one) not in order or id(other) not in order:
+        raise ValueError("in_order: both setups must be values of `timings`.")
+    return (one, other) if order.index(id(one)) > order.index(id(other)) else (other, one)
+
+
+def _outcome_of(timings: Mapping[str, FeedTiming], timing: FeedTiming,
+                other: FeedTiming) -> str:
+    """`speed_outcome` of `timing` against `other`, judged as the pair is quoted: the later
+    setup against the earlier, then turned round when `timing` is the earlier one."""
+    later, earlier = in_order(timings, timing, other)
+    outcome = speed_outcome(later, earlier)
+    if later is timing:
+        return outcome
+    return {FASTER: SLOWER, SLOWER: FASTER}.get(outcome, outcome)
+
+
+def _pair_numbers(timings: Mapping[str, FeedTiming], one: FeedTiming,
+                  other: FeedTiming) -> str:
+    later, earlier = in_order(timings, one, other)
+    return f"the {later.label} against the {earlier.label}: {judged_difference(later, earlier)}"
+
+
 def winner(timings: Mapping[str, FeedTiming]) -> str | None:
     """The label of the setup faster than every other one, or None when the fastest ties
-    with any (a tie is not a winner, and a chart highlights none)."""
+    with any (a tie is not a winner, and a chart highlights none). Each pair is judged as
+    the sentences quote it (`in_order`)."""
     if not timings:
         raise ValueError("timings is empty: pass {label: FeedTiming}.")
     best = max(timings, key=lambda label: timings[label].rate)
     others = [timing for label, timing in timings.items() if label != best]
-    if others and all(speed_outcome(timings[best], other) == FASTER for other in others):
+    if others and all(_outcome_of(timings, timings[best], other) == FASTER
+                      for other in others):
         return best
     return None
 
@@ -319,7 +360,8 @@ def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
     """Which setup trained fastest, judged and quoted in one quantity, the mean wall time
     per step (`judged_difference`): a winner only where `winner` finds one (faster than
     every other beyond the noise); otherwise the setups this run cannot tell from the
-    fastest, named together, none of them first, and no cause for their order."""
+    fastest, named together, none of them first, and no cause for their order. Each pair is
+    quoted later setup against earlier (`in_order`), as the other sentences quote it."""
     if not timings:
         raise ValueError("timings is empty: pass {label: FeedTiming} from the runs.")
     measure = ("Judged by the mean wall time per step, which is what training time is made of "
@@ -333,20 +375,23 @@ def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
                     key=lambda timing: timing.ms_per_step)
     if won is not None:
         return (f"{measure}, the fastest setup here was the {won}, faster than every other "
-                f"beyond the noise; against the next fastest, the {others[0].label}: "
-                f"{judged_difference(best, others[0])}.")
-    ties = [timing for timing in others if speed_outcome(best, timing) != FASTER]
+                f"beyond the noise; against the next fastest, the {others[0].label} "
+                f"({_pair_numbers(timings, best, others[0])}).")
+    ties = [timing for timing in others if _outcome_of(timings, best, timing) != FASTER]
     leaders = [best, *ties]
     pairs = []
     for timing in ties:
-        relation = ("within the noise" if speed_outcome(best, timing) == SAME else
+        relation = ("within the noise" if _outcome_of(timings, best, timing) == SAME else
                     f"too noisy to tell apart, a margin wider than {TOO_NOISY:.0%}")
-        pairs.append(f"the {best.label} and the {timing.label} "
-                     f"({judged_difference(best, timing)}: {relation})")
+        later, earlier = in_order(timings, best, timing)
+        pairs.append(f"the {later.label} against the {earlier.label} "
+                     f"({judged_difference(later, earlier)}: {relation})")
     slower = len(timings) - len(leaders)
     rest = ("" if not slower else
             f" The other {slower} {'was' if slower == 1 else 'were'} slower beyond the noise.")
-    return (f"{measure}, no single setup won: {'; '.join(pairs)}. This run cannot rank these "
+    return (f"{measure}, no single setup won (each pair quoted as the setup listed later "
+            f"against the one listed earlier, as in every sentence here): {'; '.join(pairs)}. "
+            f"This run cannot rank these "
             f"{len(leaders)} and names no cause for the order of their means; any of them "
             f"will do.{rest}")
 
@@ -453,7 +498,7 @@ def gains_sentence(timing: FeedTiming, single_threaded: FeedTiming, naive: FeedT
         (ratio, cause), (other_ratio, other_cause, outcome) = beyond[0], within[0]
         credit = (f"This run credits only {cause} ({ratio}, beyond the noise); the "
                   f"{other_ratio} is {outcome}, so it credits {other_cause} with nothing.")
-    return f"{said} ({verdict}) = {product}. {credit}"
+    return f"{said}, {verdict} beyond the noise: {format_times(total)} = {product}. {credit}"
 
 
 def workers_sentence(workers: FeedTiming, thread: FeedTiming,
@@ -727,7 +772,11 @@ def gil_sentence(decode_one: Sequence[float], decode_two: Sequence[float],
                     f"up too ({numbers}); the control gains without releasing the lock, so "
                     f"only the decoder's gain beyond it counts, "
                     f"{format_times(gain / control_gain.value)}, beyond the noise: part of "
-                    f"each decode ran without the interpreter lock{released}.")
+                    f"each decode ran without the interpreter lock{released}. Why a loop that "
+                    "never releases the lock gained at all, this run cannot say (it does not "
+                    "measure the threads' start, the clock speed or the scheduling), and "
+                    "dividing the control's gain out assumes the decoder's Python gained as "
+                    "much.")
         return (f"Two threads decoded faster than one, but the pure-Python control, which "
                 f"never releases the lock, sped up too ({numbers}): the decoder's "
                 "gain is not beyond the control's, so this run cannot credit the decoder.")
