@@ -194,7 +194,8 @@ def test_rule_of_thumb_start_up_line_weighs_the_start_up_against_the_run():
     lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
                                         vectorised=_timing(300), cores=2, usage=IDLE)
     assert "about 100x the workers' start-up of about 100 ms (how much later the first " \
-           "batch came with workers, the median over the" in lines[4]
+           "batch came with 2 workers, the fastest count, than with worker_count=0)" in lines[4]
+    assert "after 110 ms with 2 workers; the whole" in lines[4]
     assert "long enough for the start-up to matter little" in lines[4]
     short = {0: _repeated([2000], [0.01]), 2: _repeated([3000], [0.11])}
     lines = course.worker_rule_of_thumb(in_memory=short, decode=short,
@@ -202,24 +203,46 @@ def test_rule_of_thumb_start_up_line_weighs_the_start_up_against_the_run():
     assert "the start-up is 20% of it" in lines[4]
 
 
-def test_startup_is_how_much_later_the_first_batch_came_with_workers():
-    timings = {0: _timing(100, 0.02), 1: _timing(100, 0.12), 2: _timing(100, 0.16)}
-    assert course.startup_s(timings) == pytest.approx(0.12)
+def test_startup_is_how_much_later_the_first_batch_came_at_the_fastest_count():
+    # 2 workers were fastest: their extra 140 ms is the start-up, not a median over counts
+    timings = {0: _timing(100, 0.02), 1: _timing(150, 0.12), 2: _timing(200, 0.16),
+               3: _timing(120, 0.30)}
+    from course_lib.course import parallel_workers
+
+    assert parallel_workers.fastest_count(timings) == 2
+    assert course.startup_s(timings) == pytest.approx(0.14)
+    # the fastest count need not be the most workers nor the quickest to start
+    timings[1] = _timing(250, 0.12)
+    assert course.startup_s(timings) == pytest.approx(0.10)
     assert course.startup_s({0: _timing(100, 0.05), 2: _timing(100, 0.04)}) == 0.0
     with pytest.raises(ValueError, match="include 0"):
         course.startup_s({2: _timing(100)})
 
 
 def test_first_batch_sentence_covers_each_outcome():
+    # 2 workers were the fastest count: the start-up is their extra time, 90 - 20 = 70 ms
     same = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
-                                        1: _repeated([100], [0.06, 0.116, 0.17]),
-                                        2: _repeated([100], [0.083, 0.11, 0.09])})
+                                        1: _repeated([150], [0.06, 0.116, 0.17]),
+                                        2: _repeated([200], [0.083, 0.11, 0.09])})
     assert "after 20 ms with worker_count=0 and after 116 ms with 1 worker, 90 ms with 2" in same
-    assert "The difference with 1 worker, about 96 ms, is the start-up" in same
-    # the one start-up figure the lesson cites later (startup_s: the median over the counts)
-    assert "Over the 2 worker counts the median of that difference is about 83 ms" in same
+    assert ("With 2 workers, the fastest count of the benchmark, it came about 70 ms later "
+            "than at worker_count=0: that is the start-up") in same
+    assert "the one start-up figure the rest of the lesson cites" in same
+    assert "median of that difference" not in same
     assert "1 against 2 workers: too noisy to tell" in same  # a margin of 52%
     assert "start in parallel" not in same
+    fastest_one = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
+                                               1: _repeated([300], [0.06, 0.062, 0.061]),
+                                               2: _repeated([200], [0.09, 0.092, 0.091])})
+    assert "With 1 worker, the fastest count of the benchmark, it came about 41 ms" in fastest_one
+    noisy = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
+                                         2: _repeated([200], [0.02, 0.2, 0.03])})
+    assert "With 2 workers, against worker_count=0: too noisy to tell" in noisy
+    assert "is the start-up" not in noisy
+    sooner_than_zero = course.first_batch_sentence({0: _repeated([100], [0.2, 0.201, 0.199]),
+                                                    2: _repeated([200], [0.1, 0.1, 0.1])})
+    assert "the first batch came sooner than at worker_count=0" in sooner_than_zero
+    assert "is the start-up" not in sooner_than_zero
     tight = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
                                          1: _repeated([100], [0.1, 0.095, 0.105]),
                                          2: _repeated([100], [0.099, 0.102, 0.1])})
@@ -241,7 +264,8 @@ def test_first_batch_sentence_covers_each_outcome():
     assert "not later beyond the noise" in hidden and "1 and" not in hidden
     one_count = course.first_batch_sentence({0: _repeated([100], [0.02]),
                                              1: _repeated([100], [0.1])})
-    assert "is the start-up" in one_count and "median of that difference" not in one_count
+    assert "With 1 worker, it came about 80 ms later" in one_count
+    assert "fastest count" not in one_count
     with pytest.raises(ValueError, match="no worker count above 0"):
         course.first_batch_sentence({0: _timing(100)})
 
@@ -683,3 +707,19 @@ def test_sections_agree_line_judges_the_two_speed_ups_by_the_one_rule():
     noisy = course.sections_agree_line(first=(processes, loop),
                                        second=([0.2, 0.34, 0.6], [0.3, 0.45, 0.9]), **kwargs)
     assert "Too noisy to tell whether they agree" in noisy and "differ in" not in noisy
+
+
+def test_plot_worker_scaling_prints_whole_numbers_without_an_offset():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = course.plot_worker_scaling({"fast": {0: _timing(1_000_000), 2: _timing(150_000)}},
+                                        title="speeds")
+    ax = figure.axes[0]
+    figure.canvas.draw()
+    labels = [label.get_text() for label in ax.get_yticklabels()]
+    assert "1,000,000" in labels
+    assert ax.yaxis.get_offset_text().get_text() == ""  # no "1e6" above the axis
+    plt.close(figure)

@@ -208,12 +208,16 @@ def plot_worker_scaling(curves: Mapping[str, Mapping[int, LoaderTiming]], *, tit
     """Records per second against the worker count, one line per entry of `curves` through
     the median runs of `benchmark_workers`, with every repetition drawn as a dot, so that
     the spread shows; the title says so."""
+    from matplotlib.ticker import FuncFormatter
+
     from course_lib.course.basics import plot_scaling
 
     figure = plot_scaling({name: {n: t.records_per_s for n, t in timings.items()}
                            for name, timings in curves.items()},
                           ylabel="records per second", title=title, cores=cores, ax=ax)
     ax = ax or figure.axes[0]
+    # whole numbers with thousands separators: no "1e6" offset above the axis to decode
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
     counts = set()
     for name, timings in curves.items():
@@ -486,16 +490,24 @@ def sections_agree_line(what: str, first_name: str, first: tuple[Sequence[float]
             "does not isolate which of these made the difference.")
 
 
-def startup_s(timings: Mapping[int, LoaderTiming]) -> float:
-    """The workers' start-up, estimated from `benchmark_workers` timings: how much later
-    the first batch came with workers than with `worker_count=0` (median over the counts
-    with workers; both first batches hold the preparing of one batch)."""
-    if 0 not in timings or len(timings) < 2:
+def fastest_count(timings: Mapping[int, LoaderTiming]) -> int:
+    """The worker count above 0 whose median run made the most records per second: the
+    count a learner would pick from the benchmark."""
+    counts = [n for n in timings if n]
+    if 0 not in timings or not counts:
         raise ValueError(f"timings has worker counts {sorted(timings)}; include 0 and at "
                          "least one count with workers.")
-    extra = [timings[n].median_first_batch_s - timings[0].median_first_batch_s
-             for n in timings if n]
-    return max(0.0, statistics.median(extra))
+    return max(counts, key=lambda n: timings[n].records_per_s)
+
+
+def startup_s(timings: Mapping[int, LoaderTiming]) -> float:
+    """The workers' start-up, from `benchmark_workers` timings: how much later the first
+    batch came at the fastest worker count (`fastest_count`) than at `worker_count=0`
+    (medians of the repetitions; both first batches hold the preparing of one batch). One
+    count, the one a learner would run: a median over the counts would mix in counts whose
+    start-up grows with the count, and cite a figure no count measured."""
+    fastest = fastest_count(timings)
+    return max(0.0, timings[fastest].median_first_batch_s - timings[0].median_first_batch_s)
 
 
 def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
@@ -509,27 +521,29 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
                       f"worker{'s' * (n != 1)}" for n in counts)
     lines = [f"The first batch came after {format_duration(zero.median_first_batch_s)} with "
              f"worker_count=0 and after {times} (medians of the repetitions)."]
-    with_workers = Comparison(timings[counts[0]].repeat_first_batch_s,
+    fastest = fastest_count(timings)
+    which = (f"{_workers(fastest)}, the fastest count of the benchmark" if len(counts) > 1
+             else _workers(fastest))
+    with_workers = Comparison(timings[fastest].repeat_first_batch_s,
                               zero.repeat_first_batch_s)
     if with_workers.verdict == TOO_NOISY_TO_TELL:
-        lines.append(f"With {_workers(counts[0])} against worker_count=0: too noisy to tell "
+        lines.append(f"With {which}, against worker_count=0: too noisy to tell "
                      f"{with_workers.numbers()}, so this run says nothing about the start-up.")
     elif with_workers.verdict == "worse":
-        extra = timings[counts[0]].median_first_batch_s - zero.median_first_batch_s
-        lines.append(f"The difference with {_workers(counts[0])}, about "
-                     f"{format_duration(extra)}, is the start-up of this pipeline's workers: "
-                     "everything a worker does before its first batch of decoded records "
-                     "is back (forking it, unpickling the pipeline with whatever modules "
-                     "that imports, its first reads and decodes), measured from outside; "
-                     "this run does not time the parts.")
-        if len(counts) > 1:
-            lines.append(f"Over the {len(counts)} worker counts the median of that "
-                         f"difference is about {format_duration(startup_s(timings))}, the "
-                         "one start-up figure the rest of the lesson cites.")
+        lines.append(f"With {which}, it came about {format_duration(startup_s(timings))} "
+                     "later than at worker_count=0: that is the start-up of this pipeline's "
+                     "workers, everything a worker does before its first batch of decoded "
+                     "records is back (forking it, unpickling the pipeline with whatever "
+                     "modules that imports, its first reads and decodes), measured from "
+                     "outside; this run does not time the parts. It is the one start-up "
+                     "figure the rest of the lesson cites.")
+    elif with_workers.verdict == "better":
+        lines.append(f"With {which}, the first batch came sooner than at worker_count=0 "
+                     f"{with_workers.numbers()}: the workers' start-up did not show, and this "
+                     "run does not say what delayed worker_count=0.")
     else:
-        lines.append(f"With {counts[0]} worker{'s' * (counts[0] != 1)} the first batch was "
-                     "not later beyond the noise of the repetitions: the start-up hid in "
-                     "the time one batch takes.")
+        lines.append(f"With {which}, the first batch was not later beyond the noise of the "
+                     "repetitions: the start-up hid in the time one batch takes.")
     if len(counts) > 1:
         fewest, most = counts[0], counts[-1]
         spread = Comparison(timings[most].repeat_first_batch_s,
@@ -669,11 +683,12 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
     else:
         lines.append(f"No count above the {cores} cores was measured in this mode.")
     most = max(decode)
+    fastest = fastest_count(decode)
     run = decode[0].total_s
-    counted = sum(1 for count in decode if count)
     length = (f"{format_times(run / startup)} the workers' start-up of about "
-              f"{format_duration(startup)} (how much later the first batch came with workers, "
-              f"the median over the {counted} worker counts)" if startup > 0 else
+              f"{format_duration(startup)} (how much later the first batch came with "
+              f"{_workers(fastest)}, the fastest count, than with worker_count=0)"
+              if startup > 0 else
               "while the workers' start-up did not show beyond the first batch's own time")
     verdict = ("long enough for the start-up to matter little." if startup * 10 < run else
                f"short enough that the start-up is {startup / run:.0%} of it, a share the "
@@ -681,7 +696,7 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
     lines.append(
         f"Start-up: the first batch came after "
         f"{format_duration(decode[0].median_first_batch_s)} with worker_count=0 and after "
-        f"{format_duration(decode[most].median_first_batch_s)} with {_workers(most)}; the "
+        f"{format_duration(decode[fastest].median_first_batch_s)} with {_workers(fastest)}; the "
         f"whole decode-bound run ({decode[0].records:,} records) took "
         f"{format_duration(run)} at worker_count=0, {length}. Workers pay off only when a "
         f"run lasts much longer than their start-up; this one was {verdict}")
