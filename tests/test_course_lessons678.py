@@ -685,7 +685,13 @@ def test_lesson8_shows_a_refusal_and_a_wrong_resume_as_controls():
     code = lesson_code("08_resume.ipynb")
     # the data control changes the data: a state saved over 10 records, a source of 12
     assert "SquaresSource(length=12)" in code and "longer.set_state(saved)" in code
-    assert code.count("course.must_raise(ValueError, message_only=True)") >= 3
+    assert code.count("course.must_raise(ValueError, message_only=True)") >= 4
+    # ... and the type: the same length, another type (the lesson says it refuses both)
+    assert "squares_state(grain, grain.RangeDataSource(0, 10, 1))" in code
+    assert "other_type.set_state(saved)" in code
+    # Orbax's current option for what to keep, not the deprecated max_to_keep
+    assert "preservation_policy=ocp.checkpoint_managers.LatestN(3)" in code
+    assert "max_to_keep" not in code
     assert "seed=1))" in code and "other.set_state(saved)" in code
     # what the check cannot see: the same type and length, other records
     assert "SquaresSource(shift=100)" in code and "shifted.set_state(saved)" in code
