@@ -418,6 +418,29 @@ def test_cold_passes_drop_the_cache_before_each_pass(tmp_path, records, monkeypa
     assert all(len(values) == 1 for values in runs["folder"].values())
 
 
+@pytest.mark.parametrize("cached, words", [
+    (393.2, "72x what the reads needed. The kernel read ahead or around"),
+    (13.0, "2.38x what the reads needed, within 4x"),
+    (5.6, "about what the reads needed"),
+    (1.0, "less than the reads needed"),
+    (math.nan, "no mincore")])
+def test_cold_cache_sentence_turns_with_what_the_pass_left(cached, words):
+    cache = {"reads": 334, "cached_mb": cached, "file_mb": 393.2, "needed_share": 334 / 24_000}
+    sentence = lesson.cold_cache_sentence("record file", cache)
+    assert words in sentence, sentence
+    assert ("read ahead" in sentence) is (cached == 393.2)
+
+
+def test_cold_pass_cache_counts_the_chunks_the_keys_fall_in(tmp_path, records):
+    folder = lesson.write_folder_of_files(records, tmp_path / "folder")
+    formats = {"folder": (lambda: lesson.FolderOfFilesSource(folder), folder)}
+    found = lesson.cold_pass_cache(formats, [0, 1, 9, 30], 40, {"folder": 8})["folder"]
+    assert found["reads"] == 4 and found["needed_share"] == pytest.approx(3 / 5)
+    assert found["file_mb"] == pytest.approx(40 * 4096 / 1e6)  # 257 bytes: one page each
+    if sys.platform.startswith("linux"):
+        assert 0 < found["cached_mb"] <= found["file_mb"]
+
+
 def test_read_rate_runs_keep_every_run_and_the_plot_draws_them(tmp_path, records):
     import matplotlib
 

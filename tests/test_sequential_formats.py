@@ -200,12 +200,18 @@ def test_the_disk_adds_nothing_measurable_in_file_order_within_the_noise():
     sentence = _disk(in_order_cold=1e6 / 57.4, in_order_warm=1e6 / 56.3,
                      random_cold=1e6 / 163, random_warm=1e6 / 68)
     assert ("what the disk added: nothing measurable in file order (cold 57.4 µs against "
-            "56.3 µs warm, the same within the noise or too noisy to tell), 95 µs per read at "
+            "56.3 µs warm, the same within the noise, margin 5%), 95 µs per read at "
             "random: only random reads waited") in sentence
     assert "x less" not in sentence and "reads ahead" in sentence
     # cold a hair faster than warm: nothing measurable either, never "-0 µs"
     level = _disk(in_order_cold=8050)
     assert "nothing measurable in file order" in level and "-0" not in level
+    assert "the same within the noise, margin 5%" in level  # 124 µs cold against 125 warm
+    busier = _disk(in_order_cold=9000)  # 111 µs cold against 125 warm
+    assert "cold faster: the machine was busier warm, margin 5%" in busier
+    unclear = _disk(in_order_cold=noisy(1e6 / 140))
+    assert "nothing measurable in file order (cold 140 µs against 125 µs warm, too noisy to " \
+        "tell, margin" in unclear
 
 
 def test_the_disk_is_not_shown_when_random_reads_are_no_slower_cold():

@@ -422,6 +422,64 @@ def read_rate_runs(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]
     return runs
 
 
+def file_pages_mb(paths: Sequence[str | Path]) -> float:
+    """MB of whole pages the files span: what `cached_mb` reports when all of them are
+    cached."""
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    return sum(-(-os.path.getsize(path) // page) * page for path in paths) / 1e6
+
+
+def cold_pass_cache(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]]],
+                    keys: Sequence[int], num_records: int,
+                    records_per_chunk: Mapping[str, int] | None = None) -> dict[str, dict]:
+    """For every format: drop its files' cached pages, read `keys` once (untimed), then ask
+    `mincore` how much of its files the page cache holds. Set against the share of the
+    file's chunks the keys fall in (a chunk: `records_per_chunk[name]` records, 1 unless
+    named), this counts what the kernel brought in beyond the reads (its read-ahead around
+    a `read()`, its read-around on a page fault), without telling the two apart."""
+    chunks = records_per_chunk or {}
+    found = {}
+    for name, (make_source, paths) in formats.items():
+        group = chunks.get(name, 1)
+        gc.collect()
+        drop_page_cache(paths)
+        source = make_source()
+        for key in keys:
+            source[int(key)]
+        del source
+        gc.collect()
+        touched = len({int(key) // group for key in keys}) / math.ceil(num_records / group)
+        found[name] = {"reads": len(keys), "cached_mb": cached_mb(paths),
+                       "file_mb": file_pages_mb(paths), "needed_share": touched}
+    return found
+
+
+def cold_cache_sentence(name: str, cache: Mapping[str, float]) -> str:
+    """What one cold pass left in the page cache (from `cold_pass_cache`), against what its
+    reads needed."""
+    cached, total, needed = cache["cached_mb"], cache["file_mb"], cache["needed_share"]
+    if math.isnan(cached):
+        return f"{name}: this system has no mincore to ask the page cache with."
+    share = cached / total
+    head = (f"{name}: one cold pass of {cache['reads']:,} reads left {cached:,.1f} MB of its "
+            f"{total:,.0f} MB in the page cache ({share:.1%}), where the chunks read make up "
+            f"{needed:.1%} of it")
+    ratio = share / needed
+    if ratio >= 4:
+        return (f"{head}: {format_times(ratio)} what the reads needed. The kernel read ahead "
+                "or around the reads (this counts it, and does not tell the two apart): later "
+                "reads of a pass could find their pages already cached, and its cold time "
+                "paid for more bytes than were asked for.")
+    if ratio >= 1.5:
+        return (f"{head}: {format_times(ratio)} what the reads needed, within 4x: whole "
+                "4 kB pages and the index read on opening count too, so this does not show "
+                "read-ahead apart from them.")
+    if ratio >= 0.5:
+        return f"{head}: about what the reads needed; each read fetched its own pages."
+    return (f"{head}: less than the reads needed, so pages left the cache during the pass "
+            "(memory was short).")
+
+
 def median_rates(runs: Mapping[str, Mapping[str, Sequence[float]]]) -> dict[str, dict[str, float]]:
     """The median of each format's and pattern's runs (from `read_rate_runs`)."""
     return {name: {pattern: float(np.median(values)) for pattern, values in patterns.items()}

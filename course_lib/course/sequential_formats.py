@@ -318,8 +318,12 @@ def disk_added_sentence(runs: Mapping[str, Rates]) -> str:
         if seen[order]:
             return f"{format_duration(added[order].value)} per read {where}"
         cold, warm = (micros(median_rate(runs[f"{order}, {state}"])) for state in ("cold", "warm"))
-        return (f"nothing measurable {where} (cold {cold} against {warm} warm, the same "
-                "within the noise or too noisy to tell)")
+        judged = verdict(runs[f"{order}, warm"], runs[f"{order}, cold"])
+        margin = margin_phrase(rate_comparison(runs[f"{order}, warm"], runs[f"{order}, cold"]))
+        how = {TOO_NOISY_TO_TELL: "too noisy to tell",
+               SLOWER: "cold faster: the machine was busier warm"}.get(
+                   judged, "the same within the noise")
+        return f"nothing measurable {where} (cold {cold} against {warm} warm, {how}, {margin})"
 
     head = ("Cold minus warm, what the disk added: "
             f"{part('in order', 'in file order')}, {part('random', 'at random')}")
