@@ -212,6 +212,7 @@ def test_the_disk_adds_nothing_measurable_in_file_order_within_the_noise():
     unclear = _disk(in_order_cold=noisy(1e6 / 140))
     assert "nothing measurable in file order (cold 140 µs against 125 µs warm, too noisy to " \
         "tell, margin" in unclear
+    assert "does not say what the order saved" in unclear and "read-ahead" not in unclear
 
 
 def test_the_disk_is_not_shown_when_random_reads_are_no_slower_cold():

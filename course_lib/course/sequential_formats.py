@@ -340,6 +340,9 @@ def disk_added_sentence(runs: Mapping[str, Rates]) -> str:
     if not seen["random"]:
         return f"{head}: the disk cost more in file order than at random{busier}"
     if not seen["in order"]:
+        if verdict(runs["in order, warm"], runs["in order, cold"]) == TOO_NOISY_TO_TELL:
+            return (f"{head}: in file order too noisy to tell whether the disk added anything, "
+                    "so this run does not say what the order saved; it names no cause.")
         return f"{head}: only random reads waited for it.{read_ahead}"
     judged = judge(added["in order"], added["random"])
     margin = f"margin {relative_margin(added['in order'], added['random']):.0%}"
