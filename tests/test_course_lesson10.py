@@ -738,32 +738,49 @@ def test_the_lengths_chart_says_which_docstrings_it_counts():
     plt.close(figure)
 
 
-def chain_report(main=("a", "a", "equal"), workers=("a", "b", "KeyError: 'parent'"), leaked=0):
-    """Made-up results of `grain_chain_packing`: digests at 0 and 2 workers, the resume."""
-    def place(values):
-        return dict(zip(("0", "2", "resume"), values, strict=True))
+def chain_report(main=("a", "a"), workers=("a", "b"), resumes=None, same_structure=False,
+                 leaked=0):
+    """Made-up results of `grain_chain_packing`: digests at 0 and 2 workers, the resumes."""
+    resumes = resumes or {"0->0": "equal", "2->2": "equal", "0->2": "KeyError: 'exhausted'",
+                          "2->0": "KeyError: 'next_index'"}
 
-    return {"main": place(main), "workers": place(workers), "leaked_segments": leaked}
+    def place(values):
+        return {"0": values[0], "2": values[1], "resume": dict(resumes),
+                "same_structure": same_structure}
+
+    return {"main": place(main), "workers": place(workers), "resume_after": 5,
+            "leaked_segments": leaked}
 
 
 def test_grain_chain_sentence_says_what_grain_did_in_each_place_of_mp_prefetch():
     assert "not installed" in course.grain_chain_sentence(None, True, True)
     sentence = course.grain_chain_sentence(chain_report(), True, True)
     assert ("same chain (mp_prefetch below the packer) gave the same batches at 0 and 2 "
-            "workers, and a state saved at 2 workers continued exactly at 0") in sentence
-    assert ("after the packer, where each worker packs its own share, Grain gave other "
-            "batches at 2 workers than at 0, and a state saved at 2 workers did not restore "
-            "at 0 (KeyError: 'parent')") in sentence
+            "workers, and a state saved after 5 batches continued exactly at the worker count "
+            "it was saved at (0→0, 2→2), but not at the other (0→2: KeyError: 'exhausted'; "
+            "2→0: KeyError: 'next_index')") in sentence
+    assert "The cause is the change of worker count" in sentence
+    assert "Grain gave other batches at 2 workers than at 0" in sentence
     assert "leaked" not in sentence
-    assert "course_lib gave the same batches at 0, 1 and 2 workers and resumed" in sentence
-    other = course.grain_chain_sentence(
-        chain_report(main=("a", "b", "other"), workers=("a", "a", "equal"), leaked=3),
-        True, True)
-    assert "gave other batches at 2 workers than at 0, and a state saved at 2 workers gave "\
-           "other batches at 0" in other
-    assert "Grain gave the same batches at 0 and 2 workers, and a state saved at 2 workers " \
-           "continued exactly" in other
-    assert "reported 3 leaked shared memory segments" in other
+    assert "restored at 2, resumed exactly, where Grain's chain did not" in sentence
+    # the same structure: no cause named
+    same = course.grain_chain_sentence(chain_report(same_structure=True), True, True)
+    assert "The cause" not in same and "although the states saved" in same
+    # every resume exact
+    exact = course.grain_chain_sentence(
+        chain_report(resumes=dict.fromkeys(("0->0", "2->2", "0->2", "2->0"), "equal"),
+                     leaked=3), True, True)
+    assert "continued exactly both at the worker count it was saved at and at the other" \
+        in exact
+    assert "The cause" not in exact and "as Grain's chain did" in exact
+    assert "reported 3 leaked shared memory segments" in exact
+    # not even at the same count
+    broken = course.grain_chain_sentence(
+        chain_report(resumes={"0->0": "other", "2->2": "equal", "0->2": "equal",
+                              "2->0": "equal"}), True, True)
+    assert "did not continue exactly even at the worker count it was saved at (0→0: gave " \
+        "other batches; 2→2: continued exactly)" in broken
+    assert "The cause" not in broken
     for ours in ((False, True), (True, False)):
         assert "a bug to report" in course.grain_chain_sentence(chain_report(), *ours)
 

@@ -1007,7 +1007,7 @@ def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, An
 
 # -- Grain's FirstFitPackIterDataset under mp_prefetch, the lesson's chain on Grain ----------
 _GRAIN_CHAIN_SCRIPT = """
-import json, sys
+import gc, json, sys
 from absl import flags
 flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
 import numpy as np
@@ -1045,18 +1045,36 @@ def run(num_workers, where, state=None, take=None):
     finally:
         iterator.close()
 
+def structure(state):  # the state's keys at every level, without the values
+    if isinstance(state, dict):
+        return {key: structure(value) for key, value in sorted(state.items())}
+    if isinstance(state, list):
+        return [structure(value) for value in state]
+    return None
+
 report = {}
 for where in ("main", "workers"):
-    everything = run(0, where)
-    report[where] = {str(count): digest(everything if count == 0 else run(count, where))
-                     for count in (0, 2)}
-    state = run(2, where, take=resume_after)
-    try:
-        rest = run(0, where, state=state)
-        report[where]["resume"] = ("equal" if digest(rest) == digest(everything[resume_after:])
-                                   else "other")
-    except Exception as error:  # what Grain raises is the measurement
-        report[where]["resume"] = f"{type(error).__name__}: {error}"
+    rests, states = {}, {}
+    report[where] = {}
+    for count in (0, 2):
+        everything = run(count, where)
+        report[where][str(count)] = digest(everything)
+        rests[count] = digest(everything[resume_after:])
+        del everything  # release every batch (and its shared memory) before the next run
+        states[count] = run(count, where, take=resume_after)
+    report[where]["same_structure"] = structure(states[0]) == structure(states[2])
+    resumes = {}
+    for saved, restored in ((0, 0), (2, 2), (0, 2), (2, 0)):
+        try:  # compared with the uninterrupted run at the count restored at
+            rest = run(restored, where, state=states[saved])
+            resumes[f"{saved}->{restored}"] = ("equal" if digest(rest) == rests[restored]
+                                               else "other")
+            del rest
+        except Exception as error:  # what Grain raises is the measurement
+            resumes[f"{saved}->{restored}"] = f"{type(error).__name__}: {error}"
+    report[where]["resume"] = resumes
+report["resume_after"] = resume_after
+gc.collect()  # nothing of Grain's is held by this script from here to exit
 print(json.dumps(report))
 """
 
@@ -1067,45 +1085,88 @@ def grain_chain_packing(limit: int | None, row_length: int = ROW_LENGTH,
     """The lesson's packing chain on Grain itself, in a new process (Grain's workers need
     absl's flags parsed): `FirstFitPackIterDataset` with `mp_prefetch` below the packer
     ("main": the packer runs in the main process) and after it ("workers": each worker
-    packs its share), each at 0 and 2 workers, and a state saved at 2 workers restored at 0
-    ("equal", "other", or the error Grain raised). None where Grain is not installed."""
+    packs its share), each at 0 and 2 workers; a state saved after `resume_after` batches
+    restored at the same count ("0->0", "2->2") and at the other ("0->2", "2->0"), each
+    "equal" (the rest of the uninterrupted run at the count restored at), "other", or the
+    error Grain raised; whether the states saved at 0 and 2 workers have the same
+    structure (keys at every level). Every batch and iterator is released before the
+    script exits. None where Grain is not installed."""
     return _run_grain_script(_GRAIN_CHAIN_SCRIPT, (limit, row_length, batch_size, resume_after),
                              timeout)
+
+
+SAME_COUNT = ("0->0", "2->2")
+OTHER_COUNT = ("0->2", "2->0")
+
+
+def _resume_list(resumes: Mapping[str, str], keys: Sequence[str]) -> str:
+    """ "0→2: continued exactly; 2→0: KeyError: ..." for `keys` of a resume report."""
+    words = {"equal": "continued exactly", "other": "gave other batches"}
+    return "; ".join(f"{key.replace('->', '→')}: {words.get(resumes[key], resumes[key])}"
+                     for key in keys)
+
+
+def _chain_resumes(result: Mapping[str, Any], taken: int) -> str:
+    """What the resumes of one place of `mp_prefetch` did, with their cause where the
+    worker count changed and the states differ in structure."""
+    resumes = result["resume"]
+    same_ok = all(resumes[key] == "equal" for key in SAME_COUNT)
+    other_ok = all(resumes[key] == "equal" for key in OTHER_COUNT)
+    if same_ok and other_ok:
+        return (f"a state saved after {taken} batches continued exactly both at the worker count "
+                "it was saved at and at the other (0→0, 2→2, 0→2, 2→0)")
+    if not same_ok:
+        head = (f"a state saved after {taken} batches did not continue exactly even at the worker "
+                f"count it was saved at ({_resume_list(resumes, SAME_COUNT)}); at the other "
+                f"count: {_resume_list(resumes, OTHER_COUNT)}")
+    else:
+        head = (f"a state saved after {taken} batches continued exactly at the worker count it "
+                "was saved at (0→0, 2→2), but not at the other "
+                f"({_resume_list(resumes, OTHER_COUNT)})")
+    if other_ok:
+        return head
+    if not result["same_structure"]:
+        return (f"{head}. The cause is the change of worker count: Grain's mp_prefetch "
+                "with 0 workers returns the chain unchanged (process_prefetch.py), so a "
+                "state saved at 0 workers has another structure than one saved at 2")
+    return (f"{head}, although the states saved at 0 and 2 workers have the same "
+            "structure")
 
 
 def grain_chain_sentence(report: Mapping[str, Any] | None, ours_same: bool,
                          ours_resumed: bool) -> str:
     """The lesson's chain on Grain against course_lib's, from `grain_chain_packing`:
-    the batches at 0 and 2 workers in each place of `mp_prefetch`, and a resume at another
-    worker count. `ours_same`, `ours_resumed`: course_lib's results, measured above."""
+    the batches at 0 and 2 workers in each place of `mp_prefetch`, and resumes at the same
+    and at another worker count. `ours_same`, `ours_resumed`: course_lib's results,
+    measured above (saved at 0 workers, restored at 2)."""
     if report is None:
         return ("Grain is not installed here, so the chain cannot run on it (`pip install "
                 "grain` to see it); course_lib's results above stand alone.")
 
-    def outcome(result: Mapping[str, str]) -> tuple[str, str]:
-        same = ("the same batches at 0 and 2 workers" if result["0"] == result["2"] else
-                "other batches at 2 workers than at 0")
-        resume = result["resume"]
-        if resume == "equal":
-            restored = "a state saved at 2 workers continued exactly at 0"
-        elif resume == "other":
-            restored = "a state saved at 2 workers gave other batches at 0"
-        else:
-            restored = f"a state saved at 2 workers did not restore at 0 ({resume})"
-        return same, restored
+    taken = report["resume_after"]
 
-    main_same, main_restored = outcome(report["main"])
-    workers_same, workers_restored = outcome(report["workers"])
-    parts = [f"On Grain, the same chain (mp_prefetch below the packer) gave {main_same}, and "
-             f"{main_restored}. With mp_prefetch after the packer, where each worker packs "
-             f"its own share, Grain gave {workers_same}, and {workers_restored}."]
+    def same(result: Mapping[str, Any]) -> str:
+        return ("the same batches at 0 and 2 workers" if result["0"] == result["2"] else
+                "other batches at 2 workers than at 0")
+
+    parts = [f"On Grain, the same chain (mp_prefetch below the packer) gave "
+             f"{same(report['main'])}, and {_chain_resumes(report['main'], taken)}.",
+             f"With mp_prefetch after the packer, where each worker packs its own share, "
+             f"Grain gave {same(report['workers'])}, and "
+             f"{_chain_resumes(report['workers'], taken)}."]
     leaked = report.get("leaked_segments", 0)
     if leaked:
-        parts.append(f"Python's resource tracker reported {leaked} leaked shared memory "
-                     "segments at exit.")
-    parts.append("course_lib gave the same batches at 0, 1 and 2 workers and resumed exactly "
-                 "at another worker count." if ours_same and ours_resumed else
-                 "course_lib did not hold its promises here either: that is a bug to report.")
+        parts.append(f"With every batch and iterator released before exit, Python's "
+                     f"resource tracker reported {leaked} leaked shared memory segments.")
+    main_other = report["main"]["resume"]["0->2"] == "equal"
+    if ours_same and ours_resumed:
+        parts.append("course_lib gave the same batches at 0, 1 and 2 workers and, saved at "
+                     "0 workers and restored at 2, resumed exactly" +
+                     (", as Grain's chain did." if main_other else
+                      ", where Grain's chain did not."))
+    else:
+        parts.append("course_lib did not hold its promises here either: that is a bug to "
+                     "report.")
     return " ".join(parts)
 
 
