@@ -69,17 +69,7 @@ def _report(rank, waits, saves, start_step=0):
     """A process's report: timed steps of 1 s each (numbered from start_step + 2, after the
     compiling step), the given wait before each, and each save (step, seconds) right after
     its step."""
-    wait_spans, step_spans, save_spans, clock = [], [], [], 0.0
-    for index, wait in enumerate(waits):
-        wait_spans.append([clock, clock + wait])
-        step_spans.append([clock + wait, clock + wait + 1.0])
-        clock += wait + 1.0
-        for step, seconds in saves:
-            if step == start_step + 2 + index:
-                save_spans.append([step, clock, clock + seconds])
-                clock += seconds
-    return {"rank": rank, "wait_spans": wait_spans, "step_spans": step_spans,
-            "start_step": start_step, "save_spans": save_spans}
+    return _timed(rank, [1.0] * len(waits), saves, wait=waits, start_step=start_step)
 
 
 @pytest.mark.parametrize(("waits", "saves", "verdicts"), [
@@ -425,10 +415,12 @@ def test_the_state_sentence_lists_the_saved_entries_as_saved():
 
 
 def _timed(rank, step_seconds, saves=(), wait=0.001, start_step=0, rest=0.0):
-    """A report whose timed steps last `step_seconds` (one per step), each after `wait`,
-    with `rest` seconds of loop after it and the given saves (step, seconds)."""
+    """A report whose timed steps last `step_seconds` (one per step), each after `wait` (one
+    number for every step, or one per step), with `rest` seconds of loop after it and the
+    given saves (step, seconds)."""
+    waits = wait if isinstance(wait, (list, tuple)) else [wait] * len(step_seconds)
     wait_spans, step_spans, save_spans, clock = [], [], [], 0.0
-    for index, seconds in enumerate(step_seconds):
+    for index, (seconds, wait) in enumerate(zip(step_seconds, waits, strict=True)):
         wait_spans.append([clock, clock + wait])
         step_spans.append([clock + wait, clock + wait + seconds])
         clock += wait + seconds + rest
