@@ -33,12 +33,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from course_lib import course  # noqa: E402
 from course_lib.array_record import (  # noqa: E402
     ArrayRecordDataSource,
     array_record_module,
     write_array_record_shards,
 )
+from course_lib.course import bigger_than_memory  # noqa: E402
 
 LATENCY_S = 0.005
 THREADS = (1, 4, 16)
@@ -99,12 +99,12 @@ def random_read_rows(path: Path, num_records: int, reads: int, rounds: int) -> l
 
 
 def slow_storage_rows(path: Path, num_records: int, seconds: float, rounds: int) -> list[Row]:
-    slow = course.SlowStorage(ArrayRecordDataSource(path), LATENCY_S)
+    slow = bigger_than_memory.SlowStorage(ArrayRecordDataSource(path), LATENCY_S)
     rows = []
     for threads in THREADS:
-        limit = course.threads_limit(threads, LATENCY_S)
-        count = min(num_records, course.warmup_records(0) + 128 + int(limit * seconds))
-        rates = [course.time_slow_loader(slow, num_threads=threads, num_records=count)
+        limit = bigger_than_memory.threads_limit(threads, LATENCY_S)
+        count = min(num_records, bigger_than_memory.warmup_records(0) + 128 + int(limit * seconds))
+        rates = [bigger_than_memory.time_slow_loader(slow, num_threads=threads, num_records=count)
                  for _ in range(rounds)]
         value = statistics.median(rates)
         rows.append(Row(f"slow storage ({LATENCY_S * 1e3:.0f} ms/read), num_threads={threads}",
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     reads = 2000 if arguments.quick else 10_000
     seconds = 0.5 if arguments.quick else 1.5
     with tempfile.TemporaryDirectory(prefix="bench-storage-") as directory:
-        records = course.DigitRecords(num_records)
+        records = bigger_than_memory.DigitRecords(num_records)
         (path,) = write_array_record_shards(records, directory, 1, prefix="digits")
         rows = random_read_rows(path, num_records, reads, rounds)
         rows += slow_storage_rows(path, num_records, seconds, rounds)

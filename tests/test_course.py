@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from course_lib import course
+from course_lib.course import resume, sharding_policies, training_loop
 
 matplotlib.use("Agg")
 
@@ -157,40 +158,42 @@ def test_jax_messages_explain_a_retrace_without_printing(capfd):
 
 def test_naive_batches_are_shifted_scaled_digits(tmp_path):
     folder = course.digit_images_on_disk(side=24, directory=tmp_path / "digits")
-    batch = next(course.naive_batches(folder, 5, num_records=20))
+    batch = next(training_loop.naive_batches(folder, 5, num_records=20))
     assert batch["image"].shape == (5, 24, 24) and batch["image"].dtype == np.float32
     assert batch["image"].min() >= 0.0 and batch["image"].max() <= 1.0
     assert batch["label"].dtype == np.int32 and batch["label"].shape == (5,)
 
 
 def test_plot_training_labels_both_panels():
-    figure = course.plot_training([2.0, 1.0, 0.5], {3: 0.8})
+    figure = training_loop.plot_training([2.0, 1.0, 0.5], {3: 0.8})
     loss_ax, accuracy_ax = figure.axes
     assert loss_ax.get_xlabel() == "step" and "loss" in loss_ax.get_ylabel()
     assert "accuracy" in accuracy_ax.get_ylabel()
 
 
 def test_both_shard_policies_split_an_epoch_into_disjoint_covering_shards():
-    for policy in (course.contiguous_shard_keys, course.strided_shard_keys):
+    for policy in (sharding_policies.contiguous_shard_keys, sharding_policies.strided_shard_keys):
         shards = [policy(11, shard_index=index, shard_count=2, seed=0) for index in range(2)]
         assert sorted(np.concatenate(shards).tolist()) == list(range(11)), policy.__name__
-    assert course.contiguous_shard_keys(11, shard_index=0, shard_count=2, seed=0).max() < 6  # 0..5
-    assert course.strided_shard_keys(100, shard_index=0, shard_count=2, seed=0).max() > 50
+    assert sharding_policies.contiguous_shard_keys(11, shard_index=0, shard_count=2,
+                                                   seed=0).max() < 6  # 0..5
+    assert sharding_policies.strided_shard_keys(100, shard_index=0, shard_count=2,
+                                                seed=0).max() > 50
 
 
 def test_shard_plots_label_their_axes():
     sizes = {drop: {2: [5, 6] if not drop else [5, 5]} for drop in (False, True)}
-    figure = course.plot_shard_sizes(sizes, 11)
+    figure = sharding_policies.plot_shard_sizes(sizes, 11)
     assert all(ax.get_xlabel() and ax.get_ylabel() for ax in figure.axes)
-    keys = course.strided_shard_keys(40, shard_index=0, shard_count=2, seed=0)
-    figure = course.plot_shard_policies({"stride": keys}, np.sort(np.arange(40) % 4),
-                                        batch_size=4, num_steps=3)
+    keys = sharding_policies.strided_shard_keys(40, shard_index=0, shard_count=2, seed=0)
+    figure = sharding_policies.plot_shard_policies({"stride": keys}, np.sort(np.arange(40) % 4),
+                                                   batch_size=4, num_steps=3)
     assert figure.axes[0].get_xlabel() == "label" and figure.axes[0].get_ylabel() == "step"
 
 
 def test_plot_resume_draws_three_labelled_curves():
     rows = [{"step": step, "loss": 1.0 / step} for step in range(1, 7)]
-    figure = course.plot_resume(rows, rows[:3], rows[3:])
+    figure = resume.plot_resume(rows, rows[:3], rows[3:])
     ax = figure.axes[0]
     assert ax.get_xlabel() == "step" and ax.get_ylabel() == "training loss"
     labels = [text.get_text() for text in ax.get_legend().get_texts()]

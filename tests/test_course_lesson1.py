@@ -7,6 +7,7 @@ import time
 import pytest
 
 from course_lib import course
+from course_lib.course import bottleneck
 from course_lib.profiling import StepProfiler
 
 
@@ -35,19 +36,19 @@ def _noisy_profiler(waits: list[float], steps: list[float]) -> StepProfiler:
 
 
 def test_bottleneck_sentence_names_the_data_when_next_is_slower():
-    sentence = course.bottleneck_sentence(next_seconds=0.03, step_seconds=0.01)
+    sentence = bottleneck.bottleneck_sentence(next_seconds=0.03, step_seconds=0.01)
     assert "the data is the bottleneck" in sentence
     assert "compute only 25% of the time and sit idle 75%" in sentence
 
 
 def test_bottleneck_sentence_names_the_step_when_the_step_is_slower():
-    sentence = course.bottleneck_sentence(next_seconds=0.01, step_seconds=0.03)
+    sentence = bottleneck.bottleneck_sentence(next_seconds=0.01, step_seconds=0.03)
     assert "the step is the bottleneck" in sentence
     assert "compute only 75% of the time" in sentence
 
 
 def test_bottleneck_sentence_calls_near_equal_times_a_draw():
-    sentence = course.bottleneck_sentence(next_seconds=0.0100, step_seconds=0.0101)
+    sentence = bottleneck.bottleneck_sentence(next_seconds=0.0100, step_seconds=0.0101)
     assert "about as long as each other" in sentence
     assert "bottleneck" not in sentence
 
@@ -55,12 +56,12 @@ def test_bottleneck_sentence_calls_near_equal_times_a_draw():
 @pytest.mark.parametrize("next_seconds, step_seconds", [(0.0, 1.0), (1.0, -1.0)])
 def test_bottleneck_sentence_refuses_times_that_are_not_positive(next_seconds, step_seconds):
     with pytest.raises(ValueError, match="must both be positive"):
-        course.bottleneck_sentence(next_seconds, step_seconds)
+        bottleneck.bottleneck_sentence(next_seconds, step_seconds)
 
 
 def test_profile_table_has_one_row_per_run_with_its_numbers():
-    table = course.profile_table({"slow data": _profiler(0.03, 0.01, 4),
-                                  "fast data": _profiler(0.0, 0.01, 4)})
+    table = bottleneck.profile_table({"slow data": _profiler(0.03, 0.01, 4),
+                                      "fast data": _profiler(0.0, 0.01, 4)})
     header, rule, slow, fast = table.splitlines()
     assert header.split() == ["run", "steps/s", "mean", "wait", "(ms)", "mean", "step", "(ms)",
                               "idle"]
@@ -73,19 +74,19 @@ def test_profile_table_has_one_row_per_run_with_its_numbers():
 
 def test_profile_table_refuses_an_empty_run():
     with pytest.raises(ValueError, match="recorded no steps"):
-        course.profile_table({"empty": StepProfiler()})
+        bottleneck.profile_table({"empty": StepProfiler()})
     with pytest.raises(ValueError, match="profilers is empty"):
-        course.profile_table({})
+        bottleneck.profile_table({})
 
 
 def test_progress_passes_every_item_through_in_order():
-    assert list(course.progress(iter(range(5)), total=5, desc="test")) == [0, 1, 2, 3, 4]
+    assert list(bottleneck.progress(iter(range(5)), total=5, desc="test")) == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("total", [0, -1, 2.5])
 def test_progress_refuses_a_total_that_is_not_a_positive_integer(total):
     with pytest.raises(ValueError, match="must be a positive integer"):
-        course.progress(range(3), total=total, desc="test")
+        bottleneck.progress(range(3), total=total, desc="test")
 
 
 # -- the sentences the lesson prints, one test per outcome, on made-up numbers -------------
@@ -94,86 +95,88 @@ def _steady(value: float, stderr: float = 0.0, count: int = 20) -> course.Estima
 
 
 def test_step_period_is_wall_time_per_step_with_the_spread_of_the_steps():
-    period = course.step_period(_profiler(0.03, 0.01, 4))
+    period = bottleneck.step_period(_profiler(0.03, 0.01, 4))
     assert period.value == pytest.approx(0.04) and period.count == 4
     assert period.stderr == pytest.approx(0.0, abs=1e-12)  # every step took the same time
     with pytest.raises(ValueError, match="recorded no steps"):
-        course.step_period(StepProfiler())
+        bottleneck.step_period(StepProfiler())
 
 
 def test_dispatch_sentence_for_each_outcome():
-    assert "stopped at the dispatch" in course.dispatch_sentence(0.001, 0.008)
+    assert "stopped at the dispatch" in bottleneck.dispatch_sentence(0.001, 0.008)
     # judged by the course's margin rule (5% floor for values timed once), not a private ratio
-    assert "the same within the noise" in course.dispatch_sentence(0.0081, 0.008)
-    assert "margin 5%" in course.dispatch_sentence(0.0081, 0.008)
-    part = course.dispatch_sentence(0.00139, 0.00219)  # 37% less: beyond the margin
+    assert "the same within the noise" in bottleneck.dispatch_sentence(0.0081, 0.008)
+    assert "margin 5%" in bottleneck.dispatch_sentence(0.0081, 0.008)
+    part = bottleneck.dispatch_sentence(0.00139, 0.00219)  # 37% less: beyond the margin
     assert "less, but not by the whole step" in part and "the same" not in part
-    assert "read more" in course.dispatch_sentence(0.013, 0.008)
-    noisy = course.dispatch_sentence(_steady(0.0014, 0.0004, 5), _steady(0.0019, 0.0004, 5))
+    assert "read more" in bottleneck.dispatch_sentence(0.013, 0.008)
+    noisy = bottleneck.dispatch_sentence(_steady(0.0014, 0.0004, 5), _steady(0.0019, 0.0004, 5))
     assert "too noisy to tell" in noisy and "stopped at the dispatch" not in noisy
     with pytest.raises(ValueError, match="dispatch_s"):
-        course.dispatch_sentence(0.0, 0.008)
+        bottleneck.dispatch_sentence(0.0, 0.008)
 
 
 def test_diagnosis_sentence_for_each_outcome():
     step = _steady(0.01)
-    data_bound = course.diagnosis_sentence(_steady(0.03), step)
+    data_bound = bottleneck.diagnosis_sentence(_steady(0.03), step)
     assert "the data is the bottleneck" in data_bound
     assert "compute only 25% of the time and sit idle 75%" in data_bound
-    assert "the step is the bottleneck" in course.diagnosis_sentence(_steady(0.003), step)
-    tie = course.diagnosis_sentence(_steady(0.0104, stderr=0.0002), _steady(0.01, stderr=0.0002))
+    assert "the step is the bottleneck" in bottleneck.diagnosis_sentence(_steady(0.003), step)
+    tie = bottleneck.diagnosis_sentence(_steady(0.0104, stderr=0.0002),
+                                        _steady(0.01, stderr=0.0002))
     assert "within the noise" in tie and "the data is" not in tie
-    noisy = course.diagnosis_sentence(_steady(0.012, stderr=0.002), _steady(0.01, stderr=0.002))
+    noisy = bottleneck.diagnosis_sentence(_steady(0.012, stderr=0.002), _steady(0.01, stderr=0.002))
     assert "too noisy to tell" in noisy and "bottleneck:" not in noisy
 
 
 def test_idle_prediction_sentence_for_each_outcome():
-    assert course.idle_prediction_sentence(0.77, 0.75).startswith("Close")
-    assert "within 10% points of each other" in course.idle_prediction_sentence(0.77, 0.75)
-    assert "idled more than the timings predicted" in course.idle_prediction_sentence(0.5, 0.75)
-    assert "idled less than the timings predicted" in course.idle_prediction_sentence(0.79, 0.63)
+    assert bottleneck.idle_prediction_sentence(0.77, 0.75).startswith("Close")
+    assert "within 10% points of each other" in bottleneck.idle_prediction_sentence(0.77, 0.75)
+    assert "idled more than the timings predicted" in bottleneck.idle_prediction_sentence(0.5, 0.75)
+    assert "idled less than the timings predicted" in bottleneck.idle_prediction_sentence(
+        0.79, 0.63)
     with pytest.raises(ValueError, match="share between 0 and 1"):
-        course.idle_prediction_sentence(75, 0.5)
+        bottleneck.idle_prediction_sentence(75, 0.5)
 
 
 def test_same_schedule_sentence_for_each_outcome():
     naive = _profiler(0.026, 0.010, 50)  # 36 ms a step
-    same = course.same_schedule_sentence(_profiler(0.0255, 0.010, 50), naive)
+    same = bottleneck.same_schedule_sentence(_profiler(0.0255, 0.010, 50), naive)
     # a tie is not "as expected": the lesson's own other branch says the loader's code can win
     assert "made no difference beyond the noise" in same and "As expected" not in same
-    faster_code = course.same_schedule_sentence(_profiler(0.020, 0.010, 50), naive)
+    faster_code = bottleneck.same_schedule_sentence(_profiler(0.020, 0.010, 50), naive)
     assert "Only next() moved beyond its noise" in faster_code
     assert "faster code than the naive loop's" in faster_code
-    assert "bookkeeping" in course.same_schedule_sentence(_profiler(0.040, 0.010, 50), naive)
+    assert "bookkeeping" in bottleneck.same_schedule_sentence(_profiler(0.040, 0.010, 50), naive)
     # given only the two times per step, no cause can be named
-    periods = course.same_schedule_sentence(_steady(0.030), _steady(0.036))
+    periods = bottleneck.same_schedule_sentence(_steady(0.030), _steady(0.036))
     assert "cannot say which" in periods and "faster code" not in periods
 
 
 def test_same_schedule_sentence_names_the_column_that_moved():
     naive = _profiler(0.026, 0.010, 50)
     # only the step moved: the same code in both loops, so the machine, not the loader
-    machine = course.same_schedule_sentence(_profiler(0.026, 0.004, 50), naive)
+    machine = bottleneck.same_schedule_sentence(_profiler(0.026, 0.004, 50), naive)
     assert "Only the step moved beyond its noise" in machine
     assert "not the loader's code but the conditions the step ran in" in machine
     assert "faster code" not in machine
     # both moved: each column's share of the change, and only next()'s is the loader's
-    both = course.same_schedule_sentence(_profiler(0.022, 0.006, 50), naive)
+    both = bottleneck.same_schedule_sentence(_profiler(0.022, 0.006, 50), naive)
     assert "of the 8.00 ms a step gained, next() made 50%, the step 50%" in both
     assert "only next()'s part is the loader's code" in both
 
 
 def test_same_schedule_sentence_names_no_cause_from_noisy_runs():
     naive = _noisy_profiler([0.026] * 10, [0.010] * 10)
-    noisy = course.same_schedule_sentence(
+    noisy = bottleneck.same_schedule_sentence(
         _noisy_profiler([0.005, 0.045] * 5, [0.010] * 10), naive)
     assert "too noisy to tell" in noisy and "No cause can be named" in noisy
     assert "faster code" not in noisy and "conditions" not in noisy
 
 
 def test_overlap_sentence_says_when_overlap_made_training_faster():
-    sentence = course.overlap_sentence(_profiler(0.002, 0.012, 100), _profiler(0.03, 0.01, 100),
-                                       worker_count=2, cores=2)
+    sentence = bottleneck.overlap_sentence(_profiler(0.002, 0.012, 100), _profiler(0.03, 0.01, 100),
+                                           worker_count=2, cores=2)
     assert "2 workers + prefetch was 2.86x faster than the naive loop" in sentence
     assert "Overlap works" in sentence and "75%" in sentence
 
@@ -181,8 +184,8 @@ def test_overlap_sentence_says_when_overlap_made_training_faster():
 def test_overlap_sentence_explains_a_slower_loop_whose_idle_share_fell():
     # The step doubled (workers on the same cores), so the idle share fell from 75% to 33%
     # while each step took longer: the sentence must call it slower and say why.
-    sentence = course.overlap_sentence(_profiler(0.015, 0.03, 100), _profiler(0.03, 0.01, 100),
-                                       worker_count=2, cores=2)
+    sentence = bottleneck.overlap_sentence(_profiler(0.015, 0.03, 100), _profiler(0.03, 0.01, 100),
+                                           worker_count=2, cores=2)
     assert "slower than the naive loop" in sentence and "Overlap made training slower" in sentence
     assert "The step itself got slower (30.00 ms against 10.00 ms, means)" in sentence
     assert "The idle share fell all the same" in sentence
@@ -191,40 +194,40 @@ def test_overlap_sentence_explains_a_slower_loop_whose_idle_share_fell():
 
 def test_overlap_sentence_names_other_programs_when_the_load_was_high():
     slower = (_profiler(0.015, 0.03, 100), _profiler(0.03, 0.01, 100))
-    busy = course.overlap_sentence(*slower, worker_count=2, cores=2, load=18.8)
+    busy = bottleneck.overlap_sentence(*slower, worker_count=2, cores=2, load=18.8)
     assert "the load average was 18.8, 15.8 above this lesson's own 3 processes" in busy
-    quiet = course.overlap_sentence(*slower, worker_count=2, cores=2, load=2.9)
+    quiet = bottleneck.overlap_sentence(*slower, worker_count=2, cores=2, load=2.9)
     assert "Other programs" not in quiet
     # a load of 3.4 is the lesson's own loop and 2 workers, not other programs
-    assert "Other programs" not in course.overlap_sentence(*slower, worker_count=2, cores=2,
-                                                           load=3.4)
-    faster = course.overlap_sentence(_profiler(0.002, 0.012, 100), _profiler(0.03, 0.01, 100),
-                                     worker_count=2, cores=2, load=18.8)
+    assert "Other programs" not in bottleneck.overlap_sentence(*slower, worker_count=2, cores=2,
+                                                               load=3.4)
+    faster = bottleneck.overlap_sentence(_profiler(0.002, 0.012, 100), _profiler(0.03, 0.01, 100),
+                                         worker_count=2, cores=2, load=18.8)
     assert "Other programs" not in faster  # a win needs no excuse
 
 
 def test_overlap_sentence_calls_a_tie_a_tie_and_a_short_run_short():
-    sentence = course.overlap_sentence(_profiler(0.02, 0.0195, 20), _profiler(0.03, 0.01, 100),
-                                       worker_count=2, cores=2)
+    sentence = bottleneck.overlap_sentence(_profiler(0.02, 0.0195, 20), _profiler(0.03, 0.01, 100),
+                                           worker_count=2, cores=2)
     assert "within the noise" in sentence and "Overlap gained nothing measurable" in sentence
     assert "only 20 steps" in sentence
 
 
 def test_busy_step_sentence_for_each_outcome():
     alone = _steady(0.0076)
-    slower = course.busy_step_sentence(_steady(0.012), alone, 2)
+    slower = bottleneck.busy_step_sentence(_steady(0.012), alone, 2)
     assert "what ran beside it, the workers" in slower and "share the 2 cores" in slower
-    assert "left the step its cores" in course.busy_step_sentence(_steady(0.0077), alone, 2)
-    faster = course.busy_step_sentence(_steady(0.005), alone, 2)
+    assert "left the step its cores" in bottleneck.busy_step_sentence(_steady(0.0077), alone, 2)
+    faster = bottleneck.busy_step_sentence(_steady(0.005), alone, 2)
     assert "the workers cannot cause" in faster and "does not say what made" in faster
-    noisy = course.busy_step_sentence(_steady(0.0080, 0.003), _steady(0.0076, 0.003), 2)
+    noisy = bottleneck.busy_step_sentence(_steady(0.0080, 0.003), _steady(0.0076, 0.003), 2)
     assert "too noisy to tell" in noisy and "No cause can be named" in noisy
 
 
 def test_busy_step_sentence_compares_with_the_baseline_it_names():
     # like with like: the same step in the loop at num_threads=0, named as such
-    said = course.busy_step_sentence(_steady(0.01015), _steady(0.00609), 2,
-                                     baseline_name="the step in the loop at num_threads=0")
+    said = bottleneck.busy_step_sentence(_steady(0.01015), _steady(0.00609), 2,
+                                         baseline_name="the step in the loop at num_threads=0")
     assert said.startswith("The step with the workers busy was 1.67x slower than the step in "
                            "the loop at num_threads=0 (10.15 ms")
     assert "step alone" not in said
@@ -242,115 +245,115 @@ def test_overlap_bound_sentence_never_states_a_bound_the_loop_beats(loop_s, expe
     # with 2 workers on 2 cores; the best case is the whole work over the cores, 16.3 ms.
     naive = _profiler(0.025, 0.0076, 20)
     overlapped = _profiler(loop_s - 0.0076, 0.0076, 20)
-    sentence = course.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2)
+    sentence = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2)
     assert "a best case of 16.30 ms" in sentence and "32.60 ms" in sentence
     assert expected in sentence
 
 
 def test_overlap_bound_sentence_with_many_cores_is_bound_by_the_split_loading():
     naive, overlapped = _profiler(0.025, 0.0076, 20), _profiler(0.0124, 0.0076, 20)
-    sentence = course.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=16)
+    sentence = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=16)
     assert "a best case of 12.50 ms" in sentence
     assert "here the loading split between the 2 workers sets it" in sentence
-    step_bound = course.overlap_bound_sentence(_profiler(0.0031, 0.0200, 20),
-                                               _profiler(0.0100, 0.0200, 20),
-                                               worker_count=2, cores=16)
+    step_bound = bottleneck.overlap_bound_sentence(_profiler(0.0031, 0.0200, 20),
+                                                   _profiler(0.0100, 0.0200, 20),
+                                                   worker_count=2, cores=16)
     assert "a best case of 20.00 ms" in step_bound and "here the step sets it" in step_bound
     with pytest.raises(ValueError, match="must both be at least 1"):
-        course.overlap_bound_sentence(overlapped, naive, worker_count=0, cores=2)
+        bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=0, cores=2)
 
 
 def test_stand_in_sentence_for_each_outcome():
     real = _steady(1.66, 0.02)
-    gained = course.stand_in_sentence(real, _steady(2.14))
+    gained = bottleneck.stand_in_sentence(real, _steady(2.14))
     # the stand-in frees the CPU both ways: the step is no longer slowed by the workers and the
     # workers no longer lose CPU to the step; the sentence must not credit one side only
     assert "cost each other" in gained and "which column moved" in gained
     assert "the CPU that the real step takes from the workers" not in gained
-    same = course.stand_in_sentence(real, _steady(1.68, 0.02))
+    same = bottleneck.stand_in_sentence(real, _steady(1.68, 0.02))
     # a gain within the noise names no cause: it cannot say the hand-over held the workers back
     assert "the same within the noise" in same and "cannot show" in same
     assert "did." not in same and "not measured here" in same
-    assert "busier during the stand-in" in course.stand_in_sentence(real, _steady(1.2, 0.02))
+    assert "busier during the stand-in" in bottleneck.stand_in_sentence(real, _steady(1.2, 0.02))
 
 
 def test_machine_load_sentence_tells_other_programs_from_the_lesson_itself():
-    busy = course.machine_load_sentence(5.2, 2, 3)
+    busy = bottleneck.machine_load_sentence(5.2, 2, 3)
     assert "other programs took CPU time" in busy and "Even without them" in busy
-    assert "the lesson oversubscribes the cores by itself" in course.machine_load_sentence(
+    assert "the lesson oversubscribes the cores by itself" in bottleneck.machine_load_sentence(
         2.8, 2, 3)
     # a low load average does not make 3 busy processes fit 2 cores
-    low = course.machine_load_sentence(0.9, 2, 3)
+    low = bottleneck.machine_load_sentence(0.9, 2, 3)
     assert "not oversubscribed" not in low and "oversubscribes the cores by itself" in low
-    assert "the cores were not oversubscribed" in course.machine_load_sentence(0.9, 2, 2)
+    assert "the cores were not oversubscribed" in bottleneck.machine_load_sentence(0.9, 2, 2)
 
 
 def test_in_process_overlap_sentence_for_each_outcome():
     inline = _profiler(0.02, 0.008, 100)  # 28 ms a step, idle 71%
-    faster = course.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2)
+    faster = bottleneck.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2)
     assert "with its batch thread was 2.33x faster than with num_threads=0" in faster
     assert "Only next() moved beyond its noise" in faster
     assert "Overlap in one process" in faster and "idled 71%" in faster
     assert "The step itself got slower" not in faster
     # the lesson does not isolate the interpreter lock or the shared cores: neither is named
     assert "interpreter lock" not in faster and "because" not in faster
-    slower_step = course.in_process_overlap_sentence(_profiler(0.004, 0.010, 100), inline,
-                                                     cores=2)
+    slower_step = bottleneck.in_process_overlap_sentence(_profiler(0.004, 0.010, 100), inline,
+                                                         cores=2)
     assert "The step itself got slower (10.00 ms against 8.00 ms, means)" in slower_step
     assert "does not separate" in slower_step and "decoded on the cores" not in slower_step
-    asleep = course.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2,
-                                                stand_in=True)
+    asleep = bottleneck.in_process_overlap_sentence(_profiler(0.004, 0.008, 100), inline, cores=2,
+                                                    stand_in=True)
     assert "while the stand-in step slept" in asleep and "jitted" not in asleep
-    slow_sleep = course.in_process_overlap_sentence(_profiler(0.004, 0.010, 100), inline,
-                                                    cores=2, stand_in=True)
+    slow_sleep = bottleneck.in_process_overlap_sentence(_profiler(0.004, 0.010, 100), inline,
+                                                        cores=2, stand_in=True)
     assert "The stand-in step itself took longer (10.00 ms against 8.00 ms, means)" in slow_sleep
     assert "interpreter lock back" in slow_sleep and "decoded on the cores" not in slow_sleep
-    tie = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 100), inline, cores=2)
+    tie = bottleneck.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 100), inline, cores=2)
     assert "within the noise" in tie and "gained nothing measurable" in tie
     assert "does not say why" in tie and "takes turns" not in tie
-    slower = course.in_process_overlap_sentence(_profiler(0.01, 0.03, 100), inline, cores=2)
+    slower = bottleneck.in_process_overlap_sentence(_profiler(0.01, 0.03, 100), inline, cores=2)
     assert "slower than with num_threads=0" in slower
     assert "The batch thread made training slower" in slower
     assert "does not say which cost" in slower
     assert "The step itself got slower (30.00 ms against 8.00 ms, means)" in slower
     assert "The idle share fell all the same" in slower
-    short = course.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 20), inline, cores=2)
+    short = bottleneck.in_process_overlap_sentence(_profiler(0.0195, 0.0083, 20), inline, cores=2)
     assert "only 20 steps" in short
 
 
 def test_overlap_sentence_says_overlap_works_only_when_the_wait_fell():
     baseline = _profiler(0.03, 0.01, 100)
     # faster, but only because the step got faster: next() waited as long as before
-    step_only = course.overlap_sentence(_profiler(0.03, 0.004, 100), baseline, worker_count=2,
-                                        cores=2, baseline_name="the loader at num_threads=0")
+    step_only = bottleneck.overlap_sentence(_profiler(0.03, 0.004, 100), baseline, worker_count=2,
+                                            cores=2, baseline_name="the loader at num_threads=0")
     assert "faster than the loader at num_threads=0" in step_only
     assert "Overlap works" not in step_only and "cannot say that overlap" in step_only
-    waited_less = course.overlap_sentence(_profiler(0.004, 0.012, 100), baseline,
-                                          worker_count=2, cores=2)
+    waited_less = bottleneck.overlap_sentence(_profiler(0.004, 0.012, 100), baseline,
+                                              worker_count=2, cores=2)
     assert "Overlap works" in waited_less and "Only next() moved" not in waited_less
 
 
 def test_which_moved_gives_each_columns_share_and_no_cause_inside_the_noise():
     baseline = _profiler(0.020, 0.010, 20)
-    assert "Only next() moved beyond its noise, taking less time" in course.which_moved(
+    assert "Only next() moved beyond its noise, taking less time" in bottleneck.which_moved(
         _profiler(0.010, 0.010, 20), baseline)
-    both = course.which_moved(_profiler(0.012, 0.008, 20), baseline)
+    both = bottleneck.which_moved(_profiler(0.012, 0.008, 20), baseline)
     assert "of the 10.00 ms a step gained, next() made 80%, the step 20%" in both
     # the wait fell and the step grew: each column's own change, no shares above 100%
-    opposite = course.which_moved(_profiler(0.010, 0.013, 20), baseline)
+    opposite = bottleneck.which_moved(_profiler(0.010, 0.013, 20), baseline)
     assert "in opposite directions" in opposite
     assert "next() waited 10.00 ms less a step, the step took 3.00 ms more" in opposite
     assert "%" not in opposite
-    assert "cannot say which half" in course.which_moved(_profiler(0.0201, 0.0101, 20),
-                                                         baseline)
+    assert "cannot say which half" in bottleneck.which_moved(_profiler(0.0201, 0.0101, 20),
+                                                             baseline)
 
 
 def test_overlap_bound_sentence_uses_the_halves_of_the_baseline_it_is_given():
     # the loader at num_threads=0: 18.05 ms waiting, 6.06 ms stepping, as lesson 1 measured
     loader = _profiler(0.01805, 0.00606, 100)
     overlapped = _profiler(0.00314, 0.00944, 100)  # 12.58 ms a step
-    sentence = course.overlap_bound_sentence(overlapped, loader, worker_count=2, cores=2,
-                                             baseline_name="the loader at num_threads=0")
+    sentence = bottleneck.overlap_bound_sentence(overlapped, loader, worker_count=2, cores=2,
+                                                 baseline_name="the loader at num_threads=0")
     assert "a best case of 12.05 ms" in sentence
     assert "the loader at num_threads=0, its two halves one after the other" in sentence
     # the three bounds are printed, with the one that sets the best case named
@@ -362,17 +365,17 @@ def test_overlap_bound_sentence_uses_the_halves_of_the_baseline_it_is_given():
 
 
 def test_batch_thread_sentence_for_each_case():
-    ran = course.batch_thread_sentence(0.018, 64, ["MainThread", "course_lib-ahead",
-                                                   "course_lib-read_0", "course_lib-read_1"])
+    ran = bottleneck.batch_thread_sentence(0.018, 64, ["MainThread", "course_lib-ahead",
+                                                       "course_lib-read_0", "course_lib-read_1"])
     assert "18 ms" in ran and "above the 2 ms" in ran
     assert "1 batch thread and 2 read threads, as the rule says" in ran
-    inline = course.batch_thread_sentence(0.0003, 64, ["MainThread"])
+    inline = bottleneck.batch_thread_sentence(0.0003, 64, ["MainThread"])
     assert "below the 2 ms" in inline and "everything ran in the loop's thread" in inline
-    assert "yet none ran" in course.batch_thread_sentence(0.018, 64, ["MainThread"])
-    assert "started it all the same" in course.batch_thread_sentence(
+    assert "yet none ran" in bottleneck.batch_thread_sentence(0.018, 64, ["MainThread"])
+    assert "started it all the same" in bottleneck.batch_thread_sentence(
         0.0019, 64, ["course_lib-ahead"])
     with pytest.raises(ValueError, match="chunk_s=0"):
-        course.batch_thread_sentence(0, 64, [])
+        bottleneck.batch_thread_sentence(0, 64, [])
 
 
 def test_batch_thread_sentence_names_the_threads_a_real_loader_starts():
@@ -397,17 +400,17 @@ def test_batch_thread_sentence_names_the_threads_a_real_loader_starts():
         for _ in range(4):
             next(iterator)
         names = [thread.name for thread in threading.enumerate()]
-    assert "1 batch thread" in course.batch_thread_sentence(0.0064, 64, names)
+    assert "1 batch thread" in bottleneck.batch_thread_sentence(0.0064, 64, names)
 
 
 def test_dispatch_sentence_names_its_statistic():
-    assert "means of the repetitions" in course.dispatch_sentence(0.001, 0.008, "mean")
-    assert "medians of the repetitions" in course.dispatch_sentence(0.001, 0.008)
+    assert "means of the repetitions" in bottleneck.dispatch_sentence(0.001, 0.008, "mean")
+    assert "medians of the repetitions" in bottleneck.dispatch_sentence(0.001, 0.008)
 
 
 def test_stand_in_sentence_names_its_baseline():
-    said = course.stand_in_sentence(_steady(1.66, 0.02), _steady(2.14),
-                                    baseline_name="the loader at num_threads=0")
+    said = bottleneck.stand_in_sentence(_steady(1.66, 0.02), _steady(2.14),
+                                        baseline_name="the loader at num_threads=0")
     assert said.startswith("Speed-up over the loader at num_threads=0: 1.66x")
 
 
@@ -416,7 +419,7 @@ def test_stand_in_sentence_judges_which_column_moved():
     stand_in = _profiler(0.0043, 0.0066, 100)
 
     def said(real):
-        return course.stand_in_sentence(real_gain, stand_in_gain, real=real, stand_in=stand_in)
+        return bottleneck.stand_in_sentence(real_gain, stand_in_gain, real=real, stand_in=stand_in)
 
     step_only = said(_profiler(0.0043, 0.0118, 100))
     assert "With the real step against the stand-in, only the step moved beyond its" in step_only
@@ -430,7 +433,7 @@ def test_stand_in_sentence_judges_which_column_moved():
     assert "the workers slowed the step; and the loop waited longer" in both
     opposite = said(_profiler(0.0020, 0.0118, 100))
     assert "the workers slowed the step" in opposite and "the wait fell" in opposite
-    neither = course.stand_in_sentence(
+    neither = bottleneck.stand_in_sentence(
         real_gain, stand_in_gain, real=_noisy_profiler([0.001, 0.008] * 5, [0.003, 0.010] * 5),
         stand_in=_noisy_profiler([0.001, 0.007] * 5, [0.003, 0.009] * 5))
     assert "Neither column grew beyond its noise" in neither
@@ -454,15 +457,15 @@ def test_window_period_is_the_mean_period_of_the_steps_drawn():
     assert bottleneck.window_period(profiler, 0, 10) == pytest.approx(0.015)
     assert bottleneck.window_period(profiler, 60, 70) == pytest.approx(0.025)
     assert bottleneck.window_period(profiler, 0, 100) == pytest.approx(
-        course.step_period(profiler).value)
+        bottleneck.step_period(profiler).value)
 
 
-def test_plot_mid_run_timelines_titles_give_the_window_and_the_run_periods():
+def test_plot_run_timelines_titles_give_the_window_and_the_run_periods():
     import matplotlib
 
     matplotlib.use("Agg")
     profiler = _noisy_profiler([0.010] * 50 + [0.020] * 50, [0.005] * 100)
-    figure = course.plot_mid_run_timelines({"loop": profiler}, steps=10)
+    figure = bottleneck.plot_run_timelines({"loop": profiler}, steps=10)
     title = figure.axes[0].get_title()
     # steps 46–50 take 15 ms, 51–55 take 25 ms: 20 ms a step in the window, as over the run
     assert title == ("loop, steps 46–55 of 100: 20.00 ms a step (whole run: 20.00 ms, idle "
@@ -474,25 +477,25 @@ def test_stand_in_verdicts_name_no_cause_when_their_baseline_moved():
     real_baseline = _profiler(0.013, 0.008, 100)  # 21 ms a step with the real step
     moved = _profiler(0.0165, 0.008, 100)  # 24.5 ms with the stand-in: 17% more, beyond 5%
     real, gained = _steady(1.66, 0.02), _steady(2.14)
-    said = course.stand_in_sentence(real, gained, real_baseline=real_baseline,
-                                    stand_in_baseline=moved)
+    said = bottleneck.stand_in_sentence(real, gained, real_baseline=real_baseline,
+                                        stand_in_baseline=moved)
     assert "moved although only its step changed" in said and "cost each other" not in said
     # the baseline held: the sentence goes on to its verdict as before
-    held = course.stand_in_sentence(real, gained, real_baseline=real_baseline,
-                                    stand_in_baseline=_profiler(0.0131, 0.008, 100))
+    held = bottleneck.stand_in_sentence(real, gained, real_baseline=real_baseline,
+                                        stand_in_baseline=_profiler(0.0131, 0.008, 100))
     assert "cost each other" in held and "although only its step" not in held
     noisy = _noisy_profiler([0.005, 0.03] * 10, [0.008] * 20)
-    unclear = course.stand_in_sentence(real, gained, real_baseline=real_baseline,
-                                       stand_in_baseline=noisy)
+    unclear = bottleneck.stand_in_sentence(real, gained, real_baseline=real_baseline,
+                                           stand_in_baseline=noisy)
     assert "cannot be shown to have held still" in unclear and "cost each other" not in unclear
     ahead = _profiler(0.004, 0.008, 100)
-    overlap = course.in_process_overlap_sentence(ahead, moved, cores=2, stand_in=True,
-                                                 real_baseline=real_baseline)
+    overlap = bottleneck.in_process_overlap_sentence(ahead, moved, cores=2, stand_in=True,
+                                                     real_baseline=real_baseline)
     assert "no cause can be named" in overlap and "Overlap in one process" not in overlap
-    kept = course.in_process_overlap_sentence(ahead, _profiler(0.0131, 0.008, 100), cores=2,
-                                              stand_in=True, real_baseline=real_baseline)
+    kept = bottleneck.in_process_overlap_sentence(ahead, _profiler(0.0131, 0.008, 100), cores=2,
+                                                  stand_in=True, real_baseline=real_baseline)
     assert "Overlap in one process" in kept
-    assert course.baseline_moved_sentence(real_baseline, real_baseline) == ""
+    assert bottleneck.baseline_moved_sentence(real_baseline, real_baseline) == ""
 
 
 def test_timeline_window_avoids_a_slow_stretch_in_the_middle():
@@ -506,7 +509,7 @@ def test_timeline_window_avoids_a_slow_stretch_in_the_middle():
     first, end = bottleneck.timeline_window(profiler, 10)
     assert end - first == 10
     window = bottleneck.window_period(profiler, first, end)
-    whole = course.step_period(profiler).value
+    whole = bottleneck.step_period(profiler).value
     assert abs(window - whole) < 0.002  # the closest window: 2 slow steps and 8 fast ones
 
 

@@ -8,18 +8,19 @@ import pytest
 
 import course_lib as grain
 from course_lib import course
+from course_lib.course import variable_length
 
 
 def test_docstring_sequences_are_byte_tokens_that_fit_a_row():
-    sequences = course.docstring_sequences(64, limit=50)
+    sequences = variable_length.docstring_sequences(64, limit=50)
     assert len(sequences) == 50
     assert all(s.dtype == np.int32 and 1 <= len(s) <= 64 and s.min() > 0 for s in sequences)
-    assert len(course.longest_docstring()) > course.ROW_LENGTH
+    assert len(variable_length.longest_docstring()) > variable_length.ROW_LENGTH
 
 
 def test_sequence_source_returns_each_sequence_as_it_was():
     sequences = [np.arange(n, dtype=np.int32) + 1 for n in (3, 1, 5)]
-    source = course.SequenceSource(sequences)
+    source = variable_length.SequenceSource(sequences)
     assert len(source) == 3
     for index, sequence in enumerate(sequences):
         np.testing.assert_array_equal(source[index], sequence, strict=True)
@@ -28,22 +29,23 @@ def test_sequence_source_returns_each_sequence_as_it_was():
 def test_fill_and_real_tokens_count_only_segment_ids_above_zero():
     segments = np.array([[1, 1, 2, 0], [1, 0, 0, 0]], np.int32)
     batches = [(segments, segments, segments)]
-    assert course.real_tokens(batches) == 4 and course.fill(batches) == 0.5
+    assert variable_length.real_tokens(batches) == 4 and variable_length.fill(batches) == 0.5
 
 
 def test_packed_fill_leaves_out_the_empty_rows_that_pad_the_last_batch():
     segments = np.array([[1, 1, 2, 0], [1, 0, 0, 0], [1, 1, 1, 1]], np.int32)
     padded_last = np.vstack([segments[2:], np.zeros((1, 4), np.int32)])  # one empty row
     batches = [(segments[:2],) * 3, (padded_last,) * 3]
-    assert course.fill(batches) == 8 / 16  # the empty row's slots count as padding
-    assert course.packed_fill_of(batches) == 8 / 12 == course.packed_fill([segments])
-    assert course.packed_fill([np.zeros((2, 4), np.int32)]) == 0.0
+    assert variable_length.fill(batches) == 8 / 16  # the empty row's slots count as padding
+    assert variable_length.packed_fill_of(batches) == 8 / 12 == variable_length.packed_fill(
+        [segments])
+    assert variable_length.packed_fill([np.zeros((2, 4), np.int32)]) == 0.0
 
 
 def test_the_same_rows_give_the_same_fill_batched_or_not():
     pytest.importorskip("grain")
-    sequences = course.docstring_sequences(64, limit=62)
-    report = course.grain_packers(sequences, 64, 4, shuffle=False)
+    sequences = variable_length.docstring_sequences(64, limit=62)
+    report = variable_length.grain_packers(sequences, 64, 4, shuffle=False)
     rows = list(grain.experimental.FirstFitPackIterDataset(
         grain.MapDataset.source(sequences).map(lambda t: {"tokens": t}).to_iter_dataset(),
         length_struct={"tokens": 64}, num_packing_bins=4, seed=0))
@@ -52,14 +54,14 @@ def test_the_same_rows_give_the_same_fill_batched_or_not():
     segments = np.stack([row["tokens_segment_ids"] for row in rows])
     padded = np.vstack([segments, np.zeros((missing, 64), np.int32)])  # like lesson 10's
     batches = [(part, part, part) for part in np.split(padded, len(padded) // 4)]
-    assert course.packed_fill_of(batches) == report["FirstFitPackIterDataset"]["fill"]
-    assert course.fill(batches) < report["FirstFitPackIterDataset"]["fill"]
+    assert variable_length.packed_fill_of(batches) == report["FirstFitPackIterDataset"]["fill"]
+    assert variable_length.fill(batches) < report["FirstFitPackIterDataset"]["fill"]
 
 
 def test_bucket_lengths_are_evenly_spaced_up_to_the_row_length():
-    assert course.bucket_lengths(1) == [128]
-    assert course.bucket_lengths(4) == [32, 64, 96, 128]
-    assert course.bucket_lengths(3, row_length=10) == [3, 6, 10]
+    assert variable_length.bucket_lengths(1) == [128]
+    assert variable_length.bucket_lengths(4) == [32, 64, 96, 128]
+    assert variable_length.bucket_lengths(3, row_length=10) == [3, 6, 10]
 
 
 def test_length_spread_is_the_median_range_inside_a_batch():
@@ -69,7 +71,7 @@ def test_length_spread_is_the_median_range_inside_a_batch():
             segments[row, :length] = 1
         return segments, segments, segments
 
-    assert course.length_spread([batch(2, 9), batch(3, 4, 5), batch(7)]) == 2.0  # 7, 2, 0
+    assert variable_length.length_spread([batch(2, 9), batch(3, 4, 5), batch(7)]) == 2.0  # 7, 2, 0
 
 
 def tradeoff(stream_padding, grouped_padding, longest_padding=0.03, spreads=(80, 2)):
@@ -90,7 +92,7 @@ def tradeoff(stream_padding, grouped_padding, longest_padding=0.03, spreads=(80,
     (0.30, 0.40, 0.20, ["padded more here", "no less than packing's 14%"]),
 ])
 def test_bucket_sentence_follows_the_numbers(stream, grouped, longest, expected):
-    sentence = course.bucket_sentence(tradeoff(stream, grouped, longest), 0.14, 4, 32)
+    sentence = variable_length.bucket_sentence(tradeoff(stream, grouped, longest), 0.14, 4, 32)
     assert "50%" in sentence or "30%" in sentence
     assert "one fixed length: 56%" in sentence and "62% of the batches hold" in sentence
     for part in expected:
@@ -98,16 +100,16 @@ def test_bucket_sentence_follows_the_numbers(stream, grouped, longest, expected)
 
 
 def test_spread_sentence_says_the_price_or_that_there_is_none():
-    priced = course.spread_sentence(tradeoff(0.5, 0.2), 4, 32)
+    priced = variable_length.spread_sentence(tradeoff(0.5, 0.2), 4, 32)
     assert "80 bytes in stream order, 2 grouped" in priced and "That is the price" in priced
-    free = course.spread_sentence(tradeoff(0.5, 0.2, spreads=(5, 5)), 4, 32)
+    free = variable_length.spread_sentence(tradeoff(0.5, 0.2, spreads=(5, 5)), 4, 32)
     assert "did not make batches more alike" in free
 
 
 def test_bucket_tradeoff_counts_real_traces_and_groups_lengths():
     lengths = np.random.default_rng(0).integers(1, 128, size=96)
-    source = course.SequenceSource([np.ones(n, np.int32) for n in lengths])
-    results = course.bucket_tradeoff(source, [1, 4], windows=(1, 12))
+    source = variable_length.SequenceSource([np.ones(n, np.int32) for n in lengths])
+    results = variable_length.bucket_tradeoff(source, [1, 4], windows=(1, 12))
     assert set(results) == {1, 12} and set(results[1]) == {1, 4, None}
     assert results[1][1]["traces"] == results[12][1]["traces"] == 1
     assert results[12][4]["traces"] <= 4
@@ -120,7 +122,7 @@ def test_bucket_tradeoff_counts_real_traces_and_groups_lengths():
 def test_the_trace_counter_counts_one_trace_per_shape():
     import jax
 
-    counted, traces = course.trace_counter(lambda x: x * 2)
+    counted, traces = variable_length.trace_counter(lambda x: x * 2)
     doubled = jax.jit(counted)
     for length in (3, 3, 4, 3, 5):
         doubled(np.ones(length))
@@ -136,7 +138,7 @@ def test_change_one_sequence_leaves_the_other_segments_alone():
     positions = np.where(segments > 0, np.concatenate(
         [np.arange(5), np.arange(6), np.arange(3), [0, 0]]), 0).astype(np.int32)
     positions[1] = np.arange(16)
-    moved = course.change_one_sequence(model, (tokens, segments, positions), row=0)
+    moved = variable_length.change_one_sequence(model, (tokens, segments, positions), row=0)
     assert moved["changed"] > 1e-4 and moved["others"] == 0.0
     assert moved["unmasked_others"] > 1e-4
 
@@ -148,7 +150,7 @@ def test_change_one_sequence_leaves_the_other_segments_alone():
     (0.8, 1.0, "The first pass was the faster one"),
 ])
 def test_compile_sentence_follows_the_numbers(first, compiled, expected):
-    sentence = course.compile_sentence(7, first, compiled, 10)
+    sentence = variable_length.compile_sentence(7, first, compiled, 10)
     assert expected in sentence and "7 traces" in sentence
 
 
@@ -169,7 +171,7 @@ BASE = [100, 101, 102]
 
 def _sentence(name: str, packing: list[float], **changed) -> str:
     summaries = {name: {**SUMMARIES[name], **changed}, "packing": SUMMARIES["packing"]}
-    return course.throughput_sentence({name: BASE, "packing": packing}, summaries)
+    return variable_length.throughput_sentence({name: BASE, "packing": packing}, summaries)
 
 
 def test_feed_summary_counts_steps_shapes_tokens_and_slots():
@@ -257,7 +259,7 @@ def test_throughput_sentence_with_other_shapes_sets_the_leftover_against_the_ste
 
 
 def test_throughput_sentence_names_each_comparison_once_with_the_run_s_steps():
-    sentence = course.throughput_sentence(
+    sentence = variable_length.throughput_sentence(
         {"fixed": BASE, "4 buckets": [150, 151, 152], "packing": [197, 198, 199]}, SUMMARIES)
     assert sentence.startswith("Real tokens per second (median of 3 passes, timed in turn): "
                                "fixed 101, 4 buckets 151, packing 198; each ratio below is the "
@@ -276,14 +278,15 @@ def test_speed_ratio_pairs_the_rounds_and_judges_their_median():
     assert ratio([200, 100, 210], [100, 50, 105]).statistic == "median of the rounds' ratios"
     unpaired = ratio([200, 100, 210], [100, 50])  # other counts: the medians' ratio
     assert unpaired.value == 200 / 75 and unpaired.stderr > 0
-    sentence = course.throughput_sentence({"fixed": [100, 50, 105], "packing": [200, 100, 210]},
-                                          {"fixed": SUMMARIES["fixed"],
-                                           "packing": SUMMARIES["packing"]})
+    sentence = variable_length.throughput_sentence({"fixed": [100, 50, 105],
+                                                    "packing": [200, 100, 210]},
+                                                   {"fixed": SUMMARIES["fixed"],
+                                                    "packing": SUMMARIES["packing"]})
     assert "Packing is 2.00x fixed, against 1.95x from the padding alone" in sentence
     assert "within the noise (margin 5%), as it should be" in sentence
-    unequal = course.throughput_sentence({"fixed": [100, 50], "packing": [200, 100, 210]},
-                                         {"fixed": SUMMARIES["fixed"],
-                                          "packing": SUMMARIES["packing"]})
+    unequal = variable_length.throughput_sentence({"fixed": [100, 50], "packing": [200, 100, 210]},
+                                                  {"fixed": SUMMARIES["fixed"],
+                                                   "packing": SUMMARIES["packing"]})
     assert "each ratio below is the ratio of these medians" in unequal
 
 
@@ -322,47 +325,48 @@ def test_feed_table_prints_each_way_s_counts_and_medians_from_the_run():
 
 
 def test_normalisation_sentence_says_how_unequal_the_tokens_weigh():
-    uneven = course.normalisation_sentence({"packing": [650, 860, 950], "4 buckets": [75, 990]})
+    uneven = variable_length.normalisation_sentence({"packing": [650, 860, 950],
+                                                     "4 buckets": [75, 990]})
     assert "4 buckets 75 to 990 (median 532)" in uneven and "up to 13x" in uneven
-    even = course.normalisation_sentence({"packing": [900, 910]})
+    even = variable_length.normalisation_sentence({"packing": [900, 910]})
     assert "weighs every token alike" in even and "up to" not in even
 
 
 def test_loss_tokens_counts_pairs_inside_one_segment():
     segments = np.array([[1, 1, 1, 2, 2, 0], [1, 1, 1, 1, 1, 1]], np.int32)
-    assert course.loss_tokens([(segments, segments, segments)]) == [3 + 5]
+    assert variable_length.loss_tokens([(segments, segments, segments)]) == [3 + 5]
 
 
 def test_kept_sentence_says_what_is_left_out():
-    sentence = course.kept_sentence(2267, 3925)
+    sentence = variable_length.kept_sentence(2267, 3925)
     assert "2267 of the 3925" in sentence and "other 1658 (42%)" in sentence
-    assert "none is left out" in course.kept_sentence(10, 10)
-    kept, total = course.docstring_counts(course.ROW_LENGTH)
+    assert "none is left out" in variable_length.kept_sentence(10, 10)
+    kept, total = variable_length.docstring_counts(variable_length.ROW_LENGTH)
     assert 0 < kept < total
 
 
 def test_split_into_rows_keeps_every_token_in_row_length_pieces():
     tokens = np.arange(1, 301, dtype=np.int32)
-    pieces = course.split_into_rows(tokens, 128)
+    pieces = variable_length.split_into_rows(tokens, 128)
     assert [len(piece) for piece in pieces] == [128, 128, 44]
     np.testing.assert_array_equal(np.concatenate(pieces), tokens)
     with pytest.raises(ValueError, match="row_length=0 must be at least 1"):
-        course.split_into_rows(tokens, 0)
-    pieces = course.all_docstring_pieces(64, limit=30)
+        variable_length.split_into_rows(tokens, 0)
+    pieces = variable_length.all_docstring_pieces(64, limit=30)
     assert max(map(len, pieces)) <= 64
     assert sum(map(len, pieces)) == sum(len(text) for text in
                                         course.variable_length._stdlib_docstrings()[:30])
 
 
 def test_truncate_sentence_counts_what_each_cut_kept():
-    sentence = course.truncate_sentence(6278, {"a map": 128, "truncate=True": 128}, 128)
+    sentence = variable_length.truncate_sentence(6278, {"a map": 128, "truncate=True": 128}, 128)
     assert sentence.startswith("Of the long docstring's 6,278 bytes, a map kept 128 and threw "
                                "away 6,150 (98%); truncate=True kept 128 and threw away 6,150 "
                                "(98%), without an error or a warning.")
     assert "it is 50 sequences" in sentence and "each piece without the pieces before" in sentence
-    partly = course.truncate_sentence(6278, {"a map": 6278, "truncate=True": 128}, 128)
+    partly = variable_length.truncate_sentence(6278, {"a map": 6278, "truncate=True": 128}, 128)
     assert "a map kept all of them; truncate=True kept 128" in partly
-    whole = course.truncate_sentence(100, {"a map": 100}, 128)
+    whole = variable_length.truncate_sentence(100, {"a map": 100}, 128)
     assert whole == ("Of the long docstring's 100 bytes, a map kept all of them: a sequence "
                      "that fits a row of 128 is not cut.")
 
@@ -382,7 +386,7 @@ def test_kept_of_measures_the_longest_prefix_that_reached_the_rows():
 
 
 def test_mask_cost_sentence_grows_with_the_square():
-    sentence = course.mask_cost_sentence(8, 2, [128, 8192])
+    sentence = variable_length.mask_cost_sentence(8, 2, [128, 8192])
     assert "T = 128: mask 131.1 kB, scores 1.0 MB" in sentence
     assert "T = 8,192: mask 536.9 MB, scores 4.3 GB" in sentence
 
@@ -391,22 +395,22 @@ def test_row_of_segments_finds_a_row_with_enough_sequences():
     two = np.array([[1, 1, 2, 0], [1, 2, 2, 0]], np.int32)
     three = np.array([[1, 1, 1, 1], [1, 2, 3, 0]], np.int32)
     batches = [(two, two, two), (three, three, three)]
-    np.testing.assert_array_equal(course.row_of_segments(batches), [1, 2, 3, 0])
-    np.testing.assert_array_equal(course.row_of_segments(batches[:1]), [1, 1, 2, 0])
+    np.testing.assert_array_equal(variable_length.row_of_segments(batches), [1, 2, 3, 0])
+    np.testing.assert_array_equal(variable_length.row_of_segments(batches[:1]), [1, 1, 2, 0])
 
 
 def test_row_of_segments_prefers_the_row_whose_shortest_sequence_is_longest():
     tiny_third = np.array([[1, 1, 1, 1, 2, 2, 2, 3]], np.int32)  # shortest: 1 slot
     even = np.array([[1, 1, 2, 2, 2, 3, 3, 0]], np.int32)  # shortest: 2 slots
     batches = [(tiny_third, tiny_third, tiny_third), (even, even, even)]
-    np.testing.assert_array_equal(course.row_of_segments(batches), even[0])
+    np.testing.assert_array_equal(variable_length.row_of_segments(batches), even[0])
 
 
 def test_plot_mask_draws_the_whole_row_with_a_key():
     import matplotlib.pyplot as plt
 
     ids = np.array([1] * 5 + [2] * 3 + [3] * 4 + [0] * 4, np.int32)
-    figure = course.plot_mask(ids)
+    figure = variable_length.plot_mask(ids)
     ax = figure.axes[0]
     assert ax.images[0].get_array().shape == (16, 16)
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
@@ -416,25 +420,25 @@ def test_plot_mask_draws_the_whole_row_with_a_key():
 
 
 def test_proof_sentence_covers_each_outcome():
-    assert "did not change" in course.proof_sentence(1.0, 0.0, 1.0)
-    assert "changed too" in course.proof_sentence(1.0, 0.5, 1.0)
-    assert "test is void" in course.proof_sentence(0.0, 0.0, 0.0)
-    assert "happen not to change" in course.proof_sentence(1.0, 0.0, 0.0)
+    assert "did not change" in variable_length.proof_sentence(1.0, 0.0, 1.0)
+    assert "changed too" in variable_length.proof_sentence(1.0, 0.5, 1.0)
+    assert "test is void" in variable_length.proof_sentence(0.0, 0.0, 0.0)
+    assert "happen not to change" in variable_length.proof_sentence(1.0, 0.0, 0.0)
 
 
 def test_proof_sentence_concludes_alone_in_its_row_only_when_the_proof_holds():
-    assert "as if it were alone in its row" in course.proof_sentence(1.0, 0.0, 1.0)
-    leaky = course.proof_sentence(1.0, 0.5, 1.0)
+    assert "as if it were alone in its row" in variable_length.proof_sentence(1.0, 0.0, 1.0)
+    leaky = variable_length.proof_sentence(1.0, 0.5, 1.0)
     assert "as if it were alone" not in leaky and "not computed as if alone" in leaky
-    weak = course.proof_sentence(1.0, 0.0, 0.0)
+    weak = variable_length.proof_sentence(1.0, 0.0, 0.0)
     assert "as if it were alone" not in weak and "cannot tell the mask's work" in weak
 
 
 def test_the_compile_chart_s_labels_do_not_run_into_each_other():
     import matplotlib.pyplot as plt
 
-    figure = course.plot_compile_passes({"first_pass_s": 9.88, "compiled_pass_s": 0.054}, 6,
-                                        title="Padding to the longest")
+    figure = variable_length.plot_compile_passes({"first_pass_s": 9.88, "compiled_pass_s": 0.054},
+                                                 6, title="Padding to the longest")
     figure.canvas.draw()
     ax = figure.axes[0]
     renderer = figure.canvas.get_renderer()
@@ -458,14 +462,14 @@ def test_context_report_counts_cut_documents_and_tokens_without_their_start():
     # document 2 (1 token) fits whole; two slots of padding
     rows = _rows(([1, 1, 1, 2], [0, 1, 2, 0], [1, 1, 1, 2], [0, 1, 2, 0]),
                  ([1, 1, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [3, 4, 0, 0]))
-    report = course.context_report(rows, [5, 1], row_length=4)
+    report = variable_length.context_report(rows, [5, 1], row_length=4)
     assert report["cut"] == 1 and report["short_cut"] == 0
     assert report["without_context"] == 2 and report["every_token_once"]
     assert report["fill"] == pytest.approx(6 / 8)
     # the same tokens, document 2 (it fits a row) cut across the two rows
     straddle = _rows(([1, 1, 1, 2], [0, 1, 2, 0], [1, 1, 1, 2], [0, 1, 2, 0]),
                      ([1, 2, 2, 0], [0, 0, 1, 0], [2, 1, 1, 0], [1, 3, 4, 0]))
-    report = course.context_report(straddle, [5, 2], row_length=4)
+    report = variable_length.context_report(straddle, [5, 2], row_length=4)
     assert report["cut"] == 2 and report["short_cut"] == 1 and report["without_context"] == 3
 
 
@@ -478,22 +482,22 @@ def _context(split_lost, concat_lost, tokens=1000):
 
 
 def test_context_sentence_concludes_from_the_counts_for_each_outcome():
-    assert "not installed" in course.context_sentence(None)
-    more = course.context_sentence(_context(500, 700))
+    assert "not installed" in variable_length.context_sentence(None)
+    more = variable_length.context_sentence(_context(500, 700))
     assert "cut 4 documents and left 500 tokens (50%)" in more
     assert "cut 3 more documents (3 of those it cut fit a row" in more
     assert "1.40x the tokens without their start, for 8 points less padding" in more
-    fewer = course.context_sentence(_context(700, 500))
+    fewer = variable_length.context_sentence(_context(700, 500))
     assert "loses less context than splitting, not more" in fewer
-    same = course.context_sentence(_context(500, 520))
+    same = variable_length.context_sentence(_context(500, 520))
     assert "about as many tokens without their start (within 10%)" in same
-    assert "Neither cut a document" in course.context_sentence(_context(0, 0))
+    assert "Neither cut a document" in variable_length.context_sentence(_context(0, 0))
 
 
 def test_context_cuts_on_real_grain_count_both_packers_alike():
     pytest.importorskip("grain")
     documents = [np.arange(1, length + 1, dtype=np.int32) for length in (40, 10, 25, 7, 33)]
-    report = course.context_cuts(documents, row_length=16, bins=4)
+    report = variable_length.context_cuts(documents, row_length=16, bins=4)
     split, concat = report["split, then first fit"], report["concatenate then split"]
     assert split["every_token_once"] and concat["every_token_once"]
     # splitting cuts exactly the documents longer than a row, and loses what lies past 16
@@ -507,24 +511,24 @@ OURS = {0: {"digest": "a"}, 2: {"digest": "a"}, "resumed_equal": True, "fill": 0
 
 
 def test_grain_sentence_without_grain_says_how_to_get_it():
-    assert "not installed" in course.grain_sentence(None, OURS)
+    assert "not installed" in variable_length.grain_sentence(None, OURS)
 
 
 def test_grain_sentence_reports_what_differs_and_what_agrees():
     broken = {"0": {"batches": 19, "digest": "x", "fill": 0.9},
               "2": {"batches": 20, "digest": "y", "fill": 0.9},
               "resumed_equal": False, "leaked_segments": 50}
-    sentence = course.grain_sentence(broken, OURS)
+    sentence = variable_length.grain_sentence(broken, OURS)
     assert "20 batches instead of 19" in sentence
     assert "released before exit, Python's resource tracker reported 50 leaked" in sentence
     assert "other batches than the uninterrupted run" in sentence
     fixed = {"0": {"batches": 19, "digest": "x", "fill": 0.9},
              "2": {"batches": 19, "digest": "x", "fill": 0.9}, "resumed_equal": True}
-    sentence = course.grain_sentence(fixed, OURS)
+    sentence = variable_length.grain_sentence(fixed, OURS)
     assert "the same at 0 and 2 workers" in sentence and "continued exactly" in sentence
     assert "reported no leaked shared memory segment" in sentence
     same_count = {**broken, "2": {"batches": 19, "digest": "y", "fill": 0.9}}
-    assert "as many batches (19), but not the same ones" in course.grain_sentence(
+    assert "as many batches (19), but not the same ones" in variable_length.grain_sentence(
         same_count, OURS)
     assert ("its own sampler: share of the packed rows' slots holding a real token 90.0% "
             "(course_lib's chain: 90.0%)") in sentence
@@ -533,12 +537,14 @@ def test_grain_sentence_reports_what_differs_and_what_agrees():
 def test_digest_changes_with_any_value():
     batch = (np.zeros((2, 3), np.int32),) * 3
     other = (np.zeros((2, 3), np.int32), np.ones((2, 3), np.int32), np.zeros((2, 3), np.int32))
-    assert course.digest([batch]) == course.digest([batch]) != course.digest([other])
+    assert (variable_length.digest([batch]) == variable_length.digest([batch])
+            != variable_length.digest([other]))
 
 
 def test_loader_of_packs_with_the_operation_given():
-    source = course.SequenceSource(course.docstring_sequences(32, limit=40))
-    batches = list(course.loader_of(source, grain.experimental.PackAndBatchOperation(32, 4)))
+    source = variable_length.SequenceSource(variable_length.docstring_sequences(32, limit=40))
+    batches = list(variable_length.loader_of(source,
+                                             grain.experimental.PackAndBatchOperation(32, 4)))
     assert {batch[0].shape for batch in batches} == {(4, 32)}
 
 
@@ -555,18 +561,18 @@ OUR_ROWS = {"FirstFitPackIterDataset": "f", "BestFitPackIterDataset": "b"}
 
 
 def test_grain_packers_sentence_follows_the_numbers():
-    assert "not installed" in course.grain_packers_sentence(None, OUR_ROWS)
-    same = course.grain_packers_sentence(packers_report(), OUR_ROWS)
+    assert "not installed" in variable_length.grain_packers_sentence(None, OUR_ROWS)
+    same = variable_length.grain_packers_sentence(packers_report(), OUR_ROWS)
     assert ("given the same stream, share of the packed rows' slots holding a real token (as "
             "for course_lib's above): first fit 85.5%, best fit 85.9%, concatenate then split "
             "99.5%.") in same
     assert "made exactly course_lib's rows" in same
     assert "cut 179 of these sequences" in same and "every token exactly once" in same
     assert "as every piece after the first of a split long document is" in same
-    other = course.grain_packers_sentence(packers_report(digests=("f", "x")), OUR_ROWS)
+    other = variable_length.grain_packers_sentence(packers_report(digests=("f", "x")), OUR_ROWS)
     assert "Grain's BestFitPackIterDataset made other rows" in other
     assert "exactly course_lib's rows" not in other
-    uncut = course.grain_packers_sentence(packers_report(cut=0, every=False), OUR_ROWS)
+    uncut = variable_length.grain_packers_sentence(packers_report(cut=0, every=False), OUR_ROWS)
     assert "cut no sequence" in uncut and "ConcatThenSplitIterDataset did not deliver" in uncut
 
 
@@ -575,17 +581,17 @@ def test_rows_digest_ignores_the_order_of_rows_and_empty_rows_but_not_a_value():
              np.array([[0, 0, 0], [0, 0, 0]]))
     swapped = tuple(part[::-1] for part in batch)
     padded = tuple(np.vstack([part, np.zeros((1, 3), int)]) for part in batch)
-    rows = course.rows_digest(course.rows_of([batch]))
-    assert rows == course.rows_digest(course.rows_of([swapped]))
-    assert rows == course.rows_digest(course.rows_of([padded]))
+    rows = variable_length.rows_digest(variable_length.rows_of([batch]))
+    assert rows == variable_length.rows_digest(variable_length.rows_of([swapped]))
+    assert rows == variable_length.rows_digest(variable_length.rows_of([padded]))
     changed = (batch[0] + 1, *batch[1:])
-    assert rows != course.rows_digest(course.rows_of([changed]))
+    assert rows != variable_length.rows_digest(variable_length.rows_of([changed]))
 
 
 def test_grain_packers_run_on_real_grain():
     pytest.importorskip("grain")
-    sequences = course.docstring_sequences(64, limit=60)
-    report = course.grain_packers(sequences, 64, 4)
+    sequences = variable_length.docstring_sequences(64, limit=60)
+    report = variable_length.grain_packers(sequences, 64, 4)
     assert set(report) == set(course.variable_length.GRAIN_PACKERS)
     assert all(result["every_token_once"] for result in report.values())
     assert report["ConcatThenSplitIterDataset"]["fill"] > report["FirstFitPackIterDataset"]["fill"]
@@ -595,14 +601,14 @@ def test_grain_packers_run_on_real_grain():
 
 def test_given_one_stream_grain_s_fit_packers_make_course_lib_s_rows():
     pytest.importorskip("grain")
-    sequences = course.docstring_sequences(64, limit=80)
-    report = course.grain_packers(sequences, 64, 4, shuffle=False)
+    sequences = variable_length.docstring_sequences(64, limit=80)
+    report = variable_length.grain_packers(sequences, 64, 4, shuffle=False)
     for name in ("FirstFitPackIterDataset", "BestFitPackIterDataset"):
         stream = grain.MapDataset.source(sequences).map(lambda t: {"tokens": t})
         rows = getattr(grain.experimental, name)(
             stream.to_iter_dataset(), length_struct={"tokens": 64}, num_packing_bins=4, seed=0)
-        ours = course.rows_digest((row["tokens"], row["tokens_segment_ids"],
-                                   row["tokens_positions"]) for row in rows)
+        ours = variable_length.rows_digest((row["tokens"], row["tokens_segment_ids"],
+                                            row["tokens_positions"]) for row in rows)
         assert report[name]["rows_digest"] == ours, name
     assert report["FirstFitPackIterDataset"]["rows_digest"] != report[
         "BestFitPackIterDataset"]["rows_digest"]  # the two rules differ on these lengths
@@ -629,7 +635,7 @@ def test_the_training_step_lowers_the_loss_and_the_loss_parts_agree():
 
 
 def test_all_docstrings_keeps_the_long_ones_whole():
-    documents = course.all_docstrings(limit=50)
+    documents = variable_length.all_docstrings(limit=50)
     texts = course.variable_length._stdlib_docstrings()[:50]
     assert [bytes(document.astype(np.uint8)) for document in documents] == list(texts)
 
@@ -640,7 +646,7 @@ def test_the_throughput_chart_shows_every_pass_and_highlights_only_a_clear_winne
     clear = {"fixed length": [43_000.0, 44_000.0, 42_500.0],
              "4 buckets": [90_000.0, 92_000.0, 91_000.0],
              "packing": [120_000.0, 121_000.0, 119_000.0]}
-    figure = course.plot_throughput(clear)
+    figure = variable_length.plot_throughput(clear)
     ax = figure.axes[0]
     assert sum(len(line.get_xdata()) for line in ax.get_lines()) == 9  # a dot per pass
     assert [bar.get_facecolor()[:3] for bar in ax.patches].count(
@@ -648,7 +654,7 @@ def test_the_throughput_chart_shows_every_pass_and_highlights_only_a_clear_winne
     assert "orange: faster than every other" in ax.get_title()
     plt.close(figure)
     tied = {**clear, "packing": [93_000.0, 98_000.0, 91_500.0]}  # within the passes spread
-    figure = course.plot_throughput(tied)
+    figure = variable_length.plot_throughput(tied)
     assert plt.matplotlib.colors.to_rgb("tab:orange") not in [
         bar.get_facecolor()[:3] for bar in figure.axes[0].patches]
     assert "orange" not in figure.axes[0].get_title()
@@ -668,26 +674,26 @@ def test_points_between_subtracts_the_figures_as_printed():
 
 def test_best_fit_sentence_names_the_fill_it_prints_in_every_outcome():
     for first, best in ((0.86646, 0.87464), (0.87464, 0.86646), (0.8664, 0.8704)):
-        assert course.best_fit_sentence(first, best).startswith(
+        assert variable_length.best_fit_sentence(first, best).startswith(
             "The share of the packed rows' slots holding a real token (the empty rows that pad "
             "out the last batch left out): first fit ")
 
 
 def test_best_fit_s_saving_adds_up_with_the_fills_printed_beside_it():
-    sentence = course.best_fit_sentence(0.86646, 0.87464)
+    sentence = variable_length.best_fit_sentence(0.86646, 0.87464)
     assert "first fit 86.6%, best fit 87.5%" in sentence
     assert "saves 0.9 points" in sentence, sentence  # 87.5 - 86.6, not the unrounded 0.8
-    assert "pads 0.9 points more" in course.best_fit_sentence(0.87464, 0.86646)
+    assert "pads 0.9 points more" in variable_length.best_fit_sentence(0.87464, 0.86646)
     # 86.64% and 87.06% print as 86.6% and 87.1%: half a point, no longer "within"
-    assert "saves 0.5 points" in course.best_fit_sentence(0.8664, 0.8706)
-    assert "within half a point" in course.best_fit_sentence(0.8664, 0.8704)
+    assert "saves 0.5 points" in variable_length.best_fit_sentence(0.8664, 0.8706)
+    assert "within half a point" in variable_length.best_fit_sentence(0.8664, 0.8704)
 
 
 def test_bucket_sentence_s_points_add_up_with_the_shares_printed():
-    sentence = course.bucket_sentence(tradeoff(0.4951, 0.2349), 0.14, 4, 32)
+    sentence = variable_length.bucket_sentence(tradeoff(0.4951, 0.2349), 0.14, 4, 32)
     assert "50% of the slots are padding" in sentence and "32 batches, 23%" in sentence
     assert "cut the padding by 27 points" in sentence, sentence  # unrounded: 26.02
-    assert "cut the padding by 1 point," in course.bucket_sentence(
+    assert "cut the padding by 1 point," in variable_length.bucket_sentence(
         tradeoff(0.50, 0.49), 0.14, 4, 32)
 
 
@@ -695,16 +701,16 @@ def test_context_sentence_s_padding_points_add_up_with_the_shares_printed():
     report = _context(500, 700)
     report["split, then first fit"]["fill"] = 0.9249  # 7.51% padding: "8%"
     report["concatenate then split"]["fill"] = 0.9951  # 0.49%: "0%"
-    sentence = course.context_sentence(report)
+    sentence = variable_length.context_sentence(report)
     assert "with 8% of the slots padding" in sentence and "with 0% of the slots" in sentence
     assert "for 8 points less padding" in sentence, sentence  # unrounded: 7.02
     report["concatenate then split"]["fill"] = 0.9249
-    assert "for the same padding" in course.context_sentence(report)
+    assert "for the same padding" in variable_length.context_sentence(report)
     report["concatenate then split"]["fill"] = 0.91
-    assert "for 1 point more padding" in course.context_sentence(report)
-    fewer = course.context_sentence(_context(700, 500))
+    assert "for 1 point more padding" in variable_length.context_sentence(report)
+    fewer = variable_length.context_sentence(_context(700, 500))
     assert "(500 against 700) and 8 points less padding" in fewer
-    same = course.context_sentence(_context(500, 520))
+    same = variable_length.context_sentence(_context(500, 520))
     assert "the padding: 8 points less padding when concatenating" in same
 
 
@@ -721,7 +727,7 @@ def test_the_trade_off_chart_s_labels_do_not_overlap_where_the_lines_meet():
     import matplotlib.pyplot as plt
 
     # one bucket is one fixed length in either order: both lines start at the same point
-    figure = course.plot_bucket_tradeoff(tradeoff(0.50, 0.23), 0.14)
+    figure = variable_length.plot_bucket_tradeoff(tradeoff(0.50, 0.23), 0.14)
     assert _overlapping_texts(figure) == []
     labels = [text.get_text() for text in figure.axes[0].texts]
     assert labels.count("1") == 1 and labels.count("4") == 2 and labels.count("longest") == 2
@@ -731,7 +737,7 @@ def test_the_trade_off_chart_s_labels_do_not_overlap_where_the_lines_meet():
 def test_the_lengths_chart_says_which_docstrings_it_counts():
     import matplotlib.pyplot as plt
 
-    figure = course.plot_lengths([10, 50, 128])
+    figure = variable_length.plot_lengths([10, 50, 128])
     title = figure.axes[0].get_title()
     assert "The 3 docstrings of this run" in title and "top-level modules" in title
     assert "fit a row of 128 bytes" in title
@@ -753,8 +759,8 @@ def chain_report(main=("a", "a"), workers=("a", "b"), resumes=None, same_structu
 
 
 def test_grain_chain_sentence_says_what_grain_did_in_each_place_of_mp_prefetch():
-    assert "not installed" in course.grain_chain_sentence(None, True, True)
-    sentence = course.grain_chain_sentence(chain_report(), True, True)
+    assert "not installed" in variable_length.grain_chain_sentence(None, True, True)
+    sentence = variable_length.grain_chain_sentence(chain_report(), True, True)
     assert ("same chain (mp_prefetch below the packer) gave the same batches at 0 and 2 "
             "workers, and a state saved after 5 batches continued exactly at the worker count "
             "it was saved at (0→0, 2→2), but not at the other (0→2: KeyError: 'exhausted'; "
@@ -764,23 +770,23 @@ def test_grain_chain_sentence_says_what_grain_did_in_each_place_of_mp_prefetch()
     assert "leaked" not in sentence
     assert "restored at 2, resumed exactly, where Grain's chain did not" in sentence
     # the same structure: no cause named
-    same = course.grain_chain_sentence(chain_report(same_structure=True), True, True)
+    same = variable_length.grain_chain_sentence(chain_report(same_structure=True), True, True)
     assert "The cause" not in same and "although the states saved" in same
     # every resume exact
-    exact = course.grain_chain_sentence(
+    exact = variable_length.grain_chain_sentence(
         chain_report(resumes=dict.fromkeys(("0->0", "2->2", "0->2", "2->0"), "equal"),
-                     leaked=3), True, True)
+                              leaked=3), True, True)
     assert "continued exactly both at the worker count it was saved at and at the other" \
         in exact
     assert "The cause" not in exact and "as Grain's chain did" in exact
     assert "reported 3 leaked shared memory segments" in exact
     # not even at the same count
-    broken = course.grain_chain_sentence(
+    broken = variable_length.grain_chain_sentence(
         chain_report(resumes={"0->0": "other", "2->2": "equal", "0->2": "equal",
-                              "2->0": "equal"}), True, True)
+                                       "2->0": "equal"}), True, True)
     assert "did not continue exactly even at the worker count it was saved at (0→0: gave " \
         "other batches; 2→2: continued exactly)" in broken
     assert "The cause" not in broken
     for ours in ((False, True), (True, False)):
-        assert "a bug to report" in course.grain_chain_sentence(chain_report(), *ours)
+        assert "a bug to report" in variable_length.grain_chain_sentence(chain_report(), *ours)
 

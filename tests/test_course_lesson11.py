@@ -329,13 +329,6 @@ def _run(label, accuracy, labels=(0, 1), digest="d"):
     return lesson.FeedMeasurement(label, 0.1, profiler, list(labels), accuracy, digest)
 
 
-def test_same_first_batches_compares_the_images_too():
-    runs = {"a": [_run("a", 0.9, digest="x")], "b": [_run("b", 0.9, digest="y")]}
-    assert lesson.same_first_batches(runs, {"both": ("a", "b")}) == {"both": False}
-    runs["b"] = [_run("b", 0.9, digest="x")]
-    assert lesson.same_first_batches(runs, {"both": ("a", "b")}) == {"both": True}
-
-
 def test_accuracy_sentence_explains_the_spread_from_the_repeats():
     repeated = {"course_lib": [_run("c", 0.906), _run("c", 0.906)],
                 "Grain": [_run("g", 0.953), _run("g", 0.953)]}
@@ -469,7 +462,6 @@ def test_measure_feeds_trains_and_times_each_feed_in_rounds():
     first = runs["a"][0]
     assert first.profiler.num_steps == 3 and first.first_batch_s > 0
     assert len(first.first_labels) == 16 and 0 <= first.accuracy <= 1
-    assert lesson.same_first_batches(runs, {"a and b": ("a", "b")}) == {"a and b": True}
     summaries = lesson.summarise(runs)
     assert len(summaries["a"].steps_per_s) == 2 and summaries["a"].step_s > 0
     table = lesson.summary_table(summaries)

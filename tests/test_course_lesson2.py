@@ -10,6 +10,7 @@ import pytest
 import course_lib as grain
 from course_lib import course
 from course_lib.course import building_blocks as lesson
+from course_lib.course import parallel_workers
 
 
 class SlowSource:
@@ -120,7 +121,7 @@ def _timing(seconds_per_record: list[float], threads: int = 0,
     """Made-up repetitions of one pipeline: the first batch of 10 records at the same pace."""
     runs = []
     for per_record in seconds_per_record:
-        loader_timing = course.LoaderTiming(first_batch_s=10 * per_record,
+        loader_timing = parallel_workers.LoaderTiming(first_batch_s=10 * per_record,
                                             total_s=records * per_record, records=records,
                                             first_records=10)
         cpu = (cpu_per_record if cpu_per_record is not None else per_record) * records

@@ -12,12 +12,13 @@ import pytest
 
 import course_lib as grain
 from course_lib import course
+from course_lib.course import parallel_workers
 
 SHM = Path("/dev/shm")
 # CPU time over one second of wall time: the lesson's own processes busy on both cores with
 # other programs idle, and other programs using 1.5 cores
-IDLE = course.CpuUse(wall_s=1.0, own_cpu_s=1.9, machine_cpu_s=2.0)
-BUSY = course.CpuUse(wall_s=1.0, own_cpu_s=0.5, machine_cpu_s=2.0)
+IDLE = parallel_workers.CpuUse(wall_s=1.0, own_cpu_s=1.9, machine_cpu_s=2.0)
+BUSY = parallel_workers.CpuUse(wall_s=1.0, own_cpu_s=0.5, machine_cpu_s=2.0)
 
 
 def _range_loader(worker_count=0, operations=None, count=10):
@@ -27,8 +28,8 @@ def _range_loader(worker_count=0, operations=None, count=10):
                             worker_count=worker_count)
 
 
-def _timing(records_per_s: float, first_batch_s: float = 0.1) -> course.LoaderTiming:
-    return course.LoaderTiming(first_batch_s, 1000 / records_per_s, 1000, 10)
+def _timing(records_per_s: float, first_batch_s: float = 0.1) -> parallel_workers.LoaderTiming:
+    return parallel_workers.LoaderTiming(first_batch_s, 1000 / records_per_s, 1000, 10)
 
 
 class FailsOnSeven(grain.MapTransform):
@@ -39,7 +40,7 @@ class FailsOnSeven(grain.MapTransform):
 
 
 def test_time_loader_counts_every_record_and_the_first_batch():
-    timing = course.time_loader(_range_loader())
+    timing = parallel_workers.time_loader(_range_loader())
     assert (timing.records, timing.first_records) == (10, 4)
     assert 0 < timing.first_batch_s <= timing.total_s
     assert timing.worker_memory_mb == {}  # no workers, nothing to read
@@ -47,26 +48,26 @@ def test_time_loader_counts_every_record_and_the_first_batch():
 
 @pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="needs Linux /proc")
 def test_time_loader_reads_each_workers_memory():
-    timing = course.time_loader(_range_loader(worker_count=1, count=200))
+    timing = parallel_workers.time_loader(_range_loader(worker_count=1, count=200))
     assert timing.records == 200
     assert list(timing.worker_memory_mb) == ["course_lib-worker-0"]
     assert timing.worker_memory_mb["course_lib-worker-0"] > 1  # an interpreter: megabytes
 
 
 def test_benchmark_workers_measures_every_count_and_checks_repeats():
-    timings = course.benchmark_workers(_range_loader, [0], repeats=2)
+    timings = parallel_workers.benchmark_workers(_range_loader, [0], repeats=2)
     assert list(timings) == [0] and timings[0].records == 10
     with pytest.raises(ValueError, match="repeats=0"):
-        course.benchmark_workers(_range_loader, [0], repeats=0)
+        parallel_workers.benchmark_workers(_range_loader, [0], repeats=0)
     with pytest.raises(ValueError, match="worker_counts is empty"):
-        course.benchmark_workers(_range_loader, [])
+        parallel_workers.benchmark_workers(_range_loader, [])
 
 
 def test_speedups_are_relative_to_worker_count_zero():
-    gains = course.speedups({0: _timing(100), 2: _timing(250)})
+    gains = parallel_workers.speedups({0: _timing(100), 2: _timing(250)})
     assert gains == pytest.approx({0: 1.0, 2: 2.5})
     with pytest.raises(ValueError, match="include 0"):
-        course.speedups({2: _timing(250)})
+        parallel_workers.speedups({2: _timing(250)})
 
 
 @pytest.mark.parametrize("worker_count", [0, 1])
@@ -74,7 +75,7 @@ def test_describe_failure_names_the_record_and_the_users_line(worker_count):
     loader = _range_loader(worker_count, operations=[FailsOnSeven()])
     with pytest.raises(ValueError) as caught, iter(loader) as iterator:
         list(iterator)
-    lines = course.describe_failure(caught.value, FailsOnSeven.map)
+    lines = parallel_workers.describe_failure(caught.value, FailsOnSeven.map)
     assert lines[0] == "ValueError: seven is not allowed"
     assert any("index 7, record_key 7" in line for line in lines)
     assert any(line == "(a note holds the traceback from worker 0)" for line in lines) \
@@ -94,7 +95,7 @@ def test_last_error_is_what_must_raise_caught():
 def test_pickle_or_share_times_both_ways_and_unlinks_its_segment():
     before = set(os.listdir(SHM)) if SHM.is_dir() else set()
     batch = {"image": np.zeros((8, 16, 16), np.float32), "label": np.arange(8)}
-    seconds = course.pickle_or_share(batch, repeats=3)
+    seconds = parallel_workers.pickle_or_share(batch, repeats=3)
     assert set(seconds) == {"pickle + unpickle", "view of shared memory"}
     assert all(len(runs) == 3 and min(runs) > 0 for runs in seconds.values())  # every run
     if SHM.is_dir():
@@ -102,38 +103,38 @@ def test_pickle_or_share_times_both_ways_and_unlinks_its_segment():
 
 
 def _repeated(records_per_s: Sequence[float], first_batch_s: Sequence[float] = (0.1,),
-              records: int = 1000) -> course.LoaderTiming:
+              records: int = 1000) -> parallel_workers.LoaderTiming:
     """A made-up median timing that also carries its repetitions, as benchmark_workers
     builds them."""
     totals = [records / speed for speed in records_per_s]
-    timing = course.LoaderTiming(sorted(first_batch_s)[len(first_batch_s) // 2],
-                                 sorted(totals)[len(totals) // 2], records, 10)
+    timing = parallel_workers.LoaderTiming(sorted(first_batch_s)[len(first_batch_s) // 2],
+                                           sorted(totals)[len(totals) // 2], records, 10)
     timing.repeat_total_s, timing.repeat_first_batch_s = tuple(totals), tuple(first_batch_s)
     return timing
 
 
 def test_rule_of_thumb_follows_the_numbers():
     faster_with_workers = {0: _timing(100), 1: _timing(180), 2: _timing(300), 3: _timing(290)}
-    lines = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
-                                        decode=faster_with_workers,
-                                        vectorised=_timing(3000), cores=2, usage=IDLE)
+    lines = parallel_workers.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
+                                                  decode=faster_with_workers,
+                                                  vectorised=_timing(3000), cores=2, usage=IDLE)
     text = "\n".join(lines)
     assert "Decode-bound: 2 workers were fastest, 3.00x" in text
     assert "decoded on several cores at once" in text
     assert "In memory: every worker count was slower than worker_count=0" in text
     assert "gave 3.00x the records/s of the best per-record run (worker_count=0)" in text
     assert "(3) decoded no faster than the best count within them, 2 workers (" in text
-    over = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
-                                       decode={0: _timing(300), 2: _timing(200),
-                                               3: _timing(100)},
-                                       vectorised=_timing(3000), cores=2, usage=IDLE)[3]
+    over = parallel_workers.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
+                                                 decode={0: _timing(300), 2: _timing(200),
+                                                         3: _timing(100)},
+                                                 vectorised=_timing(3000), cores=2, usage=IDLE)[3]
     assert "decoded slower than the best count within them, worker_count=0 (" in over
     assert "Memory per worker was not measured" in text
 
     slower_with_workers = {0: _timing(300), 2: _timing(100)}
-    lines = course.worker_rule_of_thumb(in_memory=slower_with_workers,
-                                        decode=slower_with_workers,
-                                        vectorised=_timing(200), cores=4, usage=IDLE)
+    lines = parallel_workers.worker_rule_of_thumb(in_memory=slower_with_workers,
+                                                  decode=slower_with_workers,
+                                                  vectorised=_timing(200), cores=4, usage=IDLE)
     text = "\n".join(lines)
     assert "Decode-bound: every worker count was slower than worker_count=0" in text
     assert "gave only 0.67x the records/s of the best per-record run" in text
@@ -142,9 +143,9 @@ def test_rule_of_thumb_follows_the_numbers():
 
 def test_rule_of_thumb_reads_a_difference_within_the_noise_as_none():
     noisy = {0: _repeated([100, 70, 130]), 2: _repeated([110, 60, 140], [0.2, 0.2, 0.2])}
-    lines = course.worker_rule_of_thumb(in_memory=noisy, decode=noisy,
-                                        vectorised=_repeated([105, 75, 125]), cores=2,
-                                        usage=IDLE)
+    lines = parallel_workers.worker_rule_of_thumb(in_memory=noisy, decode=noisy,
+                                                  vectorised=_repeated([105, 75, 125]), cores=2,
+                                                  usage=IDLE)
     assert lines[0].startswith("Decode-bound: too noisy to tell whether any worker count "
                                "beat worker_count=0; the best, 2 workers, gave 1.10x")
     assert "medians of 3 runs each; margin 62%" in lines[0]
@@ -156,8 +157,8 @@ def test_rule_of_thumb_reads_a_difference_within_the_noise_as_none():
 def test_rule_of_thumb_says_when_a_run_was_too_short_to_show_workers():
     # 1000 records in 100 ms at worker_count=0; the workers need 150 ms to start
     short = {0: _repeated([10_000], [0.01]), 2: _repeated([4_000], [0.16])}
-    line = course.worker_rule_of_thumb(in_memory=short, decode=short,
-                                       vectorised=_timing(20_000), cores=2, usage=IDLE)[0]
+    line = parallel_workers.worker_rule_of_thumb(in_memory=short, decode=short,
+                                                 vectorised=_timing(20_000), cores=2, usage=IDLE)[0]
     assert "This run was too short to show what workers can do" in line
     assert "start-up of about 150 ms plus 50 ms, no less" in line
     assert "busy" not in line
@@ -167,39 +168,39 @@ def test_rule_of_thumb_judges_a_run_by_the_most_workers_measured_not_the_best():
     # 1 worker was best, but 2 were measured: perfect sharing among 2 would have won
     timings = {0: _repeated([100], [0.01]), 1: _repeated([102], [0.05]),
                2: _repeated([80], [0.06])}
-    line = course.worker_rule_of_thumb(in_memory=timings, decode=timings,
-                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
+    line = parallel_workers.worker_rule_of_thumb(in_memory=timings, decode=timings,
+                                                 vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "the best, 1 worker, gave 1.02x" in line
     assert "too short" not in line and "share the CPU with the main process" in line
     only_one = {0: _repeated([100], [0.01]), 1: _repeated([102], [0.05])}
-    line = course.worker_rule_of_thumb(in_memory=only_one, decode=only_one,
-                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
+    line = parallel_workers.worker_rule_of_thumb(in_memory=only_one, decode=only_one,
+                                                 vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "With one worker (or one core) the work is moved" in line
     assert "too short" not in line
 
 
 def test_rule_of_thumb_blames_a_busy_machine_only_when_it_was_busy():
     long_run = {0: _repeated([100], [0.01]), 2: _repeated([90], [0.11])}
-    busy = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                       vectorised=_timing(300), cores=2, usage=BUSY)[0]
+    busy = parallel_workers.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                                 vectorised=_timing(300), cores=2, usage=BUSY)[0]
     assert "Other programs used 1.5 of the 2 cores while the timings ran" in busy
     assert "too short" not in busy
-    idle = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
+    idle = parallel_workers.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                                 vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "busy" not in idle and "share the CPU with the main process" in idle
 
 
 def test_rule_of_thumb_start_up_line_weighs_the_start_up_against_the_run():
     long_run = {0: _repeated([100], [0.01]), 2: _repeated([190], [0.11])}
-    lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                        vectorised=_timing(300), cores=2, usage=IDLE)
+    lines = parallel_workers.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                                  vectorised=_timing(300), cores=2, usage=IDLE)
     assert "about 100x the workers' start-up of about 100 ms (how much later the first " \
            "batch came with 2 workers, the fastest count, than with worker_count=0)" in lines[4]
     assert "after 110 ms with 2 workers; the whole" in lines[4]
     assert "long enough for the start-up to matter little" in lines[4]
     short = {0: _repeated([2000], [0.01]), 2: _repeated([3000], [0.11])}
-    lines = course.worker_rule_of_thumb(in_memory=short, decode=short,
-                                        vectorised=_timing(300), cores=2, usage=IDLE)
+    lines = parallel_workers.worker_rule_of_thumb(in_memory=short, decode=short,
+                                                  vectorised=_timing(300), cores=2, usage=IDLE)
     assert "the start-up is 20% of it" in lines[4]
 
 
@@ -210,20 +211,20 @@ def test_startup_is_how_much_later_the_first_batch_came_at_the_fastest_count():
     from course_lib.course import parallel_workers
 
     assert parallel_workers.fastest_count(timings) == 2
-    assert course.startup_s(timings) == pytest.approx(0.14)
+    assert parallel_workers.startup_s(timings) == pytest.approx(0.14)
     # the fastest count need not be the most workers nor the quickest to start
     timings[1] = _timing(250, 0.12)
-    assert course.startup_s(timings) == pytest.approx(0.10)
-    assert course.startup_s({0: _timing(100, 0.05), 2: _timing(100, 0.04)}) == 0.0
+    assert parallel_workers.startup_s(timings) == pytest.approx(0.10)
+    assert parallel_workers.startup_s({0: _timing(100, 0.05), 2: _timing(100, 0.04)}) == 0.0
     with pytest.raises(ValueError, match="include 0"):
-        course.startup_s({2: _timing(100)})
+        parallel_workers.startup_s({2: _timing(100)})
 
 
 def test_first_batch_sentence_covers_each_outcome():
     # 2 workers were the fastest count: the start-up is their extra time, 90 - 20 = 70 ms
-    same = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
-                                        1: _repeated([150], [0.06, 0.116, 0.17]),
-                                        2: _repeated([200], [0.083, 0.11, 0.09])})
+    same = parallel_workers.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
+                                                  1: _repeated([150], [0.06, 0.116, 0.17]),
+                                                  2: _repeated([200], [0.083, 0.11, 0.09])})
     assert "after 20 ms with worker_count=0 and after 116 ms with 1 worker, 90 ms with 2" in same
     assert ("With 2 workers, the fastest count of the benchmark, it came about 70 ms later "
             "than at worker_count=0: that is the start-up") in same
@@ -231,74 +232,74 @@ def test_first_batch_sentence_covers_each_outcome():
     assert "median of that difference" not in same
     assert "1 against 2 workers: too noisy to tell" in same  # a margin of 52%
     assert "start in parallel" not in same
-    fastest_one = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
-                                               1: _repeated([300], [0.06, 0.062, 0.061]),
-                                               2: _repeated([200], [0.09, 0.092, 0.091])})
+    fastest_one = parallel_workers.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
+                                                         1: _repeated([300], [0.06, 0.062, 0.061]),
+                                                         2: _repeated([200], [0.09, 0.092, 0.091])})
     assert "With 1 worker, the fastest count of the benchmark, it came about 41 ms" in fastest_one
-    noisy = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
-                                         2: _repeated([200], [0.02, 0.2, 0.03])})
+    noisy = parallel_workers.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
+                                                   2: _repeated([200], [0.02, 0.2, 0.03])})
     assert "With 2 workers, against worker_count=0: too noisy to tell" in noisy
     assert "is the start-up" not in noisy
-    sooner_than_zero = course.first_batch_sentence({0: _repeated([100], [0.2, 0.201, 0.199]),
-                                                    2: _repeated([200], [0.1, 0.1, 0.1])})
+    sooner_than_zero = parallel_workers.first_batch_sentence(
+        {0: _repeated([100], [0.2, 0.201, 0.199]), 2: _repeated([200], [0.1, 0.1, 0.1])})
     assert "the first batch came sooner than at worker_count=0" in sooner_than_zero
     assert "is the start-up" not in sooner_than_zero
-    tight = course.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
-                                         1: _repeated([100], [0.1, 0.095, 0.105]),
-                                         2: _repeated([100], [0.099, 0.102, 0.1])})
+    tight = parallel_workers.first_batch_sentence({0: _repeated([100], [0.02, 0.021, 0.019]),
+                                                   1: _repeated([100], [0.1, 0.095, 0.105]),
+                                                   2: _repeated([100], [0.099, 0.102, 0.1])})
     assert "1 and 2 workers gave the same first-batch time within the noise" in tight
     assert "start in parallel" in tight
 
-    later = course.first_batch_sentence({0: _repeated([100], [0.02]),
-                                         1: _repeated([100], [0.1]),
-                                         3: _repeated([100], [0.3])})
+    later = parallel_workers.first_batch_sentence({0: _repeated([100], [0.02]),
+                                                   1: _repeated([100], [0.1]),
+                                                   3: _repeated([100], [0.3])})
     assert "3 workers took longer than 1" in later
     assert "start-up grew with the count" in later and "CPU time to start" not in later
-    sooner = course.first_batch_sentence({0: _repeated([100], [0.02]),
-                                          1: _repeated([100], [0.3]),
-                                          2: _repeated([100], [0.1])})
+    sooner = parallel_workers.first_batch_sentence({0: _repeated([100], [0.02]),
+                                                    1: _repeated([100], [0.3]),
+                                                    2: _repeated([100], [0.1])})
     assert "2 workers gave the first batch sooner than 1" in sooner
     assert "does not say what delayed" in sooner and "other programs" not in sooner
-    hidden = course.first_batch_sentence({0: _repeated([100], [0.1]),
-                                          2: _repeated([100], [0.102])})
+    hidden = parallel_workers.first_batch_sentence({0: _repeated([100], [0.1]),
+                                                    2: _repeated([100], [0.102])})
     assert "not later beyond the noise" in hidden and "1 and" not in hidden
-    one_count = course.first_batch_sentence({0: _repeated([100], [0.02]),
-                                             1: _repeated([100], [0.1])})
+    one_count = parallel_workers.first_batch_sentence({0: _repeated([100], [0.02]),
+                                                       1: _repeated([100], [0.1])})
     assert "With 1 worker, it came about 80 ms later" in one_count
     assert "fastest count" not in one_count
     with pytest.raises(ValueError, match="no worker count above 0"):
-        course.first_batch_sentence({0: _timing(100)})
+        parallel_workers.first_batch_sentence({0: _timing(100)})
 
 
 def test_prepare_sentences_explain_each_outcome():
     loop = [1.0, 1.02, 0.98]
-    faster = course.prepare_sentences(loop, [0.8, 0.81, 0.79], [0.5, 0.52, 0.5], cores=2,
-                                      usage=IDLE)
+    faster = parallel_workers.prepare_sentences(loop, [0.8, 0.81, 0.79], [0.5, 0.52, 0.5], cores=2,
+                                                usage=IDLE)
     assert faster[0].startswith("Preparing in threads was 1.25x faster than the plain loop")
     assert "C code that lets go of the interpreter lock" in faster[0]
     assert faster[1].startswith("Preparing in worker processes was 2.00x faster")
     assert "busy" not in " ".join(faster)
-    same = course.prepare_sentences(loop, [1.01, 0.99, 1.0], [1.0, 1.03, 0.97], cores=2,
-                                    usage=IDLE)
+    same = parallel_workers.prepare_sentences(loop, [1.01, 0.99, 1.0], [1.0, 1.03, 0.97], cores=2,
+                                              usage=IDLE)
     assert all("took about as long as the plain loop" in line for line in same)
     assert "does not tell those costs from the preparing" in same[1]
     assert "start-up, which this time includes" in faster[1]
-    slower = course.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2,
-                                      usage=BUSY)
+    slower = parallel_workers.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2,
+                                                usage=BUSY)
     assert "1.50x slower" in slower[0] and "2.00x slower" in slower[1]
     assert all("Other programs used 1.5 of the 2 cores" in line for line in slower)
 
 
 def test_vectorise_sentence_covers_each_outcome():
     per_record = {0: _timing(1000), 2: _timing(500)}
-    assert "4.00x faster" in course.vectorise_sentence(_timing(4000), per_record)
-    assert "about as long" in course.vectorise_sentence(_timing(1010), per_record)
-    slower = course.vectorise_sentence(_timing(500), per_record)
+    assert "4.00x faster" in parallel_workers.vectorise_sentence(_timing(4000), per_record)
+    assert "about as long" in parallel_workers.vectorise_sentence(_timing(1010), per_record)
+    slower = parallel_workers.vectorise_sentence(_timing(500), per_record)
     assert "2.00x slower than the best per-record run (worker_count=0)" in slower
 
 
 def test_benchmark_workers_keeps_every_repetition_of_the_median_run():
-    timings = course.benchmark_workers(_range_loader, [0], repeats=3)
+    timings = parallel_workers.benchmark_workers(_range_loader, [0], repeats=3)
     assert len(timings[0].repeat_total_s) == len(timings[0].repeat_first_batch_s) == 3
     assert timings[0].total_s == sorted(timings[0].repeat_total_s)[1]
     assert len(timings[0].seconds_per_record) == 3
@@ -360,31 +361,31 @@ def test_accelerator_sentence_says_what_the_accelerator_is(monkeypatch):
 
 @pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="needs grain")
 def test_grain_batches_runs_real_grain_in_a_fresh_process():
-    assert course.grain_batches(0, num_records=6, batch_size=4) == [[0, 1, 2, 3], [4, 5]]
+    assert parallel_workers.grain_batches(0, num_records=6, batch_size=4) == [[0, 1, 2, 3], [4, 5]]
 
 
 def test_machine_load_says_busy_only_above_the_core_count(monkeypatch):
     cores = os.cpu_count() or 1
     monkeypatch.setattr(os, "getloadavg", lambda: (cores + 3.0, 0.0, 0.0))
-    assert "Other programs are busy" in course.machine_load()
+    assert "Other programs are busy" in parallel_workers.machine_load()
     monkeypatch.setattr(os, "getloadavg", lambda: (cores / 4, 0.0, 0.0))
-    assert "not overloaded" in course.machine_load()
+    assert "not overloaded" in parallel_workers.machine_load()
 
 
 def test_machine_load_does_not_count_the_lessons_own_processes_as_other_programs(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     # the loop and 2 workers on 2 cores: a load of 2.8 is the lesson itself
     monkeypatch.setattr(os, "getloadavg", lambda: (2.8, 0.0, 0.0))
-    own = course.machine_load(own_processes=3)
+    own = parallel_workers.machine_load(own_processes=3)
     assert "other programs were not busy" in own and "Other programs are busy" not in own
     assert "oversubscribed by the lesson itself" in own
     monkeypatch.setattr(os, "getloadavg", lambda: (0.9, 0.0, 0.0))
-    assert "oversubscribed by the lesson itself" in course.machine_load(own_processes=3)
+    assert "oversubscribed by the lesson itself" in parallel_workers.machine_load(own_processes=3)
     monkeypatch.setattr(os, "getloadavg", lambda: (5.5, 0.0, 0.0))
-    busy = course.machine_load(own_processes=3)
+    busy = parallel_workers.machine_load(own_processes=3)
     assert "2.5 above them, so other programs took CPU time too" in busy
     with pytest.raises(ValueError, match="own_processes=-1"):
-        course.machine_load(own_processes=-1)
+        parallel_workers.machine_load(own_processes=-1)
 
 
 def test_cpu_use_tells_the_lesson_from_other_programs():
@@ -407,25 +408,26 @@ def test_cpu_use_tells_the_lesson_from_other_programs():
     crowded = CpuUse(wall_s=2.0, own_cpu_s=3.0, machine_cpu_s=4.0).sentence(2, 3)
     assert "used 1.5 of the 2 cores and other programs 0.5" in crowded
     assert "competed with other programs" in crowded and "oversubscribed" in crowded
-    quiet = course.machine_load(usage=CpuUse(wall_s=2.0, own_cpu_s=3.0, machine_cpu_s=3.1))
+    quiet = parallel_workers.machine_load(usage=CpuUse(wall_s=2.0, own_cpu_s=3.0,
+                                                       machine_cpu_s=3.1))
     assert "other programs took next to nothing" in quiet
 
 
 @pytest.mark.timeout(180)
 def test_first_batches_in_a_new_process_times_each_loader():
-    seconds = course.first_batches_in_a_new_process(worker_count=1, loaders=3)
+    seconds = parallel_workers.first_batches_in_a_new_process(worker_count=1, loaders=3)
     assert len(seconds) == 3 and all(0 < value < 120 for value in seconds)
 
 
 def test_fork_server_sentence_follows_the_numbers():
-    assert "waited 4.00x as long" in course.fork_server_sentence([0.4, 0.1, 0.12, 0.08])
-    assert "was not slower" in course.fork_server_sentence([0.1, 0.1, 0.105])
+    assert "waited 4.00x as long" in parallel_workers.fork_server_sentence([0.4, 0.1, 0.12, 0.08])
+    assert "was not slower" in parallel_workers.fork_server_sentence([0.1, 0.1, 0.105])
     # a margin of 44%: no statement about the fork server
-    noisy = course.fork_server_sentence([0.1, 0.1, 0.2])
+    noisy = parallel_workers.fork_server_sentence([0.1, 0.1, 0.2])
     assert "too noisy to tell" in noisy and "was not slower" not in noisy
-    assert "was not slower" in course.fork_server_sentence([0.102, 0.1, 0.1])  # within 5%
+    assert "was not slower" in parallel_workers.fork_server_sentence([0.102, 0.1, 0.1])  # within 5%
     with pytest.raises(ValueError, match="at least 2"):
-        course.fork_server_sentence([0.3])
+        parallel_workers.fork_server_sentence([0.3])
 
 
 def test_a_failing_helper_process_raises_with_its_last_error_line():
@@ -443,32 +445,36 @@ def test_rule_of_thumb_names_no_cause_from_a_noisy_gap():
     # a run too short for workers, but its repetitions spread by 100%: no cause is named
     noisy_short = {0: _repeated([10_000, 5_000, 15_000], [0.01]),
                    2: _repeated([4_000, 2_000, 9_000], [0.16])}
-    line = course.worker_rule_of_thumb(in_memory=noisy_short, decode=noisy_short,
-                                       vectorised=_timing(20_000), cores=2, usage=BUSY)[0]
+    line = parallel_workers.worker_rule_of_thumb(in_memory=noisy_short, decode=noisy_short,
+                                                 vectorised=_timing(20_000), cores=2, usage=BUSY)[0]
     assert "too noisy to tell" in line
     assert "too short" not in line and "busy" not in line and "share the CPU" not in line
 
 
 def test_transform_thread_sentence_tells_the_calling_thread_from_a_background_one():
-    inline = course.TransformTrace(("MainThread",), 64, 64, 32, 0.3)
-    said = course.transform_thread_sentence(inline, "ReadOptions(num_threads=0)")
+    inline = parallel_workers.TransformTrace(("MainThread",), 64, 64, 32, 0.3)
+    said = parallel_workers.transform_thread_sentence(inline, "ReadOptions(num_threads=0)")
     assert "every transform ran in this thread (MainThread). Nothing was timed" in said
     assert "no thread was started" in said
     assert "times them" not in said and "timed the second" not in said
     assert "when 64 had been transformed" in said and "no more were" in said
     assert "breakpoint() stops that cell" in said
-    ahead = course.TransformTrace(("course_lib-ahead",), 64, 536, 32, 0.3, timed_batches=4)
-    said = course.transform_thread_sentence(ahead, "the default ReadOptions")
+    ahead = parallel_workers.TransformTrace(("course_lib-ahead",), 64, 536, 32, 0.3,
+                                            timed_batches=4)
+    said = parallel_workers.transform_thread_sentence(ahead, "the default ReadOptions")
     assert "ran on the batch thread (course_lib-ahead), not in this thread" in said
     assert "made its first two chunks (4 batches) in this thread and timed the second" in said
     assert "costs 2 ms or more" in said
     assert "472 more were" in said and "Debug with ReadOptions(num_threads=0)" in said
-    one = course.TransformTrace(("course_lib-ahead", "course_lib-read_0"), 64, 65, 32, 0.3)
-    assert "1 more was" in course.transform_thread_sentence(one, "x")
-    cheap = course.TransformTrace(("MainThread",), 64, 64, 32, 0.3, timed_batches=4)
-    assert "so the batch thread did not start" in course.transform_thread_sentence(cheap, "x")
+    one = parallel_workers.TransformTrace(("course_lib-ahead", "course_lib-read_0"),
+                                          64, 65, 32, 0.3)
+    assert "1 more was" in parallel_workers.transform_thread_sentence(one, "x")
+    cheap = parallel_workers.TransformTrace(("MainThread",), 64, 64, 32, 0.3, timed_batches=4)
+    assert "so the batch thread did not start" in parallel_workers.transform_thread_sentence(
+        cheap, "x")
     with pytest.raises(ValueError, match="no record transformed"):
-        course.transform_thread_sentence(course.TransformTrace((), 0, 0, 0, 0.3), "x")
+        parallel_workers.transform_thread_sentence(
+            parallel_workers.TransformTrace((), 0, 0, 0, 0.3), "x")
 
 
 class NoteThread(grain.MapTransform):
@@ -494,16 +500,16 @@ def _noted_loader(read_options):
 
 def test_trace_transform_threads_times_nothing_at_num_threads_0():
     loader, noted = _noted_loader(grain.ReadOptions(num_threads=0))
-    inline = course.trace_transform_threads(loader, noted, wait_s=0.05)
+    inline = parallel_workers.trace_transform_threads(loader, noted, wait_s=0.05)
     assert inline.threads == ("MainThread",) and inline.delivered == 8
     assert inline.timed_batches == 0 and inline.at_next == 64  # the first chunk, untimed
     assert inline.after_wait == inline.at_next
     loader, noted = _noted_loader(None)
-    ahead = course.trace_transform_threads(loader, noted, wait_s=0.05)
+    ahead = parallel_workers.trace_transform_threads(loader, noted, wait_s=0.05)
     assert "MainThread" not in ahead.threads and "course_lib-ahead" in ahead.threads
     assert ahead.timed_batches == 16  # two chunks of 64 records, in batches of 8
     with pytest.raises(ValueError, match="worker_count=2"):
-        course.trace_transform_threads(_range_loader(worker_count=2), [])
+        parallel_workers.trace_transform_threads(_range_loader(worker_count=2), [])
 
 
 def test_time_loader_records_whether_the_batch_thread_ran(monkeypatch):
@@ -514,14 +520,15 @@ def test_time_loader_records_whether_the_batch_thread_ran(monkeypatch):
                                 sampler=grain.IndexSampler(1000, num_epochs=1),
                                 operations=[grain.Batch(16)])
 
-    assert course.time_loader(cheap()).batch_thread is False  # microseconds a chunk
+    assert parallel_workers.time_loader(cheap()).batch_thread is False  # microseconds a chunk
     single = grain.DataLoader(data_source=grain.RangeDataSource(0, 100, 1),
                               sampler=grain.IndexSampler(100, num_epochs=1),
                               read_options=grain.ReadOptions(num_threads=0))
-    assert course.time_loader(single).batch_thread is False
-    assert course.time_loader(_range_loader(worker_count=1, count=100)).batch_thread is None
+    assert parallel_workers.time_loader(single).batch_thread is False
+    assert parallel_workers.time_loader(_range_loader(worker_count=1,
+                                                      count=100)).batch_thread is None
     monkeypatch.setattr(read_ahead, "BACKGROUND_PAYS_OFF_S", 0.0)
-    timings = course.benchmark_workers(lambda count: cheap(), [0], repeats=3)
+    timings = parallel_workers.benchmark_workers(lambda count: cheap(), [0], repeats=3)
     assert timings[0].repeat_batch_thread == (True, True, True)
 
 
@@ -531,20 +538,20 @@ def _with_threads(timing, ran):
 
 
 def test_batch_thread_ran_sentence_counts_the_timed_runs():
-    inline = course.batch_thread_ran_sentence(
+    inline = parallel_workers.batch_thread_ran_sentence(
         "in memory", _with_threads(_timing(200_000), [False] * 3))  # 5 µs a record
     assert "in memory at worker_count=0: no batch thread in any of the 3 timed runs" in inline
     assert "a chunk of 64 records cost about 320 µs on average, under the 2 ms" in inline
     assert "background thread" not in inline
-    ahead = course.batch_thread_ran_sentence(
+    ahead = parallel_workers.batch_thread_ran_sentence(
         "decode-bound", _with_threads(_timing(5_000), [True] * 3))  # 200 µs a record
     assert "the batch thread made the batches ahead of the loop in all 3 timed runs" in ahead
     assert "12.8 ms on average, at or above the 2 ms" in ahead
-    mixed = course.batch_thread_ran_sentence(
+    mixed = parallel_workers.batch_thread_ran_sentence(
         "in memory", _with_threads(_timing(200_000), [False, True, False]))
     assert "the batch thread ran in 1 of the 3 timed runs and not in the others" in mixed
     with pytest.raises(ValueError, match="records no thread"):
-        course.batch_thread_ran_sentence("x", _timing(1000))
+        parallel_workers.batch_thread_ran_sentence("x", _timing(1000))
 
 
 @pytest.mark.timeout(120)
@@ -552,36 +559,39 @@ def test_in_a_new_process_runs_a_function_defined_here():
     def report(count):  # defined in a function, so cloudpickle sends it by value
         return [[number * number for number in range(count)], os.getpid()]
 
-    squares, pid = course.in_a_new_process(report, 4)
+    squares, pid = parallel_workers.in_a_new_process(report, 4)
     assert squares == [0, 1, 4, 9] and pid != os.getpid()
 
     def fails():
         raise ValueError("no batch here")
 
     with pytest.raises(RuntimeError, match=r"exited with code 1: ValueError: no batch here$"):
-        course.in_a_new_process(fails)
+        parallel_workers.in_a_new_process(fails)
 
 
 def test_grain_threads_sentence_covers_each_place():
-    ahead = course.grain_threads_sentence(["grain-prefetch_0", "grain-prefetch_3"],
-                                          ["MainThread"], read=256, transformed=32, delivered=32)
+    ahead = parallel_workers.grain_threads_sentence(["grain-prefetch_0", "grain-prefetch_3"],
+                                                    ["MainThread"],
+                                                    read=256, transformed=32, delivered=32)
     assert "its read threads (2 of them, named grain-prefetch_N) read 256 records" in ahead
     assert "the operations ran in this thread (MainThread), on 32 records" in ahead
-    inline = course.grain_threads_sentence(["MainThread"], ["MainThread"], read=32,
-                                           transformed=32, delivered=32)
+    inline = parallel_workers.grain_threads_sentence(["MainThread"], ["MainThread"], read=32,
+                                                     transformed=32, delivered=32)
     assert "the 32 records were read in this thread" in inline
-    elsewhere = course.grain_threads_sentence(["grain-prefetch_0"], ["grain-prefetch_0"],
-                                              read=256, transformed=256, delivered=32)
+    elsewhere = parallel_workers.grain_threads_sentence(["grain-prefetch_0"], ["grain-prefetch_0"],
+                                                        read=256, transformed=256, delivered=32)
     assert "the operations ran on grain-prefetch_0" in elsewhere
     with pytest.raises(ValueError, match="no thread"):
-        course.grain_threads_sentence([], ["MainThread"], read=0, transformed=0, delivered=0)
+        parallel_workers.grain_threads_sentence([], ["MainThread"],
+                                                read=0, transformed=0, delivered=0)
 
 
 def test_plot_worker_scaling_draws_every_run_and_says_so():
     import matplotlib.pyplot as plt
 
     timings = {0: _repeated([100, 90, 110]), 2: _repeated([150, 140, 170])}
-    figure = course.plot_worker_scaling({"decode-bound": timings}, title="Decoding", cores=2)
+    figure = parallel_workers.plot_worker_scaling({"decode-bound": timings},
+                                                  title="Decoding", cores=2)
     ax = figure.axes[0]
     dots = np.concatenate([collection.get_offsets() for collection in ax.collections
                            if len(collection.get_offsets())])
@@ -593,9 +603,9 @@ def test_plot_worker_scaling_draws_every_run_and_says_so():
 def test_rule_of_thumb_calls_more_workers_than_cores_too_noisy_when_it_is():
     decode = {0: _repeated([100]), 2: _repeated([200, 120, 260]),
               3: _repeated([190, 100, 250])}
-    line = course.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
-                                       decode=decode, vectorised=_timing(3000), cores=2,
-                                       usage=IDLE)[3]
+    line = parallel_workers.worker_rule_of_thumb(in_memory={0: _timing(1000), 2: _timing(400)},
+                                                 decode=decode, vectorised=_timing(3000), cores=2,
+                                                 usage=IDLE)[3]
     assert "(3) against the best count within them, 2 workers: too noisy to tell" in line
     assert "no faster than" not in line
 
@@ -603,32 +613,32 @@ def test_rule_of_thumb_calls_more_workers_than_cores_too_noisy_when_it_is():
 def test_handover_sentence_judges_by_the_courses_one_rule():
     view = [1.5e-6] * 28 + [6e-6, 5e-6]  # two disturbed runs do not widen the margin
     pickled = [146e-6] * 25 + [4e-3] * 5
-    faster = course.handover_sentence({"view of shared memory": view,
-                                       "pickle + unpickle": pickled})
+    faster = parallel_workers.handover_sentence({"view of shared memory": view,
+                                                 "pickle + unpickle": pickled})
     assert faster.startswith("Taking a view of shared memory was 97x faster than pickling")
     assert "(1.5 µs against 146 µs; medians of 30 runs each; margin 5%)" in faster
     assert "about" not in faster and "copies nothing" in faster  # format_times' one format
-    slower = course.handover_sentence({"view of shared memory": pickled,
-                                       "pickle + unpickle": view})
+    slower = parallel_workers.handover_sentence({"view of shared memory": pickled,
+                                                 "pickle + unpickle": view})
     assert "was 97x slower than pickling" in slower and "unexpected" in slower
-    same = course.handover_sentence({"view of shared memory": [2.0e-6, 2.01e-6, 2.02e-6],
-                                     "pickle + unpickle": [2.02e-6, 2.03e-6, 2.01e-6]})
+    same = parallel_workers.handover_sentence({"view of shared memory": [2.0e-6, 2.01e-6, 2.02e-6],
+                                               "pickle + unpickle": [2.02e-6, 2.03e-6, 2.01e-6]})
     assert "took about as long as pickling" in same and "cost no more" in same
-    noisy = course.handover_sentence({"view of shared memory": [1.0, 2.0, 3.0],
-                                      "pickle + unpickle": [1.5, 2.5, 3.5]})
+    noisy = parallel_workers.handover_sentence({"view of shared memory": [1.0, 2.0, 3.0],
+                                                "pickle + unpickle": [1.5, 2.5, 3.5]})
     assert "could not be told apart" in noisy and "Too noisy to tell" in noisy
     assert "copies nothing" not in noisy
 
 
 def test_rule_of_thumb_says_more_than_saved_when_workers_were_slower():
     slower = {0: _repeated([100, 101, 99], [0.01]), 2: _repeated([60, 61, 59], [0.05])}
-    line = course.worker_rule_of_thumb(in_memory=slower, decode=slower,
-                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
+    line = parallel_workers.worker_rule_of_thumb(in_memory=slower, decode=slower,
+                                                 vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "every worker count was slower" in line
     assert "here that cost more than the workers saved" in line
     same = {0: _repeated([100, 101, 99], [0.01]), 2: _repeated([99, 100, 98], [0.05])}
-    line = course.worker_rule_of_thumb(in_memory=same, decode=same,
-                                       vectorised=_timing(300), cores=2, usage=IDLE)[0]
+    line = parallel_workers.worker_rule_of_thumb(in_memory=same, decode=same,
+                                                 vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "here that cost as much as the workers saved" in line
 
 
@@ -636,22 +646,24 @@ def test_busy_means_other_programs_not_the_lessons_own_workers():
     # the lesson's own loop and workers fill both cores (a load average of 2 or more), and
     # other programs take nothing: not busy; other programs' 1.5 cores: busy
     long_run = {0: _repeated([100], [0.01]), 2: _repeated([90], [0.11])}
-    own_only = course.CpuUse(wall_s=1.0, own_cpu_s=2.0, machine_cpu_s=2.0)
-    line = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                       vectorised=_timing(300), cores=2, usage=own_only)[0]
+    own_only = parallel_workers.CpuUse(wall_s=1.0, own_cpu_s=2.0, machine_cpu_s=2.0)
+    line = parallel_workers.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                                 vectorised=_timing(300),
+                                                 cores=2, usage=own_only)[0]
     assert "Other programs" not in line and "share the CPU with the main process" in line
-    line = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                       vectorised=_timing(300), cores=2, usage=BUSY)[0]
+    line = parallel_workers.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                                 vectorised=_timing(300), cores=2, usage=BUSY)[0]
     assert "Other programs used 1.5 of the 2 cores" in line
-    same = course.prepare_sentences([1.0, 1.02, 0.98], [1.01, 0.99, 1.0], [1.0, 1.03, 0.97],
-                                    cores=2, usage=own_only)
+    same = parallel_workers.prepare_sentences([1.0, 1.02, 0.98], [1.01, 0.99, 1.0],
+                                              [1.0, 1.03, 0.97], cores=2, usage=own_only)
     assert not any("Other programs" in line for line in same)
 
 
 def test_prepare_sentences_name_no_unmeasured_cause_for_threads():
     loop = [1.0, 1.02, 0.98]
-    same = course.prepare_sentences(loop, [1.01, 0.99, 1.0], [1.0, 1.03, 0.97], cores=2)[0]
-    slower = course.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2)[0]
+    same = parallel_workers.prepare_sentences(loop, [1.01, 0.99, 1.0], [1.0, 1.03, 0.97],
+                                              cores=2)[0]
+    slower = parallel_workers.prepare_sentences(loop, [1.5, 1.5, 1.5], [2.0, 2.0, 2.0], cores=2)[0]
     assert "does not say why" in same and "took turns" not in same
     assert "does not say which cost" in slower and "switching" not in slower
 
@@ -659,8 +671,8 @@ def test_prepare_sentences_name_no_unmeasured_cause_for_threads():
 def test_rule_of_thumb_memory_line_adds_up_as_printed():
     long_run = {0: _repeated([100], [0.01]), 2: _repeated([90], [0.11])}
     long_run[2].worker_memory_mb = {"course_lib-worker-0": 18.6, "course_lib-worker-1": 18.8}
-    lines = course.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
-                                        vectorised=_timing(300), cores=2, usage=IDLE)
+    lines = parallel_workers.worker_rule_of_thumb(in_memory=long_run, decode=long_run,
+                                                  vectorised=_timing(300), cores=2, usage=IDLE)
     # 2 x 18.7 = 37.4 printed as "19 ... 37" would not add up
     assert "each worker held about 19 MB of its own, so 2 workers would hold about 38 MB" in (
         lines[5])
@@ -688,24 +700,25 @@ def test_sections_agree_line_judges_the_two_speed_ups_by_the_one_rule():
     zero, two = [230e-6, 231e-6, 229e-6], [253e-6, 252e-6, 254e-6]  # 0.91x the speed
     kwargs = {"what": "2 worker processes against one thread", "first_name": "section 3",
               "second_name": "section 5", "differences": "the baseline and the records"}
-    disagree = course.sections_agree_line(first=(processes, loop), second=(two, zero),
-                                          **kwargs)
+    disagree = parallel_workers.sections_agree_line(first=(processes, loop), second=(two, zero),
+                                                    **kwargs)
     assert disagree.startswith("Section 3 and section 5 both measure 2 worker processes")
     assert "1.34x the speed in section 3, 0.91x in section 5" in disagree
     assert "They disagree beyond the noise" in disagree
     assert "differ in the baseline and the records" in disagree
     assert "does not isolate which" in disagree and "Other programs" not in disagree
-    busy = course.CpuUse(wall_s=1.0, own_cpu_s=1.0, machine_cpu_s=1.8)
-    quiet = course.CpuUse(wall_s=1.0, own_cpu_s=1.0, machine_cpu_s=1.5)
-    with_load = course.sections_agree_line(first=(processes, loop), second=(two, zero),
-                                           usages=(busy, quiet), **kwargs)
+    busy = parallel_workers.CpuUse(wall_s=1.0, own_cpu_s=1.0, machine_cpu_s=1.8)
+    quiet = parallel_workers.CpuUse(wall_s=1.0, own_cpu_s=1.0, machine_cpu_s=1.5)
+    with_load = parallel_workers.sections_agree_line(first=(processes, loop), second=(two, zero),
+                                                     usages=(busy, quiet), **kwargs)
     assert ("at different moments. Other programs used 0.8 and 0.5 of the cores during the "
             "two (measured from CPU time). This pair does not isolate") in with_load
-    agree = course.sections_agree_line(first=(processes, loop),
-                                       second=([0.335, 0.34, 0.345], loop), **kwargs)
+    agree = parallel_workers.sections_agree_line(first=(processes, loop),
+                                                 second=([0.335, 0.34, 0.345], loop), **kwargs)
     assert "They agree within the noise (margin 5%)" in agree and "differ in" not in agree
-    noisy = course.sections_agree_line(first=(processes, loop),
-                                       second=([0.2, 0.34, 0.6], [0.3, 0.45, 0.9]), **kwargs)
+    noisy = parallel_workers.sections_agree_line(first=(processes, loop),
+                                                 second=([0.2, 0.34, 0.6], [0.3, 0.45, 0.9]),
+                                                 **kwargs)
     assert "Too noisy to tell whether they agree" in noisy and "differ in" not in noisy
 
 
@@ -715,8 +728,9 @@ def test_plot_worker_scaling_prints_whole_numbers_without_an_offset():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure = course.plot_worker_scaling({"fast": {0: _timing(1_000_000), 2: _timing(150_000)}},
-                                        title="speeds")
+    figure = parallel_workers.plot_worker_scaling({"fast": {0: _timing(1_000_000),
+                                                            2: _timing(150_000)}},
+                                                  title="speeds")
     ax = figure.axes[0]
     figure.canvas.draw()
     labels = [label.get_text() for label in ax.get_yticklabels()]

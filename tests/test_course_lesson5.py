@@ -7,32 +7,34 @@ import pytest
 
 import course_lib as grain
 from course_lib import course
-from course_lib.course import PairRepeats
+from course_lib.course import sharding_policies
+from course_lib.course.sharding_policies import PairRepeats
 
 
 def test_one_shared_shuffle_pairs_records_a_and_a_plus_size_in_every_epoch():
-    shared = course.shard_step_keys(40, shard_count=2, num_epochs=3, seed=0, own_shuffles=False)
+    shared = sharding_policies.shard_step_keys(40, shard_count=2, num_epochs=3, seed=0,
+                                               own_shuffles=False)
     assert shared.shape == (2, 3, 20)
     assert (shared[1] - shared[0] == 20).all()
-    counts = course.pair_repeats(shared)
+    counts = sharding_policies.pair_repeats(shared)
     assert (counts.pairs_per_epoch, counts.repeated, counts.every_epoch) == (20, 20, 20)
 
 
 def test_own_shuffles_are_the_samplers_and_pair_records_anew():
-    own = course.shard_step_keys(40, shard_count=2, num_epochs=3, seed=0)
+    own = sharding_policies.shard_step_keys(40, shard_count=2, num_epochs=3, seed=0)
     sampler = grain.IndexSampler(40, grain.ShardOptions(1, 2, drop_remainder=True),
                                  shuffle=True, num_epochs=3, seed=0)
     assert own[1].ravel().tolist() == sampler.record_keys(0, 60).tolist()
-    counts = course.pair_repeats(own)
+    counts = sharding_policies.pair_repeats(own)
     assert counts.every_epoch < 20 and counts.by_chance == pytest.approx(3.0)
 
 
 def test_pair_repeats_counts_a_pair_seen_twice():
     keys = np.array([[[0, 1], [0, 1]], [[2, 3], [3, 2]]])  # epoch 1 swaps shard 1's order
-    counts = course.pair_repeats(keys)
+    counts = sharding_policies.pair_repeats(keys)
     assert (counts.pairs_per_epoch, counts.repeated, counts.every_epoch) == (2, 0, 0)
     same = np.array([[[0, 1], [0, 1]], [[2, 3], [2, 3]]])
-    assert course.pair_repeats(same).every_epoch == 2
+    assert sharding_policies.pair_repeats(same).every_epoch == 2
 
 
 SHARED = PairRepeats(num_epochs=3, pairs_per_epoch=100, repeated=100, every_epoch=100,
@@ -45,14 +47,14 @@ SHARED = PairRepeats(num_epochs=3, pairs_per_epoch=100, repeated=100, every_epoc
     (PairRepeats(3, 100, 100, 100, 3.0), "did not reduce the repeats"),
 ])
 def test_describe_pair_repeats_covers_each_outcome(own, expected):
-    sentence = course.describe_pair_repeats(SHARED, own)
+    sentence = sharding_policies.describe_pair_repeats(SHARED, own)
     assert expected in sentence
     assert f"{own.repeated} pair" in sentence and "100 of the 100 pairs" in sentence
 
 
 def test_describe_pair_repeats_says_partners_change_when_the_shared_shuffle_is_not_total():
     partial = PairRepeats(3, 100, 60, 50, 3.0)
-    sentence = course.describe_pair_repeats(partial, PairRepeats(3, 100, 2, 0, 3.0))
+    sentence = sharding_policies.describe_pair_repeats(partial, PairRepeats(3, 100, 2, 0, 3.0))
     assert "often stays the same" in sentence and "never changes" not in sentence
 
 
@@ -67,7 +69,7 @@ def test_describe_pair_repeats_says_partners_change_when_the_shared_shuffle_is_n
     ([12, 12], "Equal here, but only because"),
 ])
 def test_describe_step_counts_covers_each_outcome(counts, expected):
-    assert expected in course.describe_step_counts(counts)
+    assert expected in sharding_policies.describe_step_counts(counts)
 
 
 class KeepOdd(grain.FilterTransform):
@@ -78,56 +80,60 @@ class KeepOdd(grain.FilterTransform):
 def test_steps_per_process_counts_batches_and_stops_at_a_fixed_number():
     source = grain.RangeDataSource(0, 40, 1)
     operations = [KeepOdd(), grain.Batch(4, drop_remainder=True)]
-    assert course.steps_per_process(source, shard_count=2, operations=operations) == [2, 2]
-    endless = course.steps_per_process(source, shard_count=2, operations=operations,
-                                       num_epochs=None, steps=7)
+    assert sharding_policies.steps_per_process(source, shard_count=2,
+                                               operations=operations) == [2, 2]
+    endless = sharding_policies.steps_per_process(source, shard_count=2, operations=operations,
+                                                  num_epochs=None, steps=7)
     assert endless == [7, 7]
 
 
 def test_grain_shard_step_keys_reads_grains_sampler_which_pairs_a_and_a_plus_size():
     pytest.importorskip("grain.python")
-    keys = course.grain_shard_step_keys(40, shard_count=2, num_epochs=3, seed=0)
+    keys = sharding_policies.grain_shard_step_keys(40, shard_count=2, num_epochs=3, seed=0)
     assert keys.shape == (2, 3, 20)
     assert sorted(keys[0, 0].tolist()) == list(range(20))  # shard 0's block, one epoch
     assert (keys[1] - keys[0] == 20).all()  # Grain's shards share one shuffle
-    assert course.pair_repeats(keys).every_epoch == 20
+    assert sharding_policies.pair_repeats(keys).every_epoch == 20
 
 
 def test_plot_step_partners_labels_the_shared_panel_as_told():
     import matplotlib.pyplot as plt
 
-    shared = course.shard_step_keys(40, shard_count=2, num_epochs=2, seed=0, own_shuffles=False)
-    own = course.shard_step_keys(40, shard_count=2, num_epochs=2, seed=0)
-    figure = course.plot_step_partners(shared, own)
+    shared = sharding_policies.shard_step_keys(40, shard_count=2, num_epochs=2, seed=0,
+                                               own_shuffles=False)
+    own = sharding_policies.shard_step_keys(40, shard_count=2, num_epochs=2, seed=0)
+    figure = sharding_policies.plot_step_partners(shared, own)
     titles = [ax.get_title() for ax in figure.axes]
     assert titles[0] == "one shuffle for every shard, simulated" and "Grain" not in titles[0]
     plt.close(figure)
-    figure = course.plot_step_partners(shared, own, shared_title="read from Grain")
+    figure = sharding_policies.plot_step_partners(shared, own, shared_title="read from Grain")
     assert figure.axes[0].get_title() == "read from Grain"
     plt.close(figure)
 
 
 def test_unread_keys_sentence_names_the_keys_no_shard_read():
     # Grain 0.2.18's DataLoader on 11 records in 2 shards, drop_remainder=False (measured)
-    sentence = course.unread_keys_sentence("Grain", [[0, 1, 2, 3, 4], [6, 7, 8, 9, 10]], 11)
+    sentence = sharding_policies.unread_keys_sentence("Grain",
+                                                      [[0, 1, 2, 3, 4], [6, 7, 8, 9, 10]], 11)
     assert sentence == ("Grain: shard 0 read [0, 1, 2, 3, 4]; shard 1 read [6, 7, 8, 9, 10]. "
                         "Of the 11 records, key 5 was read by no shard.")
-    every = course.unread_keys_sentence("course_lib", [[0, 1, 2], [3, 4]], 5)
+    every = sharding_policies.unread_keys_sentence("course_lib", [[0, 1, 2], [3, 4]], 5)
     assert every.endswith("Every one of the 5 records was read, by exactly one shard.")
-    both = course.unread_keys_sentence("x", [[0, 1, 2], [2, 3]], 6)
+    both = sharding_policies.unread_keys_sentence("x", [[0, 1, 2], [2, 3]], 6)
     assert "keys 4, 5 were read by no shard and key 2 was read by more than one shard" in both
     with pytest.raises(ValueError, match="read is empty"):
-        course.unread_keys_sentence("x", [], 3)
+        sharding_policies.unread_keys_sentence("x", [], 3)
 
 
 def test_stride_shards_sentence_for_equal_and_unequal_shards():
-    assert course.stride_shards_sentence([6, 5]) == (
+    assert sharding_policies.stride_shards_sentence([6, 5]) == (
         "Shards of 6, 5 records: unequal, process 0 holds 1 more, so the step counts can "
         "differ, as in the first section.")
-    assert "processes 0, 1 hold 1 more" in course.stride_shards_sentence([4, 4, 3])
-    assert course.stride_shards_sentence([5, 5]).startswith("Shards of 5, 5 records: equal")
+    assert "processes 0, 1 hold 1 more" in sharding_policies.stride_shards_sentence([4, 4, 3])
+    assert sharding_policies.stride_shards_sentence([5, 5]).startswith(
+        "Shards of 5, 5 records: equal")
     with pytest.raises(ValueError, match="sizes is empty"):
-        course.stride_shards_sentence([])
+        sharding_policies.stride_shards_sentence([])
 
 
 def test_shard_pictures_share_one_colour_scale():
@@ -140,14 +146,13 @@ def test_shard_pictures_share_one_colour_scale():
                                                           num_steps=4)
               for name, keys in policies.items()}
     assert counts["blocks"].max() == 8 and counts["mixed"].max() == 2  # scales would differ
-    figure = course.plot_shard_policies(policies, labels, batch_size=8, num_steps=4)
+    figure = sharding_policies.plot_shard_policies(policies, labels, batch_size=8, num_steps=4)
     images = [ax.images[0] for ax in figure.axes if ax.images]
     assert len(images) == 2
     assert {image.get_clim() for image in images} == {(0, 8)}
 
 
 # -- JAX's timeouts, read from the installed JAX ---------------------------------------------
-from course_lib.course import sharding_policies  # noqa: E402
 
 DOCSTRING = """Initializes.
 

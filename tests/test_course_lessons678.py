@@ -8,27 +8,26 @@ from pathlib import Path
 import pytest
 
 import course_lib as grain
-from course_lib import course
-from course_lib.course import recompilation, training_loop
+from course_lib.course import recompilation, resume, training_loop
 from course_lib.course.recompilation import CompilationTiming
 
 
 # -- lesson 6 -------------------------------------------------------------------------------
 def test_retrace_cause_blames_the_shape_when_shapes_changed():
-    sentence = course.retrace_cause([(64, 8, 8), (64, 8, 8), (28, 8, 8)])
+    sentence = recompilation.retrace_cause([(64, 8, 8), (64, 8, 8), (28, 8, 8)])
     assert "not the cause here" in sentence
     assert "3 batches came in 2 shapes ((64, 8, 8), then (28, 8, 8))" in sentence
 
 
 def test_retrace_cause_points_at_chex_hint_when_the_shape_never_changed():
-    sentence = course.retrace_cause([(64, 8, 8)] * 4, "the evaluation")
+    sentence = recompilation.retrace_cause([(64, 8, 8)] * 4, "the evaluation")
     assert "a new shape is not what traced the evaluation again" in sentence
     assert "chex's hint is the place to look" in sentence
 
 
 def test_retrace_cause_refuses_no_shapes():
     with pytest.raises(ValueError, match="shapes is empty"):
-        course.retrace_cause([])
+        recompilation.retrace_cause([])
 
 
 def test_compilation_counted_in_steps_when_it_stands_out():
@@ -82,11 +81,11 @@ def test_time_compilation_times_the_first_call_apart():
         if len(calls) == 1:
             sum(range(200_000))
 
-    timing = course.time_compilation(call, repeats=3)
+    timing = recompilation.time_compilation(call, repeats=3)
     assert len(calls) == 4 and len(timing.step_times) == 3
     assert timing.first_call > timing.step_seconds
     with pytest.raises(ValueError, match="repeats=0"):
-        course.time_compilation(call, repeats=0)
+        recompilation.time_compilation(call, repeats=0)
 
 
 # -- lesson 7 -------------------------------------------------------------------------------
@@ -577,21 +576,21 @@ def test_measure_feeds_takes_the_setups_in_turn():
 # -- lesson 8 -------------------------------------------------------------------------------
 def test_skipped_batches_are_the_records_read_ahead():
     sampler = grain.IndexSampler(100, shuffle=True, seed=0, num_epochs=1)
-    skipped = course.skipped_batches(sampler, 30, 60, batch_size=10)
+    skipped = resume.skipped_batches(sampler, 30, 60, batch_size=10)
     assert skipped == [[sampler[i].record_key for i in range(s, s + 10)] for s in (30, 40, 50)]
-    assert course.skipped_batches(sampler, 30, 30, batch_size=10) == []
+    assert resume.skipped_batches(sampler, 30, 30, batch_size=10) == []
     with pytest.raises(ValueError, match="behind"):
-        course.skipped_batches(sampler, 30, 20, batch_size=10)
+        resume.skipped_batches(sampler, 30, 20, batch_size=10)
 
 
 def test_read_ahead_sentence_for_each_outcome():
-    ahead = course.read_ahead_sentence(30, 34, [[1, 2], [3, 4]])
+    ahead = resume.read_ahead_sentence(30, 34, [[1, 2], [3, 4]])
     assert "would skip the 2 batches read ahead (batches 16 to 17 of the stream)" in ahead
     assert "[3, 4]" in ahead
-    assert "(batch 16 of the stream)" in course.read_ahead_sentence(30, 32, [[1, 2]])
-    assert "does not show the trap" in course.read_ahead_sentence(30, 30, [])
+    assert "(batch 16 of the stream)" in resume.read_ahead_sentence(30, 32, [[1, 2]])
+    assert "does not show the trap" in resume.read_ahead_sentence(30, 30, [])
     with pytest.raises(ValueError):
-        course.read_ahead_sentence(30, 20, [])
+        resume.read_ahead_sentence(30, 20, [])
 
 
 def _rows(batches, losses):
@@ -614,7 +613,7 @@ def test_fingerprint_table_marks_each_batch_equal_or_not():
     whole = _rows(["aa11", "bb22", "cc33", "dd44"], [4.0, 3.0, 2.0, 1.0])
     resumed = _rows(["aa11", "bb22", "cc33", "dd44"], [4.0, 3.0, 2.0, 1.0])
     forgot = _rows(["aa11", "bb22", "aa11", "bb22"], [4.0, 3.0, 2.5, 2.0])
-    table = course.fingerprint_table(whole, {"resumed": resumed, "forgot": forgot},
+    table = resume.fingerprint_table(whole, {"resumed": resumed, "forgot": forgot},
                                      steps=[2, 3])
     assert table.splitlines() == [
         "step  uninterrupted  resumed  forgot",
@@ -622,25 +621,25 @@ def test_fingerprint_table_marks_each_batch_equal_or_not():
         "   3  cc33           cc33 =   aa11 x",
         "(= the uninterrupted run's batch at that step, x another batch)"]
     with pytest.raises(ValueError, match="no step 9 in the run 'uninterrupted'"):
-        course.fingerprint_table(whole, {"resumed": resumed}, steps=[9])
+        resume.fingerprint_table(whole, {"resumed": resumed}, steps=[9])
 
 
 def test_state_formats_sentence_compares_real_states():
     ours = json.dumps({"version": 1, "next_index": 8, "worker_count": 0})
     theirs = json.dumps({"version": 2, "last_seen_indices": {"0": 7}, "last_worker_index": -1,
                          "worker_count": 0})
-    sentence = course.state_formats_sentence(ours, theirs)
+    sentence = resume.state_formats_sentence(ours, theirs)
     assert "version 1, its position as `next_index`" in sentence
     assert "version 2, its position as `last_seen_indices` ({\"0\": 7}: for each worker, the " \
         "stream position of the last record it has handed out" in sentence
     # the old sentence glossed both keys as "the last record each worker produced"
     assert "`last_worker_index` (-1: one less than the worker whose turn comes next" in sentence
-    without = course.state_formats_sentence(ours, json.dumps(
+    without = resume.state_formats_sentence(ours, json.dumps(
         {"version": 2, "last_seen_indices": {"0": 7}, "worker_count": 0}))
     assert "last_worker_index" not in without
     assert "does not restore in the other" in sentence
-    assert "the same format" in course.state_formats_sentence(ours, ours)
-    assert "not installed" in course.state_formats_sentence(ours, None)
+    assert "the same format" in resume.state_formats_sentence(ours, ours)
+    assert "not installed" in resume.state_formats_sentence(ours, None)
 
 
 def test_checkpoint_listing_is_relative_and_summarises_deep_folders(tmp_path):
@@ -648,7 +647,7 @@ def test_checkpoint_listing_is_relative_and_summarises_deep_folders(tmp_path):
     (tmp_path / "20" / "model" / "d" / "a").write_text("x")
     (tmp_path / "20" / "data").mkdir()
     (tmp_path / "20" / "data" / "process_0-of-1.json").write_text("{}")
-    listing = course.checkpoint_listing(tmp_path, max_depth=3)
+    listing = resume.checkpoint_listing(tmp_path, max_depth=3)
     assert listing.splitlines() == ["20/", "  data/", "    process_0-of-1.json",
                                     "  model/", "    d/  (1 file)"]
     assert str(tmp_path) not in listing
@@ -663,9 +662,9 @@ def lesson_code(name):
 
 
 def test_lesson7_writes_the_loaders_and_the_loop_it_measures_in_its_cells():
-    # it used to measure through course.measure_feeds and course.naive_batches
+    # it used to measure through training_loop.measure_feeds and training_loop.naive_batches
     code = lesson_code("07_training_loop.ipynb")
-    assert "measure_feeds" not in code and "course.naive_batches" not in code
+    assert "measure_feeds" not in code and "training_loop.naive_batches" not in code
     assert "grain.DataLoader(" in code and "def naive_batches(" in code
     assert "profiler.wrap(batches" in code and "with profiler.step():" in code
     assert "highlight=winner" not in code and "training_loop.winner(timings)" in code

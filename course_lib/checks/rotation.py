@@ -238,13 +238,13 @@ def _check_determinism(rotation_class: type, images: np.ndarray) -> dict[str, np
 
 
 def _show(images: np.ndarray, runs: dict[str, np.ndarray]) -> None:
-    from course_lib import course
+    from course_lib.course import determinism
 
     shown = np.linspace(0, len(images) - 1, SHOWN).round().astype(int)  # from both batches
-    course.show_image_rows({"the digits": list(images[shown]),
-                            **{name: list(run[shown]) for name, run in runs.items()}},
-                           title=f"Your RandomRotation in a DataLoader: {SHOWN} of the "
-                                 f"{len(images)} digits of each epoch")
+    determinism.show_image_rows({"the digits": list(images[shown]),
+                                 **{name: list(run[shown]) for name, run in runs.items()}},
+                                title=f"Your RandomRotation in a DataLoader: {SHOWN} of the "
+                                      f"{len(images)} digits of each epoch")
 
 
 def check_rotation(rotation_class: type) -> None:

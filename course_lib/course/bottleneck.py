@@ -777,6 +777,3 @@ def plot_run_timelines(profilers: Mapping[str, Any], steps: int = 10):
     axes[-1, 0].set_xlabel("time from the window's first step (ms)")
     figure.tight_layout()
     return figure
-
-
-plot_mid_run_timelines = plot_run_timelines  # the name `course` exports

@@ -949,12 +949,6 @@ def feed_overlap_sentence(summary: FeedSummary) -> str:
             "the loader, not the step, set the pace.")
 
 
-def same_first_batches(runs: Mapping[str, Sequence[FeedMeasurement]],
-                       pairs: Mapping[str, tuple[str, str]]) -> dict[str, bool]:
-    """For each name, whether the two feeds' first batches are the same: the same images
-    and the same labels (their digests). `compare_batches` compares every batch."""
-    return {name: runs[one][0].first_digest == runs[other][0].first_digest
-            for name, (one, other) in pairs.items()}
 
 
 def batch_digests(make_iterator: Callable[[], Iterator], count: int) -> list[str]:

@@ -276,13 +276,6 @@ def compile_and_run(step_function: Callable, state: tuple, batches: Sequence[tup
             "shapes": len({batch[0].shape for batch in batches})}
 
 
-def tokens_per_second(step: Callable, state: tuple, batches: Sequence[tuple],
-                      repeats: int) -> list:
-    """Real tokens per second of `repeats` passes of a compiled step over `batches`."""
-    one_of_each_shape = list({batch[0].shape: batch for batch in batches}.values())
-    run_step(step, state, one_of_each_shape)  # compile every shape before timing
-    count = real_tokens(batches)
-    return [count / run_step(step, state, batches) for _ in range(repeats)]
 
 
 def plot_compile_passes(result: Mapping[str, Any], num_batches: int, title: str):
