@@ -327,9 +327,19 @@ def test_feed_table_prints_each_way_s_counts_and_medians_from_the_run():
 def test_normalisation_sentence_says_how_unequal_the_tokens_weigh():
     uneven = variable_length.normalisation_sentence({"packing": [650, 860, 950],
                                                      "4 buckets": [75, 990]})
-    assert "4 buckets 75 to 990 (median 532)" in uneven and "up to 13x" in uneven
+    assert "4 buckets 75 to 990 (median 532)" in uneven
+    # each way named with its own ratio: 950 / 650 and 990 / 75
+    assert "1.46x with packing, 13x with 4 buckets" in uneven, uneven
+    assert "4 buckets: the sparsest batch is the epoch's last" not in uneven
     even = variable_length.normalisation_sentence({"packing": [900, 910]})
-    assert "weighs every token alike" in even and "up to" not in even
+    assert "weighs every token alike" in even and "x with" not in even
+
+
+def test_normalisation_sentence_names_the_even_way_and_a_last_batch_that_is_sparsest():
+    mixed = variable_length.normalisation_sentence({"packing": [900, 950, 357],
+                                                    "4 buckets": [500, 505]})
+    assert "2.66x with packing (4 buckets: almost the same count in every batch)" in mixed
+    assert "(packing: the sparsest batch is the epoch's last, shorter one)" in mixed
 
 
 def test_loss_tokens_counts_pairs_inside_one_segment():
@@ -362,13 +372,117 @@ def test_truncate_sentence_counts_what_each_cut_kept():
     sentence = variable_length.truncate_sentence(6278, {"a map": 128, "truncate=True": 128}, 128)
     assert sentence.startswith("Of the long docstring's 6,278 bytes, a map kept 128 and threw "
                                "away 6,150 (98%); truncate=True kept 128 and threw away 6,150 "
-                               "(98%), without an error or a warning.")
+                               "(98%). While the packer cut with truncate=True, it raised no "
+                               "error and warned, logged or printed nothing: the cut is silent.")
     assert "it is 50 sequences" in sentence and "each piece without the pieces before" in sentence
     partly = variable_length.truncate_sentence(6278, {"a map": 6278, "truncate=True": 128}, 128)
     assert "a map kept all of them; truncate=True kept 128" in partly
     whole = variable_length.truncate_sentence(100, {"a map": 100}, 128)
     assert whole == ("Of the long docstring's 100 bytes, a map kept all of them: a sequence "
                      "that fits a row of 128 is not cut.")
+
+
+def test_truncate_sentence_quotes_what_the_packer_said_when_it_said_something():
+    kept = {"a map": 128, "truncate=True": 128}
+    one = variable_length.truncate_sentence(6278, kept, 128, ["WARNING: cut a sequence"])
+    assert "it raised no error, but said so: 'WARNING: cut a sequence'." in one
+    assert "silent" not in one
+    three = variable_length.truncate_sentence(6278, kept, 128, ["a", "b", "c"])
+    assert "said so: 'a' (and 2 more messages)." in three
+
+
+def test_messages_emitted_catches_warnings_logs_and_stderr_and_nothing_else():
+    import logging
+    import sys
+    import warnings
+
+    with variable_length.messages_emitted() as quiet:
+        logging.getLogger("course").info("below WARNING: not a message")
+        print("to stdout")
+    assert quiet == []
+    with variable_length.messages_emitted() as loud:
+        warnings.warn("cut", UserWarning, stacklevel=1)
+        logging.getLogger("course").warning("logged")
+        print("printed to stderr", file=sys.stderr)
+    assert loud == ["WARNING: logged", "UserWarning: cut", "printed to stderr"], loud
+
+
+def test_truncate_true_on_course_lib_is_silent_while_it_cuts():
+    long_one = np.arange(1, 301, dtype=np.int32) % 255 + 1
+    source = variable_length.SequenceSource([long_one, long_one[:10]])
+    truncating = grain.experimental.PackAndBatchOperation(128, 2, truncate=True)
+    with variable_length.messages_emitted() as emitted:
+        batches = list(variable_length.loader_of(source, truncating))
+    assert variable_length.kept_of(long_one, variable_length.rows_of(batches)) == 128
+    assert emitted == []
+
+
+def test_error_index_sentence_says_which_index_the_message_names():
+    message = "the sequence at index 6 has length 6278"
+    assert variable_length.error_index_sentence(message, 0, 6).startswith(
+        "The error's index, 6, is a position in the stream, not a record key: the long "
+        "docstring is record key 0 of the source, and the shuffle put it at position 6")
+    assert variable_length.error_index_sentence(message, 6, 2).startswith(
+        "The error's index, 6, is the record key:")
+    assert "both the record key and the stream position" in (
+        variable_length.error_index_sentence(message, 6, 6))
+    assert "which is neither where" in variable_length.error_index_sentence(message, 0, 3)
+
+
+def test_the_packer_s_error_names_the_stream_position_of_the_long_sequence():
+    sequences = [np.full(200, 50, np.int32), *[np.full(5, k + 1, np.int32) for k in range(9)]]
+    source = variable_length.SequenceSource(sequences)
+    stream = grain.MapDataset.source(source).shuffle(seed=0)
+    position = [int(tokens[0]) for tokens in stream].index(50)
+    packer = grain.experimental.FirstFitPackIterDataset(
+        stream.map(lambda tokens: {"tokens": tokens}).to_iter_dataset(),
+        length_struct={"tokens": 128}, num_packing_bins=2)
+    with pytest.raises(ValueError) as raised:
+        list(packer)
+    assert f"at index {position} " in str(raised.value)
+
+
+def test_each_sequence_once_compares_the_segments_with_the_sequences():
+    sequences = [np.array([5, 6], np.int32), np.array([7], np.int32), np.array([8, 9], np.int32)]
+    tokens = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], np.int32)
+    segments = np.array([[1, 1, 2, 0], [1, 1, 0, 0]], np.int32)
+    batches = [(tokens, segments, segments)]
+    assert variable_length.each_sequence_once(batches, sequences)
+    doubled = np.array([[5, 6, 5, 0], [8, 9, 0, 0]], np.int32)  # [7] lost, a 1-token piece in
+    assert not variable_length.each_sequence_once([(doubled, segments, segments)], sequences)
+    counts_equal = variable_length.real_tokens([(doubled, segments, segments)])
+    assert counts_equal == sum(map(len, sequences))  # the count alone cannot tell
+
+
+def test_segments_well_formed_checks_ids_and_positions():
+    ids = np.array([[1, 1, 2, 2, 2, 0], [1, 1, 1, 1, 1, 1]], np.int32)
+    positions = np.array([[0, 1, 0, 1, 2, 0], [0, 1, 2, 3, 4, 5]], np.int32)
+    assert variable_length.segments_well_formed(ids, positions) == {"ids": True,
+                                                                    "positions": True}
+    late = positions.copy()
+    late[0, 2] = 2  # the second sequence does not restart at 0
+    assert variable_length.segments_well_formed(ids, late) == {"ids": True, "positions": False}
+    swapped = np.array([[2, 2, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]], np.int32)
+    assert not variable_length.segments_well_formed(swapped, positions)["ids"]
+    gap = np.array([[1, 1, 0, 2, 2, 0], [1, 1, 1, 1, 1, 1]], np.int32)
+    assert not variable_length.segments_well_formed(gap, positions)["ids"]
+
+
+def test_tokens_once_checks_places_and_values():
+    stream = np.array([4, 5, 6, 7], np.int32)
+    assert variable_length.tokens_once(
+        np.array([6, 4, 5, 7]), np.array([3, 1, 2, 4]), stream)
+    assert not course.variable_length.tokens_once(np.array([4, 4, 6, 7]), np.array([1, 1, 3, 4]),
+                                                  stream)  # place 2 lost, 1 twice
+    assert not course.variable_length.tokens_once(np.array([9, 5, 6, 7]), np.array([1, 2, 3, 4]),
+                                                  stream)  # a wrong token at its place
+
+
+def test_grain_packer_state_has_grain_s_keys():
+    pytest.importorskip("grain")
+    sequences = variable_length.docstring_sequences(64, limit=80)
+    state = course.variable_length.grain_packer_state(sequences, 6, 64, 4)
+    assert set(state) == {"parent", "next_row", "counter"} and state["counter"] == 6
 
 
 def test_kept_of_measures_the_longest_prefix_that_reached_the_rows():
@@ -471,6 +585,21 @@ def test_context_report_counts_cut_documents_and_tokens_without_their_start():
                      ([1, 2, 2, 0], [0, 0, 1, 0], [2, 1, 1, 0], [1, 3, 4, 0]))
     report = variable_length.context_report(straddle, [5, 2], row_length=4)
     assert report["cut"] == 2 and report["short_cut"] == 1 and report["without_context"] == 3
+    # one token twice and one lost: as many tokens as the documents hold, yet not once each
+    twice = _rows(([1, 1, 1, 2], [0, 1, 2, 0], [1, 1, 1, 2], [0, 1, 2, 0]),
+                  ([1, 1, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [3, 3, 0, 0]))
+    assert not variable_length.context_report(twice, [5, 1], row_length=4)["every_token_once"]
+
+
+def test_context_report_checks_each_token_s_value_given_the_documents():
+    rows = _rows(([1, 1, 1, 2], [0, 1, 2, 0], [1, 1, 1, 2], [0, 1, 2, 0]),
+                 ([1, 1, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [3, 4, 0, 0]))
+    documents = [np.array([10, 11, 12, 13, 14], np.int32), np.array([20], np.int32)]
+    for row, tokens in zip(rows, ([10, 11, 12, 20], [13, 14, 0, 0]), strict=True):
+        row["tokens"] = np.array(tokens, np.int32)
+    assert variable_length.context_report(rows, [5, 1], 4, documents)["every_token_once"]
+    rows[1]["tokens"] = np.array([14, 13, 0, 0], np.int32)  # two tokens swapped
+    assert not variable_length.context_report(rows, [5, 1], 4, documents)["every_token_once"]
 
 
 def _context(split_lost, concat_lost, tokens=1000):
@@ -567,13 +696,32 @@ def test_grain_packers_sentence_follows_the_numbers():
             "for course_lib's above): first fit 85.5%, best fit 85.9%, concatenate then split "
             "99.5%.") in same
     assert "made exactly course_lib's rows" in same
-    assert "cut 179 of these sequences" in same and "every token exactly once" in same
+    assert "cut 179 of these sequences" in same
+    assert "every token of the stream exactly once (each token carried its place" in same
     assert "as every piece after the first of a split long document is" in same
     other = variable_length.grain_packers_sentence(packers_report(digests=("f", "x")), OUR_ROWS)
     assert "Grain's BestFitPackIterDataset made other rows" in other
     assert "exactly course_lib's rows" not in other
     uncut = variable_length.grain_packers_sentence(packers_report(cut=0, every=False), OUR_ROWS)
     assert "cut no sequence" in uncut and "ConcatThenSplitIterDataset did not deliver" in uncut
+
+
+def test_grain_packers_sentence_says_whether_the_rows_also_came_out_in_order():
+    report = packers_report()
+    report["FirstFitPackIterDataset"]["ordered_digest"] = "F"
+    report["BestFitPackIterDataset"]["ordered_digest"] = "B"
+    in_order = variable_length.grain_packers_sentence(report, OUR_ROWS,
+                                                      {"FirstFitPackIterDataset": "F",
+                                                       "BestFitPackIterDataset": "B"})
+    assert "course_lib's rows, compared as sets, and in the same order." in in_order
+    other = variable_length.grain_packers_sentence(report, OUR_ROWS,
+                                                   {"FirstFitPackIterDataset": "x",
+                                                    "BestFitPackIterDataset": "y"})
+    assert "compared as sets; compared in order, they differ" in other
+    one = variable_length.grain_packers_sentence(report, OUR_ROWS,
+                                                 {"FirstFitPackIterDataset": "F",
+                                                  "BestFitPackIterDataset": "y"})
+    assert "only FirstFitPackIterDataset gave course_lib's order" in one
 
 
 def test_rows_digest_ignores_the_order_of_rows_and_empty_rows_but_not_a_value():
@@ -586,6 +734,11 @@ def test_rows_digest_ignores_the_order_of_rows_and_empty_rows_but_not_a_value():
     assert rows == variable_length.rows_digest(variable_length.rows_of([padded]))
     changed = (batch[0] + 1, *batch[1:])
     assert rows != variable_length.rows_digest(variable_length.rows_of([changed]))
+    ordered = variable_length.rows_digest(variable_length.rows_of([batch]), ordered=True)
+    assert ordered != variable_length.rows_digest(variable_length.rows_of([swapped]),
+                                                  ordered=True)
+    assert ordered == variable_length.rows_digest(variable_length.rows_of([padded]),
+                                                  ordered=True)
 
 
 def test_grain_packers_run_on_real_grain():

@@ -18,6 +18,7 @@ parsed, which a notebook never does; its Dataset API packers run in the notebook
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -138,9 +139,39 @@ def kept_of(document: np.ndarray, rows: Iterable[Any]) -> int:
     return kept
 
 
-def truncate_sentence(length: int, kept: Mapping[str, int], row_length: int = ROW_LENGTH) -> str:
+@contextlib.contextmanager
+def messages_emitted() -> Iterator[list[str]]:
+    """Collect what the block warns (`warnings`), logs (at WARNING and above, through
+    `logging` and absl) or writes to stderr: the list is filled when the block ends."""
+    import io
+    import logging
+    import warnings
+
+    found: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            found.append(f"{record.levelname}: {record.getMessage()}")
+
+    handler, root, stderr = Collect(logging.WARNING), logging.getLogger(), io.StringIO()
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught, \
+                contextlib.redirect_stderr(stderr):
+            warnings.simplefilter("always")
+            yield found
+    finally:
+        root.removeHandler(handler)
+    found.extend(f"{warning.category.__name__}: {warning.message}" for warning in caught)
+    found.extend(line for line in stderr.getvalue().splitlines() if line.strip())
+
+
+def truncate_sentence(length: int, kept: Mapping[str, int], row_length: int = ROW_LENGTH,
+                      emitted: Sequence[str] = ()) -> str:
     """What each way of cutting (`kept`: bytes of the sequence that reached the rows, as
-    counted by `kept_of`) kept of a sequence of `length` bytes, against splitting it."""
+    counted by `kept_of`) kept of a sequence of `length` bytes, against splitting it.
+    `emitted`: what the packer warned, logged or wrote to stderr while it cut
+    (`messages_emitted`)."""
     listing = "; ".join(
         f"{how} kept all of them" if count >= length else
         f"{how} kept {count:,} and threw away {length - count:,} ({(length - count) / length:.0%})"
@@ -148,10 +179,36 @@ def truncate_sentence(length: int, kept: Mapping[str, int], row_length: int = RO
     head = f"Of the long docstring's {length:,} bytes, {listing}"
     if all(count >= length for count in kept.values()):
         return f"{head}: a sequence that fits a row of {row_length} is not cut."
+    said = ("it raised no error and warned, logged or printed nothing: the cut is silent"
+            if not emitted else
+            f"it raised no error, but said so: {emitted[0]!r}" +
+            (f" (and {len(emitted) - 1} more message{'s' if len(emitted) > 2 else ''})"
+             if len(emitted) > 1 else ""))
     pieces = -(-length // row_length)
-    return (f"{head}, without an error or a warning. Split into rows of {row_length} instead, "
-            f"it is {pieces} sequences of at most one row each: every byte is trained on, "
-            "each piece without the pieces before it.")
+    return (f"{head}. While the packer cut with truncate=True, {said}. Split into rows of "
+            f"{row_length} instead, it is {pieces} sequences of at most one row each: every "
+            "byte is trained on, each piece without the pieces before it.")
+
+
+def error_index_sentence(message: str, record_key: int, stream_position: int) -> str:
+    """Which index a packer's error names: the sequence's position in the shuffled stream
+    the packer reads, or its record key in the source."""
+    import re
+
+    found = re.search(r"at index (\d+)", message)
+    index = int(found.group(1)) if found else None
+    where = (f"the long docstring is record key {record_key} of the source, and the shuffle "
+             f"put it at position {stream_position} of the stream the packer reads")
+    if index == stream_position and index != record_key:
+        return (f"The error's index, {index}, is a position in the stream, not a record key: "
+                f"{where}.")
+    if index == record_key and index != stream_position:
+        return f"The error's index, {index}, is the record key: {where}."
+    if index == record_key:
+        return (f"The error's index, {index}, is both the record key and the stream "
+                "position here (the shuffle left the long docstring in place).")
+    return (f"The error names index {index}, which is neither where the long docstring sits: "
+            f"{where}.")
 
 
 def longest_docstring() -> np.ndarray:
@@ -250,6 +307,48 @@ def packed_fill_of(batches: Iterable[tuple]) -> float:
 
 def real_tokens(batches: Sequence[tuple]) -> int:
     return sum(int(np.count_nonzero(segments)) for _, segments, _ in batches)
+
+
+def segments_of(batches: Iterable[tuple]) -> Iterator[np.ndarray]:
+    """The tokens of every segment of every row of packed `(tokens, segment_ids, ...)`
+    batches, in order."""
+    for tokens, segment_ids, *_ in batches:
+        for row_tokens, ids in zip(np.asarray(tokens), np.asarray(segment_ids), strict=True):
+            for segment in np.unique(ids[ids > 0]):
+                yield row_tokens[ids == segment]
+
+
+def each_sequence_once(batches: Iterable[tuple], sequences: Sequence[np.ndarray]) -> bool:
+    """Whether the packed rows' segments are the sequences themselves, byte for byte, each
+    exactly once (compared as multisets: a sequence lost and another doubled is False)."""
+    import collections
+
+    def key(tokens: np.ndarray) -> bytes:
+        return np.ascontiguousarray(tokens, np.int32).tobytes()
+
+    return (collections.Counter(map(key, segments_of(batches)))
+            == collections.Counter(map(key, sequences)))
+
+
+def segments_well_formed(segment_ids: np.ndarray, positions: np.ndarray) -> dict[str, bool]:
+    """Checks of packed rows: `"ids"`, in each row the segment ids are 1, 2, 3, ... in
+    order of appearance, each one contiguous, and padding (0) only after the last; and
+    `"positions"`, positions start at 0 at each segment's first slot and go up by 1 to its
+    end (0 on padding)."""
+    ids_ok, positions_ok = True, True
+    for ids, where in zip(np.asarray(segment_ids), np.asarray(positions), strict=True):
+        real = ids[ids > 0]
+        starts = np.flatnonzero(np.diff(ids, prepend=0) != 0)
+        starts = starts[ids[starts] > 0]
+        count = int(ids.max())
+        ids_ok &= (np.array_equal(ids[starts], np.arange(1, count + 1))
+                   and bool(np.all(ids[len(real):] == 0)) and len(starts) == count)
+        expected = np.zeros_like(where)
+        for start, segment in zip(starts, ids[starts], strict=True):
+            slots = np.flatnonzero(ids == segment)
+            expected[slots] = slots - start
+        positions_ok &= bool(np.array_equal(where, expected))
+    return {"ids": bool(ids_ok), "positions": bool(positions_ok)}
 
 
 def run_step(step: Callable, state: tuple, batches: Sequence[tuple]) -> float:
@@ -584,19 +683,27 @@ def loss_tokens(batches: Sequence[tuple]) -> list[int]:
 def normalisation_sentence(counts: Mapping[str, Sequence[int]]) -> str:
     """How much the loss-counted tokens per batch vary, and what a per-batch mean does to the
     weight of one token."""
-    parts = []
-    most_uneven = 1.0
+    parts, ratios, last = [], {}, []
     for name, values in counts.items():
         low, high = min(values), max(values)
-        most_uneven = max(most_uneven, high / max(low, 1))
+        ratios[name] = high / max(low, 1)
+        if ratios[name] > 1.05 and values.index(low) == len(values) - 1:
+            last.append(name)
         parts.append(f"{name} {low:,} to {high:,} (median {statistics.median(values):,.0f})")
     head = f"Tokens the loss counts per batch: {'; '.join(parts)}."
-    if most_uneven <= 1.05:
+    uneven = {name: ratio for name, ratio in ratios.items() if ratio > 1.05}
+    if not uneven:
         return (f"{head} Almost the same count in every batch, so a mean per batch weighs "
                 "every token alike.")
+    weights = ", ".join(f"{format_times(ratio)} with {name}" for name, ratio in uneven.items())
+    even = [name for name in ratios if name not in uneven]
+    even_part = (f" ({' and '.join(even)}: almost the same count in every batch)"
+                 if even else "")
+    last_part = (f" ({' and '.join(last)}: the sparsest batch is the epoch's last, shorter "
+                 "one)" if last else "")
     return (f"{head} `loss_fn` divides each batch's sum by that batch's count, so one token "
-            f"of the sparsest batch weighs up to {format_times(most_uneven)} one token of the "
-            "fullest. "
+            f"of the sparsest batch weighs as much as this many tokens of the fullest: "
+            f"{weights}{even_part}{last_part}. "
             "To weigh every token alike, divide each batch's sum by one fixed number (the most "
             "a batch can hold), or add sums and counts over several batches (across "
             "accumulation steps and devices) before dividing.")
@@ -693,7 +800,7 @@ def plot_bucket_tradeoff(results: Mapping[int, Mapping[int | None, Mapping[str, 
     ticks = [2**k for k in range(max(1, most).bit_length() + 1)]
     ax.set_xticks(ticks, [str(tick) for tick in ticks])
     ax.minorticks_off()
-    ax.set_xlabel("traces = compilations of the step (log scale)")
+    ax.set_xlabel("traces of a jitted function = compilations, one per batch shape (log scale)")
     ax.set_ylabel("padding (% of slots)")
     ax.set_ylim(0, 100)
     ax.legend(fontsize=8, loc="upper right")
@@ -1188,30 +1295,67 @@ def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
     import grain
 
     source = SequenceSource(sequences)
-    dataset = grain.MapDataset.source(source)
+    places = SequenceSource([np.arange(start, stop, dtype=np.int32) + 1 for start, stop
+                             in zip(source.offsets[:-1], source.offsets[1:], strict=True)])
+    dataset = grain.MapDataset.range(len(source))
     dataset = dataset.shuffle(seed=seed) if shuffle else dataset
-    dataset = dataset.map(lambda tokens: {"tokens": tokens}).to_iter_dataset()
+    # each token travels with its place in the source (from 1), to check that it came out once
+    dataset = dataset.map(lambda key: {"tokens": source[key], "place": places[key]})
+    dataset = dataset.to_iter_dataset()
+    lengths = {"tokens": row_length, "place": row_length}
     packers = {
         "FirstFitPackIterDataset": lambda: grain.experimental.FirstFitPackIterDataset(
-            dataset, length_struct={"tokens": row_length}, num_packing_bins=bins, seed=seed),
+            dataset, length_struct=lengths, num_packing_bins=bins, seed=seed),
         "BestFitPackIterDataset": lambda: grain.experimental.BestFitPackIterDataset(
-            dataset, length_struct={"tokens": row_length}, num_packing_bins=bins, seed=seed),
+            dataset, length_struct=lengths, num_packing_bins=bins, seed=seed),
         "ConcatThenSplitIterDataset": lambda: grain.experimental.ConcatThenSplitIterDataset(
-            dataset, length_struct={"tokens": row_length}),
+            dataset, length_struct=lengths),
     }
     report = {}
     for name, make in packers.items():
         rows = list(make())
         segments = np.stack([row["tokens_segment_ids"] for row in rows])
         starts = (segments > 0) & (np.diff(segments, axis=1, prepend=0) != 0)
+        tokens = np.stack([row["tokens"] for row in rows])[segments > 0]
+        found = np.stack([row["place"] for row in rows])[segments > 0]
+        as_rows = [(row["tokens"], row["tokens_segment_ids"], row["tokens_positions"])
+                   for row in rows]
         report[name] = {"rows": len(rows), "fill": packed_fill([segments]),
                         "cut": int(np.count_nonzero(starts)) - len(source),
-                        "rows_digest": rows_digest(
-                            (row["tokens"], row["tokens_segment_ids"], row["tokens_positions"])
-                            for row in rows),
-                        "every_token_once": int(np.count_nonzero(segments)) == len(
-                            source.tokens)}
+                        "rows_digest": rows_digest(as_rows),
+                        "ordered_digest": rows_digest(as_rows, ordered=True),
+                        "every_token_once": tokens_once(tokens, found, source.tokens)}
     return report
+
+
+def tokens_once(tokens: np.ndarray, places: np.ndarray, stream: np.ndarray) -> bool:
+    """Whether the packed real tokens are every token of `stream` exactly once: each carries
+    its place in `stream` (from 1), every place comes out once and holds its own token."""
+    tokens, places, stream = (np.asarray(part).ravel() for part in (tokens, places, stream))
+    return (len(places) == len(stream) and np.array_equal(np.sort(places),
+                                                          np.arange(1, len(stream) + 1))
+            and bool(np.array_equal(tokens, stream[places - 1])))
+
+
+def grain_packer_state(sequences: Sequence[np.ndarray], rows: int,
+                       row_length: int = ROW_LENGTH, bins: int = BATCH_SIZE,
+                       seed: int = 0) -> dict | None:
+    """The state of Grain's `FirstFitPackIterDataset` over `sequences` (in the order given)
+    after it handed out `rows` rows: Grain's own keys, to set beside course_lib's. None
+    where Grain is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("grain") is None:
+        return None
+    import grain
+
+    stream = grain.MapDataset.source(list(sequences)).map(lambda tokens: {"tokens": tokens})
+    iterator = iter(grain.experimental.FirstFitPackIterDataset(
+        stream.to_iter_dataset(), length_struct={"tokens": row_length},
+        num_packing_bins=bins, seed=seed))
+    for _ in range(rows):
+        next(iterator)
+    return iterator.get_state()
 
 
 def best_fit_sentence(first_fill: float, best_fit_fill: float) -> str:
@@ -1222,19 +1366,19 @@ def best_fit_sentence(first_fill: float, best_fit_fill: float) -> str:
     gain = points_between(best_fit_fill, first_fill, decimals=1)
     if abs(gain) < 0.5:
         return (f"{head} Best fit and first fit are within half a point of each other on "
-                "these lengths: with a few open rows, both find room for almost the same "
-                "sequences.")
+                "these lengths.")
     if gain > 0:
         return f"{head} Best fit saves {format_points(gain, 1)} of padding over first fit."
     return f"{head} Best fit pads {format_points(-gain, 1)} more than first fit here."
 
 
-def rows_digest(rows: Iterable[tuple]) -> str:
+def rows_digest(rows: Iterable[tuple], ordered: bool = False) -> str:
     """A fingerprint of a set of packed rows, `(tokens, segment_ids, positions)` each,
-    whatever order they come in; rows holding no sequence are left out."""
-    found = sorted(b"".join(np.ascontiguousarray(part, np.int32).tobytes() for part in row)
-                   for row in rows if np.any(row[1]))
-    return hashlib.sha256(b"|".join(found)).hexdigest()[:12]
+    whatever order they come in (`ordered=True`: of the rows in the order given); rows
+    holding no sequence are left out."""
+    found = [b"".join(np.ascontiguousarray(part, np.int32).tobytes() for part in row)
+             for row in rows if np.any(row[1])]
+    return hashlib.sha256(b"|".join(found if ordered else sorted(found))).hexdigest()[:12]
 
 
 def rows_of(batches: Sequence[tuple]) -> Iterator[tuple]:
@@ -1244,10 +1388,12 @@ def rows_of(batches: Sequence[tuple]) -> Iterator[tuple]:
 
 
 def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
-                           ours: Mapping[str, str]) -> str:
+                           ours: Mapping[str, str],
+                           ours_ordered: Mapping[str, str] | None = None) -> str:
     """Grain's packers on course_lib's stream, from `grain_packers`: their fills, whether
-    they made course_lib's rows (`ours`: `rows_digest` by Grain's class name), what
-    concatenating cut, and whether every token came out once."""
+    they made course_lib's rows (`ours`: `rows_digest` by Grain's class name; `ours_ordered`:
+    the same with `ordered=True`, to say whether the rows also came out in the same order),
+    what concatenating cut, and whether every token came out once."""
     if report is None:
         return ("Grain is not installed here, so its packers cannot run (`pip install grain` "
                 "to see them).")
@@ -1257,8 +1403,8 @@ def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
              f"concatenate then split {split['fill']:.1%}."]
     same = [name for name in ours if report[name]["rows_digest"] == ours[name]]
     if len(same) == len(ours):
-        parts.append("Grain's first fit and best fit made exactly course_lib's rows (compared "
-                     "as sets: the shuffled order the rows come out in is drawn differently).")
+        parts.append("Grain's first fit and best fit made exactly course_lib's rows, compared "
+                     "as sets" + _order_part(report, ours_ordered) + ".")
     else:
         other = [name for name in ours if name not in same]
         parts.append(f"Grain's {' and '.join(other)} made other rows than course_lib's from "
@@ -1272,9 +1418,27 @@ def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
     else:
         parts.append("Concatenate then split cut no sequence here.")
     lost = [name for name, result in report.items() if not result["every_token_once"]]
-    parts.append("Every packer delivered every token exactly once." if not lost else
+    parts.append("Every packer delivered every token of the stream exactly once (each token "
+                 "carried its place in the stream, and every place came out once, holding its "
+                 "own token)." if not lost else
                  f"{', '.join(lost)} did not deliver every token exactly once.")
     return " ".join(parts)
+
+
+def _order_part(report: Mapping[str, Mapping[str, Any]],
+                ours_ordered: Mapping[str, str] | None) -> str:
+    """Whether Grain's fit packers handed their rows out in course_lib's order too."""
+    if not ours_ordered:
+        return ""
+    in_order = [name for name in ours_ordered
+                if report[name].get("ordered_digest") == ours_ordered[name]]
+    if len(in_order) == len(ours_ordered):
+        return ", and in the same order"
+    if not in_order:
+        return ("; compared in order, they differ: the rows of a group come out in another "
+                "order (shuffle_bins draws its permutation differently in each)")
+    return (f"; compared in order, only {' and '.join(in_order)} gave course_lib's order "
+            "(shuffle_bins draws its permutation differently in the other)")
 
 
 # -- what a cut costs: splitting long documents against concatenating then splitting ---------
@@ -1294,7 +1458,8 @@ def _origin_elements(documents: Sequence[np.ndarray], row_length: int | None) ->
 
 
 def context_report(rows: Sequence[Mapping[str, np.ndarray]],
-                   document_lengths: Sequence[int], row_length: int) -> dict[str, Any]:
+                   document_lengths: Sequence[int], row_length: int,
+                   documents: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
     """What packing did to the documents, counted from the packed rows alone.
 
     Each row holds, beside Grain's `tokens_segment_ids` and `tokens_positions`, every
@@ -1302,23 +1467,34 @@ def context_report(rows: Sequence[Mapping[str, np.ndarray]],
     position in its segment sits in a piece that starts after its document's start: the
     model, whose attention stays inside a segment, never sees what came before the cut.
     A document is cut when its tokens lie in more than one segment; `short_cut` counts the
-    cut documents that would have fit a row (`document_lengths[k]` is document k + 1's)."""
+    cut documents that would have fit a row (`document_lengths[k]` is document k + 1's).
+    `every_token_once`: every (document, offset) came out exactly once and, given
+    `documents`, holds that document's token at that offset."""
     segments = np.stack([row["tokens_segment_ids"] for row in rows])
     positions = np.stack([row["tokens_positions"] for row in rows])
-    documents = np.stack([row["doc"] for row in rows])
+    doc_ids = np.stack([row["doc"] for row in rows])
     offsets = np.stack([row["offset"] for row in rows])
     real = segments > 0
     row_index = np.broadcast_to(np.arange(len(rows))[:, None], segments.shape)
-    pieces = np.unique(np.stack([documents[real], row_index[real], segments[real]]), axis=1)
+    pieces = np.unique(np.stack([doc_ids[real], row_index[real], segments[real]]), axis=1)
     numbers, pieces_per_document = np.unique(pieces[0], return_counts=True)
     cut = numbers[pieces_per_document > 1]
     lengths = np.asarray(document_lengths)
     num_tokens = int(lengths.sum())
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    valid = np.all((doc_ids[real] >= 1) & (doc_ids[real] <= len(lengths)))
+    places = (starts[np.clip(doc_ids[real], 1, len(lengths)) - 1] + offsets[real]
+              if valid else np.zeros(0, np.int64))
+    once = bool(valid) and len(places) == num_tokens and np.array_equal(
+        np.sort(places), np.arange(num_tokens))
+    if once and documents is not None:
+        stream = np.concatenate([np.asarray(document) for document in documents])
+        once = np.array_equal(np.stack([row["tokens"] for row in rows])[real], stream[places])
     return {"documents": len(lengths), "tokens": num_tokens, "cut": len(cut),
             "short_cut": int(np.count_nonzero(lengths[cut - 1] <= row_length)),
             "without_context": int(np.count_nonzero(offsets[real] > positions[real])),
             "fill": packed_fill([segments]),
-            "every_token_once": int(np.count_nonzero(real)) == num_tokens}
+            "every_token_once": bool(once)}
 
 
 def context_cuts(documents: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
@@ -1347,7 +1523,7 @@ def context_cuts(documents: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
         "concatenate then split": lambda: grain.experimental.ConcatThenSplitIterDataset(
             stream(split=False), length_struct=lengths),
     }
-    return {name: context_report(list(make()), document_lengths, row_length)
+    return {name: context_report(list(make()), document_lengths, row_length, documents)
             for name, make in packers.items()}
 
 
