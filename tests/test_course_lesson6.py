@@ -91,3 +91,116 @@ def test_chex_counts_by_footprint_not_by_function_object():
     chex.clear_trace_counter()
     wrap()(jnp.ones(2))  # after clearing, a new wrapper starts from zero
     chex.clear_trace_counter()
+
+
+_UPDATE_FIRST = ("TRACING CACHE MISS at flax/nnx/transforms/compilation.py:1023:49 "
+                 "(JitWrapped.__call__):\n  never seen function:\n    update id=1403 defined "
+                 "at course_lib/training.py:44")
+_UPDATE_AGAIN = ("TRACING CACHE MISS at flax/nnx/transforms/compilation.py:1023:49 "
+                 "(JitWrapped.__call__):\n  for update defined at course_lib/training.py:44\n"
+                 "  all previously seen cache keys differ.")
+_OPTAX_HELPER = ("TRACING CACHE MISS at optax/_src/transform.py:294:15 "
+                 "(scale_by_adam.<locals>.update_fn):\n  never seen function:\n"
+                 "    tree_bias_correction id=1398 defined at optax/tree_utils/_tree_math.py:441")
+
+
+def test_step_traces_counts_the_step_alone():
+    messages = [_UPDATE_FIRST, _OPTAX_HELPER, "Compiling update with global shapes", _UPDATE_AGAIN]
+    assert recompilation.step_traces(messages, "update") == 2
+    assert recompilation.step_traces(messages, "tree_bias_correction") == 1
+    assert recompilation.step_traces(messages, "updat") == 0
+    assert recompilation.step_traces([], "update") == 0
+
+
+def test_step_traces_reads_what_jax_logs():
+    # the message format the count relies on, from the JAX installed
+    jax = pytest.importorskip("jax")
+    from course_lib.course import basics
+
+    def scaled(x):
+        return x * 2
+
+    step = jax.jit(scaled)
+    with basics.jax_messages() as messages:
+        step(jax.numpy.ones(3))
+        step(jax.numpy.ones(3))
+        step(jax.numpy.ones(4))
+    assert recompilation.step_traces(messages, "scaled") == 2
+
+
+def test_epoch_traces_sentence_once_per_process():
+    sentence = recompilation.epoch_traces_sentence([2, 0, 0])
+    assert sentence.startswith("Traces of the step per epoch: epoch 1: 2, epoch 2: 0, epoch 3: 0.")
+    assert "in the 2 later epochs jax.jit's cache held the programs" in sentence
+    assert "once per process, not once per epoch" in sentence
+
+
+def test_epoch_traces_sentence_when_later_epochs_trace_again():
+    sentence = recompilation.epoch_traces_sentence([2, 1, 0, 1])
+    assert "The step traced again in epochs 2, 4:" in sentence
+    assert "paid in later epochs too" in sentence and "once per process" not in sentence
+    assert "in epoch 2:" in recompilation.epoch_traces_sentence([2, 1])
+
+
+def test_epoch_traces_sentence_when_nothing_traced_and_refuses_one_epoch():
+    assert "never traced" in recompilation.epoch_traces_sentence([0, 0])
+    with pytest.raises(ValueError, match="at least two epochs"):
+        recompilation.epoch_traces_sentence([2])
+
+
+def test_restart_sentence_for_each_cache_setting():
+    default = recompilation.restart_sentence(None, 1.0, 0.36)
+    assert "jax_compilation_cache_dir is unset" in default
+    assert "every restart of the process" in default
+    small = recompilation.restart_sentence("/cache", 1.0, 0.36)
+    assert "at least jax_persistent_cache_min_compile_time_secs=1 s" in small
+    assert "took 360 ms with its tracing, so every restart compiles it again" in small
+    large = recompilation.restart_sentence("/cache", 1.0, 2.5)
+    assert "not less than jax_persistent_cache_min_compile_time_secs=1 s" in large
+    assert "reads the compiled program from the cache" in large
+
+
+def test_restart_sentence_default_matches_the_jax_installed():
+    # the defaults the lesson's full run states, in a process without the test suite's
+    # JAX_COMPILATION_CACHE_DIR (conftest.py sets one)
+    pytest.importorskip("jax")
+    import os
+    import subprocess
+    import sys
+
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith("JAX_COMPILATION_CACHE")}
+    printed = subprocess.run(
+        [sys.executable, "-c", "import jax; print(jax.config.jax_compilation_cache_dir, "
+         "jax.config.jax_persistent_cache_min_compile_time_secs)"],
+        env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert printed == ["None", "1.0"]
+
+
+def test_padded_rows_sentence_for_each_outcome():
+    shapes = [(64, 8, 8)] * 5
+    same = recompilation.padded_rows_sentence("Grain 0.2.18", [64, 64, 64, 64, 41], shapes,
+                                              [64, 64, 64, 64, 41])
+    assert same == ("Grain 0.2.18: 5 batches of shape (64, 8, 8), real rows per batch "
+                    "[64, 64, 64, 64, 41]: one shape, and the same real rows as PadAndMask's "
+                    "masks.")
+    unpadded = recompilation.padded_rows_sentence("Grain", [64, 41], [(64, 8, 8), (41, 8, 8)],
+                                                  [64, 41])
+    assert "2 shapes, so the step would trace once per shape" in unpadded
+    no_mask = recompilation.padded_rows_sentence("Grain", [64, 64], [(64, 8, 8)] * 2, [64, 41])
+    assert "but PadAndMask's masks count [64, 41]" in no_mask
+
+
+def test_grain_pads_with_batch_and_pad_and_a_mask_field():
+    # the recipe the lesson gives for Grain, against the Grain installed
+    real_grain = pytest.importorskip("grain.python")
+    import functools
+
+    import numpy as np
+
+    pad = functools.partial(real_grain.experimental.batch_and_pad, batch_size=3)
+    records = [{"x": np.float32(key)} for key in range(5)]
+    batches = list(real_grain.MapDataset.source(records)
+                   .map(lambda record: {**record, "mask": True}).batch(3, batch_fn=pad))
+    assert [batch["x"].shape for batch in batches] == [(3,), (3,)]
+    assert [batch["mask"].tolist() for batch in batches] == [[True] * 3, [True, True, False]]

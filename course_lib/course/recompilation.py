@@ -20,6 +20,7 @@ the full batches and the short one, counted rather than inferred from the first 
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -194,3 +195,82 @@ def shared_counter_sentence(raised: bool, function: str) -> str:
                 "the function object.")
     return (f"The new wrapper of {function} traced once without raising: its count started "
             "from zero here, so this run shows no count shared between wrappers.")
+
+
+# -- how often a kept step traces, epoch after epoch, and what a restart costs --------------
+def step_traces(messages: Sequence[str], function: str) -> int:
+    """How many of the messages `basics.jax_messages` collected are JAX tracing `function`
+    itself (its cache-miss explanations name it), leaving out the jitted functions it calls
+    (optax's Adam traces one of its own on first use)."""
+    pattern = re.compile(rf"(for|never seen function:)\s+{re.escape(function)}\s+(id=\d+\s+)?"
+                         "defined at")
+    return sum(message.startswith("TRACING CACHE MISS") and bool(pattern.search(message))
+               for message in messages)
+
+
+def epoch_traces_sentence(traces: Sequence[int], function: str = "the step") -> str:
+    """What the traces of one jitted `function`, kept across epochs, counted epoch by epoch
+    (`traces[e]` in epoch e + 1), say about how often a short last batch is compiled."""
+    traces = [int(count) for count in traces]
+    if len(traces) < 2:
+        raise ValueError(f"traces={traces!r}: pass the count of at least two epochs, so that "
+                         "a later epoch can be compared with the first.")
+    listed = ", ".join(f"epoch {epoch}: {count}" for epoch, count in enumerate(traces, 1))
+    head = f"Traces of {function} per epoch: {listed}. "
+    later = sum(traces[1:])
+    if later:
+        again = [str(epoch) for epoch, count in enumerate(traces, 1) if epoch > 1 and count]
+        return head + (f"{function[0].upper() + function[1:]} traced again in epoch"
+                       f"{'s' if len(again) > 1 else ''} {', '.join(again)}: its cache did "
+                       "not hold every program (a step jitted anew, or shapes that change from "
+                       "epoch to epoch), so here the compilation is paid in later epochs too.")
+    if traces[0] == 0:
+        return head + (f"{function[0].upper() + function[1:]} never traced: it had been "
+                       "compiled for every shape before the first epoch, so no epoch paid a "
+                       "compilation.")
+    return head + (f"Every trace came in epoch 1, one per shape; in the {len(traces) - 1} later "
+                   f"epochs jax.jit's cache held the program{'s' if traces[0] > 1 else ''} and "
+                   "nothing was compiled. A loader with one odd shape pays its compilation "
+                   "once per process, not once per epoch.")
+
+
+def restart_sentence(cache_dir: str | None, min_compile_seconds: float,
+                     compile_seconds: float) -> str:
+    """What a restarted process pays, from JAX's persistent-cache settings
+    (`jax_compilation_cache_dir`, `jax_persistent_cache_min_compile_time_secs`) and the
+    compilation measured (seconds, tracing included)."""
+    if not cache_dir:
+        return ("JAX keeps its compiled programs in the process's memory: "
+                "jax_compilation_cache_dir is unset here (its default), so no persistent "
+                "compilation cache is used, and every restart of the process (a new run, or a "
+                "resume after a crash) traces and compiles each shape again.")
+    if compile_seconds < min_compile_seconds:
+        return (f"A persistent compilation cache is set (jax_compilation_cache_dir), but JAX "
+                "writes to it only compilations of at least "
+                f"jax_persistent_cache_min_compile_time_secs={min_compile_seconds:g} s; this one "
+                f"took {format_duration(compile_seconds)} with its tracing, so every restart "
+                "compiles it again.")
+    return ("A persistent compilation cache is set (jax_compilation_cache_dir), and this "
+            f"compilation took {format_duration(compile_seconds)} with its tracing, not less "
+            f"than jax_persistent_cache_min_compile_time_secs={min_compile_seconds:g} s: if "
+            "XLA's part alone reached that threshold, a restarted process still traces each "
+            "shape but reads the compiled program from the cache; if not, it compiles again.")
+
+
+def padded_rows_sentence(library: str, real_rows: Sequence[int], shapes: Sequence[Sequence[int]],
+                         expected_rows: Sequence[int]) -> str:
+    """Whether a padding recipe run on `library` gave batches of one shape whose masks count
+    the real rows `expected_rows` (those of `PadAndMask`, batch by batch)."""
+    real_rows = [int(rows) for rows in real_rows]
+    expected_rows = [int(rows) for rows in expected_rows]
+    distinct = list(dict.fromkeys(tuple(shape) for shape in shapes))
+    head = (f"{library}: {len(shapes)} batches of shape "
+            f"{' and '.join(_shape_text(shape) for shape in distinct)}, real rows per batch "
+            f"{real_rows}")
+    if len(distinct) == 1 and real_rows == expected_rows:
+        return head + ": one shape, and the same real rows as PadAndMask's masks."
+    if len(distinct) > 1:
+        return head + (f": {len(distinct)} shapes, so the step would trace once per shape; "
+                       "check the batch_size given to batch_and_pad.")
+    return head + (f": one shape, but PadAndMask's masks count {expected_rows}; check that "
+                   "every record carries mask=True before batching.")
