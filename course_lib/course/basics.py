@@ -608,20 +608,6 @@ def plot_scaling(curves: Mapping[str, Mapping[int, float]], *, ylabel: str, titl
     return figure
 
 
-def plot_timelines(profilers: Mapping[str, Any], max_steps: int = 20):
-    """One `StepProfiler` timeline per entry, stacked, on a shared time axis."""
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(len(profilers), 1, figsize=(10, 1.9 * len(profilers)),
-                                sharex=True, squeeze=False)
-    for ax, (name, profiler) in zip(axes[:, 0], profilers.items(), strict=True):
-        profiler.plot_timeline(ax=ax, max_steps=max_steps)
-        ax.set_title(f"{name}: idle {100 * profiler.idle_fraction:.0f}% of the time "
-                     f"(first {max_steps} steps shown)", fontsize="medium")
-        ax.set_xlabel("")
-    axes[-1, 0].set_xlabel("time (ms)")
-    figure.tight_layout()
-    return figure
 
 
 def show_images(images: Sequence[np.ndarray], titles: Sequence[Any] | None = None, *,
