@@ -14,7 +14,7 @@ is made once:
   tries to download MNIST and says what it falls back to when offline.
 - **Measurements and sentences.** `median_time` times a call a few times; `compare` turns
   two timings into a sentence that says "faster" or "slower" from the numbers themselves.
-- **Pictures.** Bar charts, worker-count curves, timelines and image grids, all with
+- **Pictures.** Bar charts, worker-count curves and image grids, all with
   labelled axes.
 - **Cells that are meant to fail.** `must_raise` shows the real traceback, lets the cell
   succeed (so Run All goes on everywhere), and
