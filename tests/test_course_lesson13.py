@@ -114,6 +114,15 @@ def test_epoch_end_sentence_when_nothing_ran_out_or_grain_differs_or_is_missing(
     assert "not installed" in mix.epoch_end_sentence(2, None, [2, 5], counts, 2)
 
 
+def test_stream_end_sentence_when_the_two_rules_agree_and_when_they_do_not():
+    same = mix.stream_end_sentence(13078, 13078)
+    assert "stopped after 13,078 records, MapDataset.mix's length too" in same
+    assert "with these lengths they agree" in same
+    later = mix.stream_end_sentence(10, 9)
+    assert "1 after MapDataset.mix's length (9)" in later and "first draw" in later
+    assert "2 before" in mix.stream_end_sentence(7, 9)
+
+
 def test_repeat_sentence_when_the_smaller_corpus_runs_on_and_when_none_has():
     import sys
 
@@ -159,15 +168,16 @@ def test_access_sentence_for_each_verdict():
 
 def test_stream_cost_sentence_names_the_cause_only_beyond_the_margin():
     slower = mix.stream_cost_sentence([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], 5000)
-    assert "slower than" in slower and "main process" in slower
+    assert "slower than" in slower and "does not isolate" in slower
     same = mix.stream_cost_sentence([1.0, 1.0, 1.0], [1.01, 1.0, 1.0], 5000)
     assert "costs nothing measurable" in same
     faster = mix.stream_cost_sentence([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], 5000)
-    assert "cost less here" in faster
+    assert "does not isolate why the stream was cheaper" in faster
+    assert "read-ahead" not in slower + faster
     assert "slower than reading them through MapDataset.mix" in slower
     noisy = mix.stream_cost_sentence([1.0, 3.0, 0.5], [1.0, 0.4, 2.5], 5000)
     assert "could not be told apart from reading them through MapDataset.mix" in noisy
-    assert "Too noisy to tell" in noisy and "main process" not in noisy
+    assert "Too noisy to tell" in noisy and "isolate" not in noisy
 
 
 # -- 5. resume --------------------------------------------------------------------------------
@@ -205,15 +215,41 @@ def test_reshard_sentence_when_nothing_matches_and_when_something_does():
     assert "suspect" in mix.reshard_sentence([True, True, False, False])
 
 
-def test_grain_resume_sentence_for_each_outcome():
-    refused = mix.grain_resume_sentence({"2": 16, "1": "IndexError: list index out of range",
-                                         "0": "KeyError: 'next_index'", "compare": 16})
-    assert refused.startswith("Restored on Grain 0.2.18")
-    assert "continued exactly (16/16" in refused and "did not restore (IndexError" in refused
-    assert "at either other worker count tried" in refused
-    other = mix.grain_resume_sentence({"2": 16, "1": 3, "0": 16, "compare": 16})
-    assert "gave other batches (3/16 equal)" in other and "only at the worker" not in other
+_MEASURED = {"workers 2": 16, "workers 1": "IndexError: list index out of range",
+             "workers 0": "KeyError: 'next_index'", "ranks 1": 16,
+             "ranks 0": "KeyError: 'next_index'", "ranks control": 0, "compare": 16}
+
+
+def test_grain_resume_sentence_when_only_the_same_worker_count_resumes():
+    sentence = mix.grain_resume_sentence(_MEASURED)
+    assert sentence.startswith("Restored on Grain 0.2.18")
+    assert "at 2 workers it continued exactly (16/16" in sentence
+    assert "at 1 worker it did not restore (IndexError" in sentence
+    assert "each rank restored at 1 worker, it continued exactly (16/16" in sentence
+    assert "each rank restored at 0 workers, it did not restore (KeyError" in sentence
+    assert "ignoring the states, 0/16 batches equal" in sentence
+    assert "where the worker count stays the same, at another process count too" in sentence
+
+
+def test_grain_resume_sentence_when_the_pattern_differs_or_the_control_matches():
+    ranks_fail = mix.grain_resume_sentence({**_MEASURED, "ranks 1": 3})
+    assert "gave other batches (3/16 equal)" in ranks_fail
+    assert "stays the same" not in ranks_fail
+    assert "Exact on Grain 0.2.18: 2 → 2 workers; not exact: 2 processes → 1 at 1 worker" \
+        in ranks_fail
+    other_resumes = mix.grain_resume_sentence({**_MEASURED, "workers 0": 16})
+    assert "Exact on Grain 0.2.18: 2 → 2 workers, 2 processes → 1 at 1 worker, " \
+        "2 → 0 workers;" in other_resumes
+    unsound = mix.grain_resume_sentence({**_MEASURED, "ranks control": 16})
+    assert "prove nothing" in unsound and "stays the same" not in unsound
     assert "not installed" in mix.grain_resume_sentence(None)
+
+
+def test_the_grain_script_is_the_lessons_chain_with_both_resumes():
+    script = mix.GRAIN_RESUME_SCRIPT
+    assert "[rank::count]" in script and "seed=10 * rank + corpus" in script
+    assert 'f"ranks {workers}"' in script and '"ranks control"' in script
+    compile(script, "grain_resume", "exec")
 
 
 _GRAIN_STATE = {"next_index_in_cycle": 0, "next_index_in_datasets": 2,

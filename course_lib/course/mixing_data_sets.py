@@ -258,6 +258,22 @@ def epoch_end_sentence(mix_length: int, grain_length: int | None, lengths: Seque
     return " ".join(parts)
 
 
+def stream_end_sentence(streamed: int, map_length: int) -> str:
+    """How many records an `IterDataset.mix` over the same components gave, beside
+    `len(MapDataset.mix)`: the two follow different rules, which agree only sometimes."""
+    rules = ("IterDataset.mix stops at its first draw from an exhausted component (Grain "
+             "0.2.18, mix.py), while len(MapDataset.mix) is the smallest len(component) / "
+             "share, rounded down")
+    if streamed == map_length:
+        return (f"IterDataset.mix over the same two streams stopped after {streamed:,} records, "
+                f"MapDataset.mix's length too. The rules differ ({rules}), so the two can "
+                "be a few records apart; with these lengths they agree.")
+    way = "after" if streamed > map_length else "before"
+    return (f"IterDataset.mix over the same two streams stopped after {streamed:,} records, "
+            f"{abs(streamed - map_length):,} {way} MapDataset.mix's length ({map_length:,}): "
+            f"{rules}.")
+
+
 def repeat_sentence(counts: Sequence[Mapping[str, float]], positions: int, length: int,
                     share: float) -> str:
     """With every component repeated, whether the mix is endless (`length` is
@@ -337,11 +353,13 @@ def stream_cost_sentence(map_seconds: Sequence[float], iter_seconds: Sequence[fl
                          count: int) -> str:
     """Reading `count` records through each kind of mix, judged by the margin rule."""
     why = {
-        WORSE: ("IterDataset.mix runs in the main process, one element at a time, on top of "
-                "one read-ahead iterator per component; MapDataset.mix is one step of the "
-                "engine's chain, run on its read threads."),
-        BETTER: ("Pulling from two read-ahead iterators cost less here than the engine's own "
-                 "reading of the mixed chain."),
+        WORSE: ("The two chains differ in more than the mix (IterDataset.mix pulls one "
+                "element at a time from an iterator per component; MapDataset.mix reads its "
+                "mixed positions on the engine's read threads), and this pair does not "
+                "isolate which of those costs the time."),
+        BETTER: ("The two chains differ in more than the mix (an iterator per component "
+                 "against the engine's read threads over the mixed positions), and this pair "
+                 "does not isolate why the stream was cheaper."),
         SAME: "Where the mix runs costs nothing measurable next to reading the records.",
     }
     return compare_runs(f"Reading {count:,} records through IterDataset.mix",
@@ -441,7 +459,7 @@ def plot_resume_grid(results: Mapping[str, Sequence[bool]]):
     return figure
 
 
-_GRAIN_RESUME_SCRIPT = """
+GRAIN_RESUME_SCRIPT = """\
 import json, sys
 from absl import flags
 flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
@@ -451,55 +469,88 @@ from course_lib.course.mixing_data_sets import equal_batches
 lengths = [int(sys.argv[1]), int(sys.argv[2])]
 batch_size, save_after, compare = (int(argument) for argument in sys.argv[3:6])
 
-def records(length, corpus):
+
+def records(length, corpus):  # ids only: each record's corpus and key
     return grain.MapDataset.range(length).map(
         lambda key: {"corpus": np.int32(corpus), "key": np.int32(key)})
 
-def chain(num_workers):
-    corpora = [records(length, corpus).shuffle(seed=corpus).repeat()
+
+def mixed_chain(rank=0, count=1, num_workers=0):  # the lesson's chain, step for step
+    corpora = [records(length, corpus)[rank::count]
+               .shuffle(seed=10 * rank + corpus).repeat()
                for corpus, length in enumerate(lengths)]
     stream = grain.MapDataset.mix(corpora, [0.7, 0.3]).to_iter_dataset()
     if num_workers:
         stream = stream.mp_prefetch(grain.MultiprocessingOptions(num_workers=num_workers))
-    return stream.batch(batch_size)
+    return stream.batch(batch_size // count)
 
-def take(num_workers, count, state=None):
-    iterator = iter(chain(num_workers))
+
+def take(chain, batches, state=None):
+    iterator = iter(chain)  # Grain's iterator has close() but no `with`
     try:
         if state is not None:
             iterator.set_state(state)
-        batches = [next(iterator) for _ in range(count)]
-        return batches, iterator.get_state()
+        taken = [next(iterator) for _ in range(batches)]
+        return taken, iterator.get_state()
     finally:
         iterator.close()
 
-reference, _ = take(2, save_after + compare)
-_, state = take(2, save_after)
-_, state_0 = take(0, save_after)
+
+def global_batches(halves):  # each step's global batch, rank 0's half first
+    return [{key: np.concatenate([half[step][key] for half in halves]) for key in halves[0][0]}
+            for step in range(len(halves[0]))]
+
+
+def compared(resume, expected):  # batches equal, or the error Grain raised
+    try:
+        return sum(equal_batches(resume(), expected))
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+
+
+# Another worker count: one process, saved at 2 workers, restored at 2, 1 and 0.
+reference, _ = take(mixed_chain(num_workers=2), save_after + compare)
+_, state = take(mixed_chain(num_workers=2), save_after)
+_, state_0 = take(mixed_chain(), save_after)
 report = {"state": json.loads(json.dumps(state, default=str)),
           "state_0": json.loads(json.dumps(state_0, default=str))}
-for count in (2, 1, 0):
-    try:
-        rest, _ = take(count, compare, state)
-        report[str(count)] = sum(equal_batches(rest, reference[save_after:]))
-    except Exception as error:  # what Grain raises is the measurement
-        report[str(count)] = f"{type(error).__name__}: {error}"
+for workers in (2, 1, 0):
+    report[f"workers {workers}"] = compared(
+        lambda: take(mixed_chain(num_workers=workers), compare, state)[0],
+        reference[save_after:])
+
+# Another process count: two ranks saved at 1 worker each; one process builds both ranks'
+# chains, restores each from its rank's state (at 1 worker, then at 0) and joins the halves.
+two_reference = global_batches([take(mixed_chain(rank, 2, 1), save_after + compare)[0]
+                                for rank in (0, 1)])[save_after:]
+rank_states = [take(mixed_chain(rank, 2, 1), save_after)[1] for rank in (0, 1)]
+for workers in (1, 0):
+    report[f"ranks {workers}"] = compared(
+        lambda: global_batches([take(mixed_chain(rank, 2, workers), compare,
+                                     rank_states[rank])[0] for rank in (0, 1)]),
+        two_reference)
+report["ranks control"] = compared(
+    lambda: global_batches([take(mixed_chain(rank, 2, 1), compare)[0] for rank in (0, 1)]),
+    two_reference)
 print(json.dumps(report))
 """
 
 
 def grain_resume(lengths: Sequence[int], batch_size: int, save_after: int, compare: int,
                  timeout: float = 600.0) -> dict | None:
-    """The lesson's mixed chain on Grain itself, in a new Python (Grain's workers need
-    absl's flags parsed): a state saved after `save_after` batches at 2 workers, restored
-    at 2, 1 and 0 workers; for each, how many of the next `compare` batches equal the
-    uninterrupted run's, or the error Grain raised. None where Grain is not installed."""
+    """`GRAIN_RESUME_SCRIPT` run on Grain itself, in a new Python (Grain's workers need
+    absl's flags parsed, and `-c` keeps the spawned workers from re-running the script): a
+    state saved after `save_after` batches at 2 workers, restored at 2, 1 and 0 workers
+    (keys "workers N"); two ranks saved at 1 worker each, restored in one process at 1 and
+    at 0 workers (keys "ranks N"), and without their states ("ranks control"). Each value
+    is how many of the next `compare` batches equal the uninterrupted run's, or the error
+    Grain raised. None where Grain is not installed."""
     import importlib.util
 
     if importlib.util.find_spec("grain") is None:
         return None
     arguments = [*map(str, lengths), str(batch_size), str(save_after), str(compare)]
-    result = subprocess.run([sys.executable, "-c", _GRAIN_RESUME_SCRIPT, *arguments],
+    result = subprocess.run([sys.executable, "-c", GRAIN_RESUME_SCRIPT, *arguments],
                             capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
@@ -554,26 +605,54 @@ def grain_state_sentence(report: Mapping[str, Any], course_lib_state: Mapping[st
 
 
 def grain_resume_sentence(report: Mapping[str, Any] | None) -> str:
-    """What Grain did with a state saved at 2 workers, restored at 2, 1 and 0."""
+    """What Grain did with the states of `grain_resume`: the one saved at 2 workers, restored
+    at 2, 1 and 0 workers; the two ranks' states, restored in one process at 1 worker (the
+    count they were saved at) and at 0; and the control that ignores the ranks' states."""
     if report is None:
         return ("Grain is not installed here, so its resume cannot be measured (`pip install "
                 "grain`); course_lib's results above stand alone.")
     compare = report["compare"]
 
-    def outcome(count: str) -> str:
-        found = report[count]
+    def outcome(key: str) -> str:
+        found = report[key]
         if isinstance(found, int):
             return (f"continued exactly ({found}/{compare} batches equal)" if found == compare
                     else f"gave other batches ({found}/{compare} equal)")
         return f"did not restore ({found})"
 
+    def exact(key: str) -> bool:
+        return report[key] == compare
+
     workers = {"2": "2 workers", "1": "1 worker", "0": "0 workers"}
-    parts = [f"at {workers[count]} it {outcome(count)}" for count in ("2", "1", "0")]
-    others_fail = all(not isinstance(report[count], int) for count in ("1", "0"))
-    tail = (" Grain 0.2.18 did not restore the state at either other worker count tried."
-            if others_fail and report["2"] == compare else "")
-    return ("Restored on Grain 0.2.18, the state saved at 2 workers: "
-            f"{'; '.join(parts)}." + tail)
+    worker_parts = [f"at {workers[n]} it {outcome('workers ' + n)}" for n in ("2", "1", "0")]
+    rank_parts = [f"each rank restored at {workers[n]}, it {outcome('ranks ' + n)}"
+                  for n in ("1", "0")]
+    control = report["ranks control"]
+    control_text = (f"ignoring the states, {control}/{compare} batches equal"
+                    if isinstance(control, int) else f"ignoring the states, {control}")
+    sentences = [
+        "Restored on Grain 0.2.18, the state saved at 2 workers: " + "; ".join(worker_parts) + ".",
+        "Two ranks saved at 1 worker each and resumed in one process that keeps both shards: "
+        + "; ".join(rank_parts) + "; " + control_text + "."]
+    same_count = ["workers 2", "ranks 1"]
+    other_count = ["workers 1", "workers 0", "ranks 0"]
+    if isinstance(control, int) and control > 0:
+        sentences.append("The control matched batches without the states, so equal batches "
+                         "prove nothing on Grain here.")
+    elif all(exact(key) for key in same_count) and not any(exact(key) for key in other_count):
+        sentences.append("So Grain 0.2.18 resumes a mix exactly where the worker count stays "
+                         "the same, at another process count too when each old rank's chain "
+                         "is restored from its own state; a state saved at one worker count "
+                         "did not continue at another, in either part.")
+    else:
+        names = {"workers 2": "2 → 2 workers", "workers 1": "2 → 1 worker",
+                 "workers 0": "2 → 0 workers", "ranks 1": "2 processes → 1 at 1 worker",
+                 "ranks 0": "2 processes → 1, 1 → 0 workers"}
+        done = [names[key] for key in same_count + other_count if exact(key)]
+        missed = [names[key] for key in same_count + other_count if not exact(key)]
+        sentences.append(f"Exact on Grain 0.2.18: {', '.join(done) or 'none'}; not exact: "
+                         f"{', '.join(missed) or 'none'}.")
+    return " ".join(sentences)
 
 
 # -- 6. a split done wrong -----------------------------------------------------------------------
