@@ -329,16 +329,17 @@ def test_normalisation_sentence_says_how_unequal_the_tokens_weigh():
                                                      "4 buckets": [75, 990]})
     assert "4 buckets 75 to 990 (median 532)" in uneven
     # each way named with its own ratio: 950 / 650 and 990 / 75
-    assert "1.46x with packing, 13x with 4 buckets" in uneven, uneven
+    assert ("weighs this many times one token of its fullest: packing 1.46x, 4 buckets 13x."
+            in uneven), uneven
     assert "4 buckets: the sparsest batch is the epoch's last" not in uneven
     even = variable_length.normalisation_sentence({"packing": [900, 910]})
-    assert "weighs every token alike" in even and "x with" not in even
+    assert "weighs every token alike" in even and "this many times" not in even
 
 
 def test_normalisation_sentence_names_the_even_way_and_a_last_batch_that_is_sparsest():
     mixed = variable_length.normalisation_sentence({"packing": [900, 950, 357],
                                                     "4 buckets": [500, 505]})
-    assert "2.66x with packing (4 buckets: almost the same count in every batch)" in mixed
+    assert "packing 2.66x (4 buckets: almost the same count in every batch)" in mixed
     assert "(packing: the sparsest batch is the epoch's last, shorter one)" in mixed
 
 

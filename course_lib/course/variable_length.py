@@ -695,14 +695,14 @@ def normalisation_sentence(counts: Mapping[str, Sequence[int]]) -> str:
     if not uneven:
         return (f"{head} Almost the same count in every batch, so a mean per batch weighs "
                 "every token alike.")
-    weights = ", ".join(f"{format_times(ratio)} with {name}" for name, ratio in uneven.items())
+    weights = ", ".join(f"{name} {format_times(ratio)}" for name, ratio in uneven.items())
     even = [name for name in ratios if name not in uneven]
     even_part = (f" ({' and '.join(even)}: almost the same count in every batch)"
                  if even else "")
     last_part = (f" ({' and '.join(last)}: the sparsest batch is the epoch's last, shorter "
                  "one)" if last else "")
     return (f"{head} `loss_fn` divides each batch's sum by that batch's count, so one token "
-            f"of the sparsest batch weighs as much as this many tokens of the fullest: "
+            f"of a way's sparsest batch weighs this many times one token of its fullest: "
             f"{weights}{even_part}{last_part}. "
             "To weigh every token alike, divide each batch's sum by one fixed number (the most "
             "a batch can hold), or add sums and counts over several batches (across "
