@@ -134,6 +134,11 @@ def test_stream_speed_sentence_covers_each_outcome():
     faster = lesson.stream_speed_sentence(stream_slow=9000, random_slow=quiet(190),
                                           stream_cold=18000, in_order_cold=7800, **SPEED)
     assert "47x more" in faster and "about 64 records for one wait" in faster
+    # the random reads also decoded and batched: said, and weighed against the wait's limit
+    assert "reached 95% of the 200/s that the waits allow: the waits were most" in faster
+    busy = lesson.stream_speed_sentence(stream_slow=9000, random_slow=quiet(60),
+                                        stream_cold=18000, in_order_cold=7800, **SPEED)
+    assert "reached only 30% of the 200/s" in busy and "part of this gap is that work" in busy
     assert "Even 32 threads" in faster
     same = lesson.stream_speed_sentence(stream_slow=193, random_slow=quiet(190),
                                         stream_cold=3100, in_order_cold=3100, **SPEED)

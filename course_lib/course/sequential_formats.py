@@ -245,6 +245,16 @@ def stream_speed_sentence(*, stream_slow: Rates, random_slow: Rates, threaded_sl
     if outcome == FASTER:
         head += (f": {format_times(stream_rate / random_rate)} more, since each request of a "
                  f"megabyte brought about {records_per_request:.0f} records for one wait")
+        # the random reads went through a loader that also decoded and batched
+        share = random_rate * latency_s  # of the 1 / latency the waits allow
+        if share >= 0.5:
+            head += (f" (the random reads also decoded and batched, where the stream only "
+                     f"read, but they reached {share:.0%} of the {1 / latency_s:,.0f}/s that "
+                     "the waits allow: the waits were most of their time)")
+        else:
+            head += (f" (the random reads also decoded and batched, where the stream only "
+                     f"read, and reached only {share:.0%} of the {1 / latency_s:,.0f}/s that "
+                     "the waits allow: part of this gap is that work, not the waits)")
     elif outcome == SLOWER:
         head += (f": {format_times(random_rate / stream_rate)} less ({margin}), which the one "
                  "wait per request cannot explain; the machine was busy during the stream, "
