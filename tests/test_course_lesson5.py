@@ -59,32 +59,23 @@ def test_describe_pair_repeats_says_partners_change_when_the_shared_shuffle_is_n
 
 
 @pytest.mark.parametrize(("counts", "expected"), [
-    ([19, 17], "19 steps against 17. The job would hang at step 18: process 0 enters its "
-               "collective, which process 1, done after 17 steps, never joins."),
-    ([19, 18, 17], "The job would hang at step 18: processes 0 and 1 enter its collective, "
+    ([19, 17], "19 steps against 17. The job would hang at the 18th step (step 17, counting "
+               "from 0 as the scripts of this lesson do): process 0 enters its collective, "
+               "which process 1, done after 17 steps, never joins."),
+    ([19, 18, 17], "The job would hang at the 18th step (step 17, counting from 0 as the "
+                   "scripts of this lesson do): processes 0 and 1 enter its collective, "
                    "which process 2, done after 17 steps, never joins."),
-    ([16, 17, 16, 17], "17 steps against 16. The job would hang at step 17: processes 1 and 3 "
+    ([16, 17, 16, 17], "17 steps against 16. The job would hang at the 17th step (step 16, "
+                       "counting from 0 as the scripts of this lesson do): processes 1 and 3 "
                        "enter its collective, which processes 0 and 2, done after 16 steps, "
                        "never join."),
+    ([2, 1], "at the 2nd step (step 1,"),
+    ([22, 21], "at the 22nd step (step 21,"),
+    ([12, 11], "at the 12th step (step 11,"),
     ([12, 12], "Equal here, but only because"),
 ])
 def test_describe_step_counts_covers_each_outcome(counts, expected):
     assert expected in sharding_policies.describe_step_counts(counts)
-
-
-class KeepOdd(grain.FilterTransform):
-    def filter(self, record):
-        return record % 2 == 1
-
-
-def test_steps_per_process_counts_batches_and_stops_at_a_fixed_number():
-    source = grain.RangeDataSource(0, 40, 1)
-    operations = [KeepOdd(), grain.Batch(4, drop_remainder=True)]
-    assert sharding_policies.steps_per_process(source, shard_count=2,
-                                               operations=operations) == [2, 2]
-    endless = sharding_policies.steps_per_process(source, shard_count=2, operations=operations,
-                                                  num_epochs=None, steps=7)
-    assert endless == [7, 7]
 
 
 def test_grain_shard_step_keys_reads_grains_sampler_which_pairs_a_and_a_plus_size():
@@ -259,10 +250,105 @@ def test_timeout_lines_read_the_installed_jax():
 
 
 def test_exit_wait_sentence_follows_the_shutdown_timeout_of_the_version():
-    with_timeout = sharding_policies.exit_wait_sentence("0.10.2", ALL)
-    assert with_timeout == ("So in JAX 0.10.2 the process waiting at exit waits for the others "
-                            "for at most shutdown_timeout_seconds, 5.0 minutes by default, with "
-                            "every device of the job idle meanwhile.")
-    without = sharding_policies.exit_wait_sentence("0.7.2", NO_SHUTDOWN)
+    routes = sharding_policies.jax_timeout_routes(SOURCE)  # the client gets no shutdown_timeout
+    two_limits = sharding_policies.exit_wait_sentence("0.10.2", ALL, routes=routes)
+    assert two_limits.startswith(
+        "So in JAX 0.10.2 the process waiting at exit waits for the others for at most the "
+        "shorter of two limits: shutdown_timeout_seconds (5.0 minutes by default, the "
+        "coordination service's), and its client's own shutdown timeout, which initialize() "
+        "does not set, so jaxlib's default applies (5 minutes")
+    assert "Raising shutdown_timeout_seconds alone does not make it wait longer" in two_limits
+    client_too = {**routes, "client": {**routes["client"],
+                                       "shutdown_timeout": "shutdown_timeout_seconds"}}
+    one_limit = sharding_policies.exit_wait_sentence("9.9", ALL, routes=client_too)
+    assert one_limit == ("So in JAX 9.9 the process waiting at exit waits for the others "
+                         "for at most shutdown_timeout_seconds, 5.0 minutes by default, with "
+                         "every device of the job idle meanwhile.")
+    unreadable = sharding_policies.exit_wait_sentence("9.9", ALL, routes=None)
+    assert "or less if its client's own shutdown timeout is shorter" in unreadable
+    without = sharding_policies.exit_wait_sentence("0.7.2", NO_SHUTDOWN, routes=routes)
     assert without.startswith("So in JAX 0.7.2 initialize() gives no way to set how long")
     assert "minutes" not in without
+
+
+def test_exit_wait_sentence_reads_the_installed_jax():
+    # JAX 0.10.2's initialize() passes shutdown_timeout to the service only
+    import inspect
+
+    import jax
+
+    parameters = inspect.signature(jax.distributed.initialize).parameters
+    defaults = {name: parameters[name].default if name in parameters else None
+                for name in sharding_policies.JAX_TIMEOUTS}
+    sentence = sharding_policies.exit_wait_sentence(jax.__version__, defaults)
+    if jax.__version__ == "0.10.2":
+        assert "the shorter of two limits" in sentence
+
+
+def test_batched_steps_sentence_for_each_outcome():
+    # the script's loader, 11 records in 2 shards, batches of 2 (measured on both libraries)
+    course_lib_batches = [[[0, 1], [2, 3], [4, 5]], [[6, 7], [8, 9]]]
+    hangs = sharding_policies.batched_steps_sentence("course_lib", course_lib_batches, 11)
+    assert hangs == ("course_lib: shard 0 ran 3 steps [[0, 1], [2, 3], [4, 5]]; shard 1 ran 2 "
+                     "steps [[6, 7], [8, 9]]. Unequal step counts (3 against 2), so this job "
+                     "waits at the extra step's collective; key 10 reached no batch.")
+    grain_batches = [[[0, 1], [2, 3]], [[6, 7], [8, 9]]]
+    finishes = sharding_policies.batched_steps_sentence("Grain 0.2.18", grain_batches, 11)
+    assert finishes.endswith("Equal step counts, so this job would finish; keys 4, 5, 10 "
+                             "reached no batch.")
+    every = sharding_policies.batched_steps_sentence("x", [[[0, 1]], [[2]]], 3)
+    assert "shard 1 ran 1 step [[2]]" in every and every.endswith("all 3 records reached a batch.")
+    with pytest.raises(ValueError, match="batches is empty"):
+        sharding_policies.batched_steps_sentence("x", [], 3)
+
+
+def test_the_script_loader_on_each_library():
+    # course_lib keeps shard 0's sixth record, so its shards run 3 and 2 steps; Grain 0.2.18's
+    # DataLoader cuts both shards to 5 records, 2 steps each
+    def steps(module):
+        return [[batch.tolist() for batch in module.load(
+            module.RangeDataSource(0, 11, 1), num_epochs=1,
+            shard_options=module.ShardOptions(index, 2, drop_remainder=False), batch_size=2,
+            drop_remainder=True)] for index in range(2)]
+
+    assert steps(grain) == [[[0, 1], [2, 3], [4, 5]], [[6, 7], [8, 9]]]
+    real_grain = pytest.importorskip("grain.python")
+    assert steps(real_grain) == [[[0, 1], [2, 3]], [[6, 7], [8, 9]]]
+
+
+def test_endless_run_sentence_for_each_outcome():
+    crossed = sharding_policies.endless_run_sentence(25, [19, 17], [160, 224])
+    assert crossed.startswith("process 0: 25 steps, 160 records read twice; process 1: 25 "
+                              "steps, 224 records read twice. One epoch of each shard held "
+                              "[19, 17] batches.")
+    assert "Every process read past its epoch's end into the next" in crossed
+    short = sharding_policies.endless_run_sentence(10, [19, 17], [0, 0])
+    assert "processes 0 and 1 read no record twice" in short
+    assert "raise the step count" in short and "Every process" not in short
+    one = sharding_policies.endless_run_sentence(18, [19, 17], [0, 30])
+    assert "process 0 read no record twice: 18 steps did not take it past" in one
+
+
+def test_shard_plots_label_their_axes_and_name_the_loader():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    sizes = {drop: {2: [5, 6] if not drop else [5, 5]} for drop in (False, True)}
+    figure = sharding_policies.plot_shard_sizes(sizes, 11)
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in figure.axes)
+    assert figure._suptitle.get_text() == "Shard sizes as course_lib's loader reads them"
+    keys = np.arange(40)[::2]
+    figure = sharding_policies.plot_shard_policies({"stride": keys}, np.sort(np.arange(40) % 4),
+                                                   batch_size=4, num_steps=3)
+    assert figure.axes[0].get_xlabel() == "label" and figure.axes[0].get_ylabel() == "step"
+
+
+def test_plot_step_partners_keeps_coinciding_epochs_visible():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    shared = sharding_policies.shard_step_keys(40, shard_count=2, num_epochs=3, seed=0,
+                                               own_shuffles=False)
+    figure = sharding_policies.plot_step_partners(shared, shared)
+    sizes = [line.get_markersize() for line in figure.axes[0].lines]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 3  # epoch 0 largest

@@ -15,35 +15,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 
-def contiguous_shard_keys(num_records: int, *, shard_index: int, shard_count: int,
-                          seed: int) -> np.ndarray:
-    """One epoch of the keys a shard reads when each shard is a contiguous block, shuffled
-    within the block (what `IndexSampler` with `ShardOptions` does)."""
-    from course_lib.sampler import IndexSampler
-    from course_lib.sharding import ShardOptions
-
-    sampler = IndexSampler(num_records, shard_options=ShardOptions(shard_index, shard_count),
-                           shuffle=True, seed=seed, num_epochs=1)
-    # Shard i of k answers the global positions i, i + k, i + 2k, ... (as in Grain).
-    return np.array([sampler[shard_index + step * shard_count].record_key
-                     for step in range(sampler.shard_size)])
-
-
-def strided_shard_keys(num_records: int, *, shard_index: int, shard_count: int,
-                       seed: int) -> np.ndarray:
-    """One epoch of the keys a shard reads when the whole data set is shuffled once (the
-    same seed on every process) and dealt out by stride: positions shard_index,
-    shard_index + shard_count, ..."""
-    from course_lib.sampler import IndexSampler
-
-    everyone = IndexSampler(num_records, shuffle=True, seed=seed, num_epochs=1)
-    return np.array([everyone[index].record_key
-                     for index in range(shard_index, num_records, shard_count)])
-
-
-def plot_shard_sizes(sizes: Mapping[bool, Mapping[int, Sequence[int]]], num_records: int):
+def plot_shard_sizes(sizes: Mapping[bool, Mapping[int, Sequence[int]]], num_records: int, *,
+                     loader: str = "course_lib's loader"):
     """Smallest and largest shard, and records read by no shard, per shard count, for
-    `drop_remainder` False and True (`sizes[drop][count]` lists the shard sizes)."""
+    `drop_remainder` False and True (`sizes[drop][count]` lists the shard sizes), as
+    `loader` reads them (its name goes in the title)."""
     import matplotlib.pyplot as plt
 
     figure, (size_ax, lost_ax) = plt.subplots(1, 2, figsize=(10, 3.4))
@@ -60,6 +36,7 @@ def plot_shard_sizes(sizes: Mapping[bool, Mapping[int, Sequence[int]]], num_reco
     lost_ax.set_xlabel("number of shards (processes)")
     lost_ax.set_ylabel("records read by no shard")
     lost_ax.set_title(f"Records left out, of {num_records}")
+    figure.suptitle(f"Shard sizes as {loader} reads them")
     for ax in (size_ax, lost_ax):
         ax.legend()
         ax.set_ylim(bottom=-0.2)
@@ -267,37 +244,22 @@ def plot_step_partners(shared: np.ndarray, own: np.ndarray, *,
     figure, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     titles = (shared_title, "each shard its own shuffle (course_lib)")
     for ax, keys, title in zip(axes, (shared, own), titles, strict=True):
-        for epoch in range(keys.shape[1]):
-            ax.plot(keys[0, epoch], keys[1, epoch], ".", markersize=4, alpha=0.6,
+        epochs = keys.shape[1]
+        for epoch in range(epochs):  # earlier epochs bigger: dots that coincide stay visible
+            ax.plot(keys[0, epoch], keys[1, epoch], "o", markersize=3 + 3 * (epochs - 1 - epoch),
+                    markerfacecolor="none" if epoch < epochs - 1 else None, alpha=0.8,
                     label=f"epoch {epoch}")
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel("record read by process 0")
         ax.legend(fontsize="small", loc="lower right")
     axes[0].set_ylabel("record read by process 1 at the same step")
-    figure.suptitle("Which records meet in one global step, epoch after epoch")
+    figure.suptitle("Which records meet in one global step, epoch after epoch "
+                    "(rings: earlier epochs, drawn larger)")
     figure.tight_layout()
     return figure
 
 
 # -- step counts once a filter runs -------------------------------------------------------
-def steps_per_process(source, *, shard_count: int, operations: Sequence, seed: int = 0,
-                      num_epochs: int | None = 1, steps: int | None = None) -> list[int]:
-    """How many batches each of `shard_count` processes would run: each reads its equal
-    shard (`drop_remainder=True`) through `operations`; with `steps`, at most that many."""
-    from course_lib.loader import DataLoader
-    from course_lib.sampler import IndexSampler
-    from course_lib.sharding import ShardOptions
-
-    counts = []
-    for index in range(shard_count):
-        sampler = IndexSampler(len(source), ShardOptions(index, shard_count, drop_remainder=True),
-                               shuffle=True, num_epochs=num_epochs, seed=seed)
-        with iter(DataLoader(data_source=source, sampler=sampler,
-                             operations=operations)) as batches:
-            counts.append(sum(1 for _ in itertools.islice(batches, steps)))
-    return counts
-
-
 def describe_step_counts(counts: Sequence[int]) -> str:
     """Whether processes with equal shards and a filter would run equal step counts, and if
     not, at which step the job would hang and who would wait where."""
@@ -312,10 +274,17 @@ def describe_step_counts(counts: Sequence[int]) -> str:
     done = [index for index, count in enumerate(counts) if count == fewest]
     return (f"Steps per process: {listed}. The shards are equal, but the filter kept more "
             f"records in some than in others: {max(counts)} steps against {fewest}. The job "
-            f"would hang at step {fewest + 1}: {_processes(ahead)} "
+            f"would hang at the {_ordinal(fewest + 1)} step (step {fewest}, counting from 0 as "
+            f"the scripts of this lesson do): {_processes(ahead)} "
             f"{'enters' if len(ahead) == 1 else 'enter'} its collective, which "
             f"{_processes(done)}, done after {fewest} steps, never "
             f"{'joins' if len(done) == 1 else 'join'}.")
+
+
+def _ordinal(number: int) -> str:
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10,
+                                                                                "th")
+    return f"{number}{suffix}"
 
 
 def _processes(indices: Sequence[int]) -> str:
@@ -444,13 +413,77 @@ def timeout_lines(version: str, defaults: Mapping[str, object], *,
     return lines
 
 
-def exit_wait_sentence(version: str, defaults: Mapping[str, object]) -> str:
-    """How long the process that finished first waits at exit, in the JAX installed."""
+def exit_wait_sentence(version: str, defaults: Mapping[str, object], *,
+                       routes: Mapping[str, Mapping[str, str]] | bool | None = False) -> str:
+    """How long the process that finished first waits at exit, in the JAX installed.
+
+    It waits in its client's `shutdown()`, bounded by two limits: the coordination service's
+    (`shutdown_timeout_seconds`) and the client's own shutdown timeout, whose default in XLA's
+    `xla/pjrt/distributed/client.h` is 5 minutes ("How long to wait for all nodes to call
+    Shutdown()"). `routes` (as `jax_timeout_routes` reads them; read from the installed JAX
+    unless given, None: unreadable) say whether `initialize()` passes the latter."""
+    if routes is False:
+        routes = _installed_jax_docs_and_routes()[1]
     shutdown = defaults.get("shutdown_timeout_seconds")
     if shutdown is None:
         return (f"So in JAX {version} initialize() gives no way to set how long the process "
                 "waiting at exit waits for the others: jaxlib's own default decides, with "
                 "every device of the job idle meanwhile.")
-    return (f"So in JAX {version} the process waiting at exit waits for the others for at "
-            f"most shutdown_timeout_seconds, {float(shutdown) / 60:.1f} minutes by default, "
-            "with every device of the job idle meanwhile.")
+    minutes = f"{float(shutdown) / 60:.1f} minutes by default"
+    if routes is not None and "shutdown_timeout" in routes["client"]:
+        return (f"So in JAX {version} the process waiting at exit waits for the others for at "
+                f"most shutdown_timeout_seconds, {minutes}, with every device of the job idle "
+                "meanwhile.")
+    if routes is None:
+        return (f"So in JAX {version} the process waiting at exit waits for the others for at "
+                f"most shutdown_timeout_seconds ({minutes}), or less if its client's own "
+                "shutdown timeout is shorter (whether initialize() sets it could not be read "
+                "from its source), with every device of the job idle meanwhile.")
+    return (f"So in JAX {version} the process waiting at exit waits for the others for at most "
+            f"the shorter of two limits: shutdown_timeout_seconds ({minutes}, the coordination "
+            "service's), and its client's own shutdown timeout, which initialize() does not "
+            "set, so jaxlib's default applies (5 minutes in XLA's "
+            "xla/pjrt/distributed/client.h). Raising shutdown_timeout_seconds alone does not "
+            "make it wait longer than that. Every device of the job is idle meanwhile.")
+
+
+# -- the script's loader on each library, and an endless stream run for fixed steps --------
+def batched_steps_sentence(library: str, batches: Sequence[Sequence[Sequence[int]]],
+                           num_records: int) -> str:
+    """What the script's loader gave each shard (`batches[i]` lists shard i's batches, each
+    the keys it holds): the step counts, whether the job would hang, and the keys of
+    `0 .. num_records - 1` that reached no batch."""
+    if not batches:
+        raise ValueError("batches is empty: pass the batches of every shard, one list each.")
+    steps = [len(shard) for shard in batches]
+    listed = "; ".join(f"shard {index} ran {count} step{'s' if count != 1 else ''} "
+                       f"{[[int(key) for key in batch] for batch in shard]}"
+                       for index, (count, shard) in enumerate(zip(steps, batches, strict=True)))
+    batched = {int(key) for shard in batches for batch in shard for key in batch}
+    unread = sorted(set(range(num_records)) - batched)
+    left = (f"{_keys_text(unread)} reached no batch" if unread
+            else f"all {num_records} records reached a batch")
+    if len(set(steps)) == 1:
+        return (f"{library}: {listed}. Equal step counts, so this job would finish; "
+                f"{left}.")
+    return (f"{library}: {listed}. Unequal step counts ({max(steps)} against {min(steps)}), so "
+            f"this job waits at the extra step's collective; {left}.")
+
+
+def endless_run_sentence(steps: int, epoch_counts: Sequence[int],
+                         reread: Sequence[int]) -> str:
+    """What processes running an endless stream for `steps` steps did: `epoch_counts[i]` is
+    the batches one epoch of process i's shard held, `reread[i]` the records process i read
+    a second time in the run (counted from the records' ids, so it shows whether the stream
+    went on into another epoch)."""
+    reread = [int(count) for count in reread]
+    listed = "; ".join(f"process {index}: {steps} steps, {count} records read twice"
+                       for index, count in enumerate(reread))
+    head = (f"{listed}. One epoch of each shard held {list(map(int, epoch_counts))} batches. ")
+    stayed = [index for index, count in enumerate(reread) if count == 0]
+    if not stayed:
+        return head + (f"Every process read past its epoch's end into the next and still "
+                       f"reached step {steps}: no process ran out, so none waits for another.")
+    return head + (f"{_processes(stayed)} read no record twice: {steps} steps did not take "
+                   f"{'it' if len(stayed) == 1 else 'them'} past an epoch's end, so this run "
+                   "does not show an endless stream outlasting an epoch; raise the step count.")
