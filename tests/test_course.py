@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from course_lib import course
-from course_lib.course import resume, sharding_policies, training_loop
+from course_lib.course import resume, training_loop
 
 matplotlib.use("Agg")
 
@@ -169,26 +169,6 @@ def test_plot_training_labels_both_panels():
     loss_ax, accuracy_ax = figure.axes
     assert loss_ax.get_xlabel() == "step" and "loss" in loss_ax.get_ylabel()
     assert "accuracy" in accuracy_ax.get_ylabel()
-
-
-def test_both_shard_policies_split_an_epoch_into_disjoint_covering_shards():
-    for policy in (sharding_policies.contiguous_shard_keys, sharding_policies.strided_shard_keys):
-        shards = [policy(11, shard_index=index, shard_count=2, seed=0) for index in range(2)]
-        assert sorted(np.concatenate(shards).tolist()) == list(range(11)), policy.__name__
-    assert sharding_policies.contiguous_shard_keys(11, shard_index=0, shard_count=2,
-                                                   seed=0).max() < 6  # 0..5
-    assert sharding_policies.strided_shard_keys(100, shard_index=0, shard_count=2,
-                                                seed=0).max() > 50
-
-
-def test_shard_plots_label_their_axes():
-    sizes = {drop: {2: [5, 6] if not drop else [5, 5]} for drop in (False, True)}
-    figure = sharding_policies.plot_shard_sizes(sizes, 11)
-    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in figure.axes)
-    keys = sharding_policies.strided_shard_keys(40, shard_index=0, shard_count=2, seed=0)
-    figure = sharding_policies.plot_shard_policies({"stride": keys}, np.sort(np.arange(40) % 4),
-                                                   batch_size=4, num_steps=3)
-    assert figure.axes[0].get_xlabel() == "label" and figure.axes[0].get_ylabel() == "step"
 
 
 def test_plot_resume_draws_three_labelled_curves():
