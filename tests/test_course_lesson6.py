@@ -204,3 +204,30 @@ def test_grain_pads_with_batch_and_pad_and_a_mask_field():
                    .map(lambda record: {**record, "mask": True}).batch(3, batch_fn=pad))
     assert [batch["x"].shape for batch in batches] == [(3,), (3,)]
     assert [batch["mask"].tolist() for batch in batches] == [[True] * 3, [True, True, False]]
+
+
+def test_must_raise_traceback_points_at_the_call_that_raised_in_a_kernel_cell(capsys):
+    # A kernel's cell has a .py file name that is not on disk (its lines are in linecache);
+    # the cell's frame is still at its `with` line when must_raise formats the error.
+    pytest.importorskip("IPython")
+    import linecache
+    import re
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course_lib import course
+
+    InteractiveShell.instance()  # get_ipython() now returns it, as in a notebook
+    source = ("with course.must_raise(ValueError):\n"
+              "    for text in ['1', 'x']:\n"
+              "        int(text)\n")
+    filename = "/nonexistent/ipykernel_0/cell_1.py"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    try:
+        exec(compile(source, filename, "exec"), {"course": course})
+    finally:
+        del linecache.cache[filename]
+    printed = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().err)
+    arrows = [line for line in printed.splitlines() if re.match(r"-+> ", line)]
+    assert arrows and "int(text)" in arrows[0], printed
+    assert not any("with course.must_raise" in line for line in arrows), printed

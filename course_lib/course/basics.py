@@ -717,13 +717,45 @@ def show_traceback(error: BaseException) -> None:
         tb = tb.tb_next
     shell = _ipython_shell()
     if shell is not None:
-        lines = shell.InteractiveTB.structured_traceback(type(error), error, tb)
+        with _cell_frames_read_from_linecache():
+            lines = shell.InteractiveTB.structured_traceback(type(error), error, tb)
         text = shell.InteractiveTB.stb2text(lines)
     else:
         text = "".join(traceback.format_exception(type(error), error, tb)).rstrip()
     print(text, file=sys.stderr)
     print(f"(The error above is the one this cell demonstrates: course.must_raise caught "
           f"{type(error).__name__}, so the notebook goes on.)", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _cell_frames_read_from_linecache():
+    """While IPython formats a traceback, count a cell's lines as 0 when its file is not on
+    disk (a kernel's cell), so IPython formats that frame at the traceback's line.
+
+    IPython 9 formats a frame whose file cannot be opened from the frame's current line;
+    inside `must_raise` the cell's frame is still running, at its `with` line, so the arrow
+    would point there instead of at the call that raised."""
+    try:
+        from IPython.core import ultratb
+    except ImportError:
+        yield
+        return
+    count = getattr(ultratb, "get_line_number_of_frame", None)
+    if count is None:
+        yield
+        return
+
+    def count_or_zero(frame):
+        try:
+            return count(frame)
+        except OSError:
+            return 0  # then IPython reads the cell from linecache, at the traceback's line
+
+    ultratb.get_line_number_of_frame = count_or_zero
+    try:
+        yield
+    finally:
+        ultratb.get_line_number_of_frame = count
 
 
 def _ipython_shell():
