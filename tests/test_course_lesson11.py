@@ -587,6 +587,34 @@ def test_next_times_times_each_call_and_refuses_too_few():
     assert len(times) == 3 and all(seconds >= 0 for seconds in times)
     with pytest.raises(ValueError, match="count"):
         lesson.next_times(iter(range(5)), 1)
+    with pytest.raises(ValueError, match="pause_s"):
+        lesson.next_times(iter(range(5)), 2, pause_s=-1)
+
+
+def test_next_times_pauses_after_the_first_call_only():
+    import itertools
+    import time
+
+    stamps = []
+
+    def stamped():
+        while True:
+            stamps.append(time.perf_counter())
+            yield 0
+
+    times = lesson.next_times(stamped(), 4, pause_s=0.05)
+    assert len(times) == 4
+    gaps = [later - earlier for earlier, later in itertools.pairwise(stamps)]
+    assert gaps[0] >= 0.05 and max(gaps[1:]) < 0.05
+
+
+def test_handout_sentence_names_the_pause():
+    line = lesson.handout_sentence("x", [0.06, 1e-5, 1e-5, 0.02], pause_s=0.5)
+    assert line == ("x: the first next() took 60.00 ms; after a pause of 500.00 ms, the next 2 "
+                    "batches were already made (median 10.0 µs per next()); call 4 waited "
+                    "20.00 ms.")
+    waited = lesson.handout_sentence("x", [0.06, 0.02, 0.03], pause_s=0.5)
+    assert "after a pause of 500.00 ms, every later call waited" in waited
 
 
 def test_handout_sentence_counts_the_batches_already_made_then_the_wait():
@@ -643,7 +671,46 @@ def test_what_to_remember_gives_each_restore_its_advice():
     assert ("Grain's Dataset chain did not resume at another worker count (2 to 0 workers: "
             "failed: KeyError: 'next_index'; 0 to 2 workers: went on with another batch than "
             "the uninterrupted run's): keep its worker count for a run's life.") in text
-    assert "Other's Dataset chain resumed at another worker count in one direction only" in text
+    assert ("Other's Dataset chain resumed at some other worker counts and not at others "
+            "(2 to 0 workers: went on with the uninterrupted run's next batch; 0 to 2 workers: "
+            "failed: KeyError: 'x')") in text
+    assert "At the same count" not in text
+
+
+def test_restore_lines_set_the_same_count_apart_from_the_others():
+    lines = lesson.restore_lines({("Grain", 2, 0): "KeyError: 'next_index'",
+                                  ("Grain", 2, 2): True, ("Grain", 2, 3): "IndexError: x"})
+    assert lines == [
+        "Grain's Dataset chain did not resume at another worker count (2 to 0 workers: failed: "
+        "KeyError: 'next_index'; 2 to 3 workers: failed: IndexError: x): keep its worker "
+        "count for a run's life. At the same count (2 to 2 workers) it went on with the "
+        "uninterrupted run's batches."]
+    broken = lesson.restore_lines({("L", 2, 2): False, ("L", 2, 3): True})[0]
+    assert "restored at another worker count (2 to 3 workers), went on" in broken
+    assert ("Even at the same count it did not resume (2 to 2 workers: went on with another "
+            "batch than the uninterrupted run's)") in broken
+    three = lesson.restore_lines({("L", 2, 0): True, ("L", 0, 2): True, ("L", 2, 3): True})[0]
+    assert "(2 to 0, 0 to 2 and 2 to 3 workers)" in three
+    alone = lesson.restore_lines({("L", 2, 2): True})[0]
+    assert alone.startswith("L's Dataset chain was restored at no other worker count.")
+
+
+def test_batch_place_sentence_says_whether_the_batches_follow_the_worker_count():
+    alone = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    same = lesson.batch_place_sentence("Grain", "before to_iter_dataset",
+                                       {0: alone, 2: [list(b) for b in alone]})
+    assert same == ("Grain, batch before to_iter_dataset: with 0 workers [[0, 1, 2, 3], "
+                    "[4, 5, 6, 7]] ...; with 2 workers the same 3 batches: the batches do not "
+                    "depend on the worker count.")
+    other = lesson.batch_place_sentence(
+        "Grain", "after to_iter_dataset",
+        {0: alone, 2: [[0, 2, 4, 6], [1, 3, 5, 7], [8, 9, 10, 11]]})
+    assert ("with 2 workers 2 of 3 batches other, starting [[0, 2, 4, 6], [1, 3, 5, 7]]: the "
+            "batches depend on the worker count.") in other
+    shorter = lesson.batch_place_sentence("L", "x", {0: alone, 2: alone[:2]})
+    assert "1 of 3 batches other" in shorter and "depend on the worker count" in shorter
+    with pytest.raises(ValueError):
+        lesson.batch_place_sentence("L", "x", {2: alone})
 
 
 def test_what_to_remember_counts_every_batch_compared_and_reads_the_states():
@@ -675,7 +742,10 @@ def test_compare_batches_counts_every_position():
     assert lesson.same_batches_sentence("L", lesson.BatchesCompared(3, 3, None)) == (
         "L: all 3 batches the same with 2 workers as with 0 (images and labels)")
     assert lesson.same_batches_sentence("L", other) == (
-        "L: 2 of 3 batches other with 2 workers than with 0, the first at batch 2 (images "
+        "L: 2 of 3 batches other with 2 workers than with 0, the first at batch 2, counting "
+        "from 1 (images and labels)")
+    assert lesson.same_batches_sentence("L", lesson.BatchesCompared(0, 3, 1)) == (
+        "L: 3 of 3 batches other with 2 workers than with 0, from the first batch on (images "
         "and labels)")
 
 
@@ -776,9 +846,30 @@ def test_made_ahead_counts_the_calls_that_found_their_batch_made():
 def test_handout_paragraph_says_whether_a_chain_read_further_than_asked():
     times = {"wide": [1.3] + [1e-5] * 63 + [0.02] * 6, "bounded": [0.07, 1e-5] + [0.02] * 6}
     text = lesson.handout_paragraph(times, prefetch_buffer_size=2)
-    assert "wide had 63 batches made ahead of the second call, more than " \
-           "prefetch_buffer_size=2" in text
-    assert "bounded had 1 made ahead of the second call, no more than" in text
+    assert "wide had 63 batches made ahead after the pause, more than " \
+           "prefetch_buffer_size=2: it read further ahead" in text
+    assert ("bounded had 1 made ahead after the pause, no more than prefetch_buffer_size=2, "
+            "but no control showed that this count could go past it") in text
+
+
+def test_handout_paragraph_turns_on_the_control():
+    bounded = [0.07, 1e-5, 1e-5] + [0.02] * 6
+    wider = [0.07] + [1e-5] * 8 + [0.02] * 6
+    text = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
+                                    control_buffer_size=8)
+    assert text == ("c had 2 made ahead after the pause, no more than prefetch_buffer_size=2, "
+                    "while the same chain with prefetch_buffer_size=8 had 8: the count does go "
+                    "past 2 where a chain is allowed to, so c held no more batches than it was "
+                    "asked to.")
+    blind = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": bounded},
+                                     control_buffer_size=8)
+    assert "had 2, no more than 2 either" in blind
+    assert "does not say whether c kept to it" in blind and "held no more" not in blind
+    with pytest.raises(ValueError, match="control_buffer_size"):
+        lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider})
+    with pytest.raises(ValueError, match="control_buffer_size"):
+        lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
+                                 control_buffer_size=2)
 
 
 def test_handout_paragraph_judges_the_waiting_calls_by_the_margin_rule():
@@ -786,7 +877,8 @@ def test_handout_paragraph_judges_the_waiting_calls_by_the_margin_rule():
     fast = [0.03, 0.018, 0.019, 0.018, 0.020]
     text = lesson.handout_paragraph({"Grain": slow, "course_lib": fast}, 2)
     assert "Grain was 2.16x slower than course_lib at making one" in text
-    assert "per batch" in text and "margin" in text
+    assert "per batch" in text and "margin" in text and "calls each" in text
+    assert "runs" not in text
     text = lesson.handout_paragraph({"course_lib": fast, "Grain": slow}, 2)
     assert "course_lib was 2.16x faster than Grain" in text
     level = [0.03, 0.0182, 0.0190, 0.0181, 0.0199]
@@ -798,3 +890,13 @@ def test_handout_paragraph_judges_the_waiting_calls_by_the_margin_rule():
     assert "at making one" not in lesson.handout_paragraph({"a": fast}, 2)
     with pytest.raises(ValueError):
         lesson.handout_paragraph({}, 2)
+
+
+def test_a_margin_wider_than_the_baseline_is_given_as_a_time():
+    wide = lesson.grain_first_batch_sentence([0.05, 0.06, 0.07], [1.0, 2.0, 1.5], 2)
+    assert "medians of 3 runs each; margin ±536 ms)" in wide and "margin 8" not in wide
+    narrow = lesson.grain_first_batch_sentence([0.05, 0.06, 0.07], [1.5, 1.51, 1.49], 2)
+    assert "medians of 3 runs each; margin 25%)" in narrow
+    imported = lesson.grain_first_batch_sentence([0.10, 0.11, 0.09], [2.10, 2.11, 2.09], 2,
+                                                 import_s=[0.2, 2.0, 0.5])
+    assert "(median of 3; margin ±966 ms)" in imported

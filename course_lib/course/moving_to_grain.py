@@ -431,16 +431,22 @@ def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
     return figure
 
 
-def next_times(iterator: Iterator, count: int) -> list[float]:
-    """Seconds each of the first `count` calls of `next(iterator)` took, nothing else in
-    between: when a loader hands out its batches, one at a time or several at once."""
+def next_times(iterator: Iterator, count: int, pause_s: float = 0.0) -> list[float]:
+    """Seconds each of the first `count` calls of `next(iterator)` took, with `pause_s` of
+    sleep after the first call (not counted) and nothing between the others: the pause
+    gives a loader time to make batches ahead, as far as it will, and the calls after it
+    show how many it made."""
     if not isinstance(count, int) or count < 2:
         raise ValueError(f"count={count!r} must be an integer of at least 2 calls.")
+    if pause_s < 0:
+        raise ValueError(f"pause_s={pause_s!r} must be >= 0 seconds.")
     times = []
-    for _ in range(count):
+    for call in range(count):
         start = time.perf_counter()
         next(iterator)
         times.append(time.perf_counter() - start)
+        if call == 0 and pause_s:
+            time.sleep(pause_s)
     return times
 
 
@@ -459,43 +465,80 @@ def made_ahead(times: Sequence[float]) -> int:
     return next((index for index, seconds in enumerate(rest) if seconds > ready), len(rest))
 
 
-def handout_sentence(label: str, times: Sequence[float]) -> str:
-    """How a feed handed out its first batches, from `next_times`: the first call, then how
-    many calls found their batch already made (`made_ahead`) before one had to wait, or
-    that each call waited for its batch."""
+def handout_sentence(label: str, times: Sequence[float], pause_s: float = 0.0) -> str:
+    """How a feed handed out its first batches, from `next_times` (with `pause_s` after the
+    first call): the first call, then how many calls found their batch already made
+    (`made_ahead`) before one had to wait, or that each call waited for its batch."""
     made = made_ahead(times)
     first, rest = times[0], list(times[1:])
     head = f"{label}: the first next() took {format_seconds(first)}"
+    if pause_s:
+        head += f"; after a pause of {format_seconds(pause_s)}"
     if made == 0:
-        return (f"{head}; every later call waited for its batch (median "
-                f"{format_seconds(statistics.median(rest))} per next()).")
-    found = (f"then the next {made} batch{'es were' if made > 1 else ' was'} already made "
+        return (f"{head}{',' if pause_s else ';'} every later call waited for its batch "
+                f"(median {format_seconds(statistics.median(rest))} per next()).")
+    found = (f"{'' if pause_s else 'then '}the next {made} batch"
+             f"{'es were' if made > 1 else ' was'} already made "
              f"(median {format_seconds(statistics.median(rest[:made]))} per next())")
     if made == len(rest):
         return f"{head}, {found}: all {len(rest)} calls timed after the first."
     return f"{head}, {found}; call {made + 2} waited {format_seconds(rest[made])}."
 
 
-def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size: int) -> str:
-    """What `next_times` of each chain says about how far it reads ahead, against the
-    `prefetch_buffer_size` it was given, and, for two chains, how fast each made its
-    batches once nothing made ahead was left (the calls that waited, judged by the
-    course's margin rule as repetitions of one batch's making)."""
+def _margin_text(comparison: Comparison, unit: str = "runs") -> str:
+    """`Comparison.noise()` in `unit` ("runs" or "calls"), with a margin wider than the
+    baseline itself given as a time (±) rather than as a percentage of it."""
+    counts = (len(comparison.seconds), len(comparison.baseline_seconds))
+    if counts == (1, 1):
+        return f"one {unit[:-1]} each, so the margin is the {comparison.floor:.0%} floor"
+    told = (f"{counts[0]} {unit} each" if counts[0] == counts[1] else
+            f"{counts[0]} and {counts[1]} {unit}")
+    margin = comparison.margin
+    shown = (f"±{format_duration(margin * comparison.baseline_median)}" if margin > 1 else
+             f"{margin:.0%}")
+    return f"medians of {told}; margin {shown}"
+
+
+def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size: int, *,
+                      controls: Mapping[str, Sequence[float]] | None = None,
+                      control_buffer_size: int | None = None) -> str:
+    """What `next_times` of each chain (timed with a pause after the first call) says about
+    how far it read ahead, against the `prefetch_buffer_size` it was given; `controls`, the
+    same chains timed the same way with a larger `control_buffer_size`, say whether that
+    count could have gone past the bound at all. For two chains, also how fast each made its
+    batches once nothing made ahead was left (the calls that waited, judged by the course's
+    margin rule as repetitions of one batch's making)."""
     if not times:
         raise ValueError("times is empty: pass {chain name: next_times(...)}.")
     if prefetch_buffer_size < 0:
         raise ValueError(f"prefetch_buffer_size={prefetch_buffer_size!r} must be >= 0.")
+    controls = controls or {}
+    if controls and (control_buffer_size is None or control_buffer_size <= prefetch_buffer_size):
+        raise ValueError(f"control_buffer_size={control_buffer_size!r} must be larger than "
+                         f"prefetch_buffer_size={prefetch_buffer_size}.")
+    bound = f"prefetch_buffer_size={prefetch_buffer_size}"
     parts = []
     for name, each in times.items():
         made = made_ahead(each)
         if made > prefetch_buffer_size:
-            parts.append(f"{name} had {made} batches made ahead of the second call, more "
-                         f"than prefetch_buffer_size={prefetch_buffer_size}: it read further "
-                         "ahead than it was asked to, and held those batches in memory")
+            parts.append(f"{name} had {made} batches made ahead after the pause, more than "
+                         f"{bound}: it read further ahead than it was asked to, and held "
+                         "those batches in memory")
+            continue
+        part = f"{name} had {made} made ahead after the pause, no more than {bound}"
+        if name not in controls:
+            parts.append(part + ", but no control showed that this count could go past it")
+            continue
+        control = made_ahead(controls[name])
+        with_more = f"the same chain with prefetch_buffer_size={control_buffer_size} had {control}"
+        if control > prefetch_buffer_size:
+            parts.append(f"{part}, while {with_more}: the count does go past "
+                         f"{prefetch_buffer_size} where a chain is allowed to, so {name} "
+                         "held no more batches than it was asked to")
         else:
-            parts.append(f"{name} had {made} made ahead of the second call, no more than "
-                         f"prefetch_buffer_size={prefetch_buffer_size}: it held no more "
-                         "batches than it was asked to")
+            parts.append(f"{part}, and {with_more}, no more than {prefetch_buffer_size} "
+                         "either: the pause did not let a chain run ahead far enough to show "
+                         f"a bound, so this run does not say whether {name} kept to it")
     text = "; ".join(parts) + "."
     if len(times) != 2:
         return text
@@ -505,9 +548,12 @@ def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size
         return text + (" Too few calls waited for a batch to compare how fast the two make "
                        "one: time more calls.")
     comparison = Comparison(tuple(waited[0]), tuple(waited[1]), per=" per batch")
+    numbers = (f"({format_duration(comparison.median)} per batch against "
+               f"{format_duration(comparison.baseline_median)} per batch; "
+               f"{_margin_text(comparison, 'calls')})")
     return (text + f" Once that was spent, each call waited while its batch was made: "
-            f"{comparison.how(name, other_name)} at making one {comparison.numbers()}. With "
-            "nothing between the calls, that is how fast each chain makes batches with no "
+            f"{comparison.how(name, other_name)} at making one {numbers}. With "
+            "nothing between those calls, that is how fast each chain makes batches with no "
             "workers, not what it does in the training loop (the pairs above).")
 
 
@@ -741,7 +787,7 @@ def grain_first_batch_sentence(course_lib_s: float | Sequence[float],
     comparison = Comparison(grain_runs, course_lib_runs)
     numbers = (f"{format_duration(comparison.median)} for {grain_name} against "
                f"{format_duration(comparison.baseline_median)} for {course_name}; "
-               f"{comparison.noise()}")
+               f"{_margin_text(comparison)}")
     head = f"With {worker_count} workers the first batch of {grain_name}"
     if comparison.verdict == SAME:
         return (f"{head} came as soon as that of {course_name} within the noise ({numbers}), "
@@ -767,10 +813,11 @@ def grain_first_batch_sentence(course_lib_s: float | Sequence[float],
     jax = ("" if imports_jax is None else
            " (which imported JAX too)" if imports_jax else " (which did not import JAX)")
     margin = relative_margin(delay, imported)
+    shown = f"±{format_duration(margin * imported.value)}" if margin > 1 else f"{margin:.0%}"
     against = (f"the delay, {format_duration(delay.value)} (median of the runs' "
                f"differences), against a fresh Python that starts, imports grain.python{jax} "
                f"and exits, {format_duration(imported.value)} (median of {imported.count}; "
-               f"margin {margin:.0%})")
+               f"margin {shown})")
     outcome = judge(delay, imported)
     if outcome == SAME:
         return (f"{later} {SPAWNS}. Measured: {against}: the same within the noise, so the "
@@ -992,9 +1039,10 @@ def same_batches_sentence(name: str, compared: BatchesCompared, workers: int = 2
     if compared.all_same:
         return (f"{name}: all {compared.compared} batches the same with {workers} workers as "
                 "with 0 (images and labels)")
+    where = ("from the first batch on" if compared.first_different == 1 else
+             f"the first at batch {compared.first_different}, counting from 1")
     return (f"{name}: {compared.compared - compared.same} of {compared.compared} batches "
-            f"other with {workers} workers than with 0, the first at batch "
-            f"{compared.first_different} (images and labels)")
+            f"other with {workers} workers than with 0, {where} (images and labels)")
 
 
 def restore_outcome(outcome: bool | str) -> str:
@@ -1009,29 +1057,79 @@ def restore_outcome(outcome: bool | str) -> str:
     raise ValueError(f"outcome={outcome!r} must be True, False or the error's text.")
 
 
-def _restore_lines(restores: Mapping[tuple[str, int, int], bool | str]) -> list[str]:
+def _and(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    if len(items) < 2:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def restore_lines(restores: Mapping[tuple[str, int, int], bool | str]) -> list[str]:
     """One line per library: what its Dataset chain did when a state saved at one worker
-    count was restored at another (every pair tried)."""
+    count was restored at the same count and at other counts (every pair tried)."""
     lines = []
     for name in dict.fromkeys(key[0] for key in restores):
         tried = {(saved, restored): outcome for (library, saved, restored), outcome
                  in restores.items() if library == name}
-        pairs = " and ".join(f"{saved} to {restored}" for saved, restored in tried)
-        if all(outcome is True for outcome in tried.values()):
-            lines.append(f"{name}'s Dataset chain, restored at another worker count "
-                         f"({pairs} workers), went on with the uninterrupted run's batches: "
-                         "its worker count may change at a restart.")
-        elif not any(outcome is True for outcome in tried.values()):
-            what = "; ".join(f"{saved} to {restored} workers: {restore_outcome(outcome)}"
-                             for (saved, restored), outcome in tried.items())
-            lines.append(f"{name}'s Dataset chain did not resume at another worker count "
-                         f"({what}): keep its worker count for a run's life.")
+        other = {pair: outcome for pair, outcome in tried.items() if pair[0] != pair[1]}
+        same = {pair: outcome for pair, outcome in tried.items() if pair[0] == pair[1]}
+        same_pairs = _and([f"{saved} to {restored}" for saved, restored in same])
+        if not same:
+            same_text = ""
+        elif all(outcome is True for outcome in same.values()):
+            same_text = (f" At the same count ({same_pairs} workers) it went on with the "
+                         "uninterrupted run's batches.")
         else:
             what = "; ".join(f"{saved} to {restored} workers: {restore_outcome(outcome)}"
-                             for (saved, restored), outcome in tried.items())
-            lines.append(f"{name}'s Dataset chain resumed at another worker count in one "
-                         f"direction only ({what}).")
+                             for (saved, restored), outcome in same.items())
+            same_text = (f" Even at the same count it did not resume ({what}): check the "
+                         "chain and its saved state before trusting any restore.")
+        what = "; ".join(f"{saved} to {restored} workers: {restore_outcome(outcome)}"
+                         for (saved, restored), outcome in other.items())
+        pairs = _and([f"{saved} to {restored}" for saved, restored in other])
+        if not other:
+            lines.append(f"{name}'s Dataset chain was restored at no other worker count."
+                         + same_text)
+        elif all(outcome is True for outcome in other.values()):
+            lines.append(f"{name}'s Dataset chain, restored at another worker count "
+                         f"({pairs} workers), went on with the uninterrupted run's batches: "
+                         "its worker count may change at a restart." + same_text)
+        elif not any(outcome is True for outcome in other.values()):
+            lines.append(f"{name}'s Dataset chain did not resume at another worker count "
+                         f"({what}): keep its worker count for a run's life." + same_text)
+        else:
+            lines.append(f"{name}'s Dataset chain resumed at some other worker counts and not "
+                         f"at others ({what}): keep its worker count unless a restore at the "
+                         "new count was checked." + same_text)
     return lines
+
+
+def batch_place_sentence(name: str, place: str,
+                         by_workers: Mapping[int, Sequence[Sequence[int]]]) -> str:
+    """What a small chain's batches (lists of record numbers) were with workers against
+    with 0 workers, for one library and one place of `batch` in the chain."""
+    if 0 not in by_workers or len(by_workers) < 2:
+        raise ValueError("by_workers must hold the batches at 0 workers and at least one "
+                         "other worker count.")
+    alone = [list(map(int, batch)) for batch in by_workers[0]]
+    parts, all_same = [], True
+    for workers, batches in by_workers.items():
+        if workers == 0:
+            continue
+        batches = [list(map(int, batch)) for batch in batches]
+        differ = sum(one != two for one, two in zip(batches, alone, strict=False))
+        differ += abs(len(batches) - len(alone))
+        if differ:
+            all_same = False
+            parts.append(f"with {workers} workers {differ} of {len(alone)} batches other, "
+                         f"starting {batches[:2]}")
+        else:
+            parts.append(f"with {workers} workers the same {len(alone)} batches")
+    verdict = ("the batches do not depend on the worker count" if all_same else
+               "the batches depend on the worker count")
+    return (f"{name}, batch {place}: with 0 workers {alone[:2]} ...; {'; '.join(parts)}: "
+            f"{verdict}.")
 
 
 def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: bool | None,
@@ -1076,7 +1174,7 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
                      "reproduces at either worker count." if same else
                      f"{name}: other batches with workers than without ({told} differ), so a "
                      "run reproduces only at its own worker count.")
-    lines.extend(_restore_lines(restores or {}))
+    lines.extend(restore_lines(restores or {}))
     if resumed_exactly is None:
         lines.append("The Grain checkpoint was not tried here (Grain is not installed).")
     elif resumed_exactly:
