@@ -35,30 +35,6 @@ def _noisy_profiler(waits: list[float], steps: list[float]) -> StepProfiler:
     return profiler
 
 
-def test_bottleneck_sentence_names_the_data_when_next_is_slower():
-    sentence = bottleneck.bottleneck_sentence(next_seconds=0.03, step_seconds=0.01)
-    assert "the data is the bottleneck" in sentence
-    assert "compute only 25% of the time and sit idle 75%" in sentence
-
-
-def test_bottleneck_sentence_names_the_step_when_the_step_is_slower():
-    sentence = bottleneck.bottleneck_sentence(next_seconds=0.01, step_seconds=0.03)
-    assert "the step is the bottleneck" in sentence
-    assert "compute only 75% of the time" in sentence
-
-
-def test_bottleneck_sentence_calls_near_equal_times_a_draw():
-    sentence = bottleneck.bottleneck_sentence(next_seconds=0.0100, step_seconds=0.0101)
-    assert "about as long as each other" in sentence
-    assert "bottleneck" not in sentence
-
-
-@pytest.mark.parametrize("next_seconds, step_seconds", [(0.0, 1.0), (1.0, -1.0)])
-def test_bottleneck_sentence_refuses_times_that_are_not_positive(next_seconds, step_seconds):
-    with pytest.raises(ValueError, match="must both be positive"):
-        bottleneck.bottleneck_sentence(next_seconds, step_seconds)
-
-
 def test_profile_table_has_one_row_per_run_with_its_numbers():
     table = bottleneck.profile_table({"slow data": _profiler(0.03, 0.01, 4),
                                       "fast data": _profiler(0.0, 0.01, 4)})
@@ -160,10 +136,58 @@ def test_same_schedule_sentence_names_the_column_that_moved():
     assert "Only the step moved beyond its noise" in machine
     assert "not the loader's code but the conditions the step ran in" in machine
     assert "faster code" not in machine
-    # both moved: each column's share of the change, and only next()'s is the loader's
+    # both moved: the step, the same code in both loops, is the control; it moved, so the
+    # conditions differed and next()'s move is inside that: no cause for either column
     both = bottleneck.same_schedule_sentence(_profiler(0.022, 0.006, 50), naive)
     assert "of the 8.00 ms a step gained, next() made 50%, the step 50%" in both
-    assert "only next()'s part is the loader's code" in both
+    assert "it took 4.00 ms less a step" in both and "its 4.00 ms is inside that" in both
+    assert "names no cause for either column" in both
+    assert "loader's code" not in both.replace("does not show the loader's code", "")
+    # the case the lesson met: the step slower by more than next(), both beyond the noise
+    drift = bottleneck.same_schedule_sentence(_profiler(0.0179, 0.0077, 50),
+                                              _profiler(0.0170, 0.0063, 50))
+    assert "1.10x slower" in drift and "names no cause for either column" in drift
+    assert "bookkeeping" not in drift
+    # the step held still: then next()'s move is the loading code's
+    held = bottleneck.same_schedule_sentence(_profiler(0.020, 0.010, 50), naive)
+    assert "The step, the same code in both loops, held still" in held
+
+
+def test_same_schedule_sentence_names_no_cause_when_the_control_is_too_noisy():
+    naive = _noisy_profiler([0.026] * 20, [0.010] * 20)
+    # next() clearly faster; the step's mean the same but far too spread to show it held
+    loader = _noisy_profiler([0.016] * 20, [0.001, 0.019] * 10)
+    said = bottleneck.same_schedule_sentence(loader, naive)
+    assert "too noisy to show that the conditions held still" in said
+    assert "faster code" not in said
+
+
+def test_pooled_runs_read_as_one_run_and_the_sentence_counts_the_rounds():
+    rounds = [_profiler(0.020, 0.010, 50), _profiler(0.022, 0.010, 50)]
+    pooled = bottleneck.PooledRuns(rounds)
+    assert pooled.num_steps == 100
+    assert pooled.wall_time == pytest.approx(1.5 + 1.6)
+    assert pooled.wait_times.mean() == pytest.approx(0.021)
+    assert pooled.idle_fraction == pytest.approx(1 - 1.0 / 3.1)
+    # the rounds' own means, with their spread as the noise: 30 and 32 ms a step
+    period = bottleneck.step_period(pooled)
+    assert period.value == pytest.approx(0.031) and period.stderr == pytest.approx(0.001)
+    assert period.count == 2
+    wait, step = bottleneck.wait_and_step(pooled)
+    assert wait.stderr == pytest.approx(0.001) and step.stderr == pytest.approx(0.0)
+    steady = [_profiler(0.020, 0.010, 50), _profiler(0.0202, 0.010, 50)]
+    naive = bottleneck.PooledRuns([_profiler(0.026, 0.010, 50), _profiler(0.0262, 0.010, 50)])
+    said = bottleneck.same_schedule_sentence(bottleneck.PooledRuns(steady), naive)
+    assert "took turns, 2 rounds each" in said and "faster code" in said
+    # rounds that disagree: the same means, but the drift between rounds is in the noise
+    drifting = [_profiler(0.015, 0.010, 50), _profiler(0.025, 0.010, 50)]
+    noisy = bottleneck.same_schedule_sentence(bottleneck.PooledRuns(drifting), naive)
+    assert "faster code" not in noisy
+    line = bottleneck.rounds_line({"naive loop": naive, "loader": pooled})
+    assert line == ("Time per step in each round (ms, means): naive loop: 36.00, 36.20; "
+                    "loader: 30.00, 32.00.")
+    with pytest.raises(ValueError, match="at least one StepProfiler"):
+        bottleneck.PooledRuns([])
 
 
 def test_same_schedule_sentence_names_no_cause_from_noisy_runs():
@@ -179,6 +203,7 @@ def test_overlap_sentence_says_when_overlap_made_training_faster():
                                            worker_count=2, cores=2)
     assert "2 workers + prefetch was 2.86x faster than the naive loop" in sentence
     assert "Overlap works" in sentence and "75%" in sentence
+    assert "both the workers and prefetch_to_device's thread" in sentence
 
 
 def test_overlap_sentence_explains_a_slower_loop_whose_idle_share_fell():
@@ -217,7 +242,8 @@ def test_busy_step_sentence_for_each_outcome():
     alone = _steady(0.0076)
     slower = bottleneck.busy_step_sentence(_steady(0.012), alone, 2)
     assert "what ran beside it, the workers" in slower and "share the 2 cores" in slower
-    assert "left the step its cores" in bottleneck.busy_step_sentence(_steady(0.0077), alone, 2)
+    same = bottleneck.busy_step_sentence(_steady(0.0077), alone, 2)
+    assert "did not slow beyond the noise of this run" in same and "left the step" not in same
     faster = bottleneck.busy_step_sentence(_steady(0.005), alone, 2)
     assert "the workers cannot cause" in faster and "does not say what made" in faster
     noisy = bottleneck.busy_step_sentence(_steady(0.0080, 0.003), _steady(0.0076, 0.003), 2)
@@ -275,17 +301,6 @@ def test_stand_in_sentence_for_each_outcome():
     assert "the same within the noise" in same and "cannot show" in same
     assert "did." not in same and "not measured here" in same
     assert "busier during the stand-in" in bottleneck.stand_in_sentence(real, _steady(1.2, 0.02))
-
-
-def test_machine_load_sentence_tells_other_programs_from_the_lesson_itself():
-    busy = bottleneck.machine_load_sentence(5.2, 2, 3)
-    assert "other programs took CPU time" in busy and "Even without them" in busy
-    assert "the lesson oversubscribes the cores by itself" in bottleneck.machine_load_sentence(
-        2.8, 2, 3)
-    # a low load average does not make 3 busy processes fit 2 cores
-    low = bottleneck.machine_load_sentence(0.9, 2, 3)
-    assert "not oversubscribed" not in low and "oversubscribes the cores by itself" in low
-    assert "the cores were not oversubscribed" in bottleneck.machine_load_sentence(0.9, 2, 2)
 
 
 def test_in_process_overlap_sentence_for_each_outcome():
@@ -484,6 +499,11 @@ def test_stand_in_verdicts_name_no_cause_when_their_baseline_moved():
     held = bottleneck.stand_in_sentence(real, gained, real_baseline=real_baseline,
                                         stand_in_baseline=_profiler(0.0131, 0.008, 100))
     assert "cost each other" in held and "although only its step" not in held
+    # the check that ran is printed, with its numbers
+    assert ("First the baseline: the naive loop took 21.10 ms a step with the stand-in and "
+            "21.00 ms with the real step (means; margin 5%), within the noise, so the "
+            "comparison stands.") in held
+    assert "First the baseline" not in bottleneck.stand_in_sentence(real, gained)
     noisy = _noisy_profiler([0.005, 0.03] * 10, [0.008] * 20)
     unclear = bottleneck.stand_in_sentence(real, gained, real_baseline=real_baseline,
                                            stand_in_baseline=noisy)
@@ -542,9 +562,10 @@ def test_short_waits_sentence_counts_the_thin_lines_and_the_turns_of_two_workers
     assert said.startswith("2 workers: 50 of its 100 waits took under 1 ms (the thin lines")
     assert "the other 50 took 12.00 ms on average" in said
     assert "In 100% of consecutive steps a short wait and a long one take turns" in said
+    assert "in a random order, 50 short and 50 long waits would take turns in about 50%" in said
     blocks = _noisy_profiler([0.0002] * 50 + [0.012] * 50, [0.010] * 100)
     no_turns = bottleneck.short_waits_sentence(blocks, "2 workers", worker_count=2)
-    assert "take turns in only 1% of consecutive steps" in no_turns
+    assert "take turns in 1% of consecutive steps; in a random order" in no_turns
     assert "as two workers would give" not in no_turns
     assert "take turns" not in bottleneck.short_waits_sentence(turns, "a thread")
     none = bottleneck.short_waits_sentence(_profiler(0.012, 0.01, 10), "naive")

@@ -31,26 +31,6 @@ from course_lib.course.basics import (
 READ_THREADS_PREFIX = "course_lib-read"  # the names of course_lib.reader's pool of read threads
 
 
-def bottleneck_sentence(next_seconds: float, step_seconds: float) -> str:
-    """Which of the two is the bottleneck, from the time of one `next()` and of one step.
-
-    Run one after the other, a loop spends `next_seconds + step_seconds` per step and the
-    accelerator computes during `step_seconds` of it; the sentence says so with the numbers.
-    """
-    if not next_seconds > 0 or not step_seconds > 0:
-        raise ValueError(f"next_seconds={next_seconds!r} and step_seconds={step_seconds!r} "
-                         "must both be positive: pass the two measured times in seconds.")
-    busy = step_seconds / (next_seconds + step_seconds)
-    one_after_other = (f"Run one after the other, the accelerator would compute only "
-                       f"{busy:.0%} of the time and sit idle {1 - busy:.0%} of it.")
-    if next_seconds > 1.05 * step_seconds:
-        return f"next() takes longer than the step: the data is the bottleneck. {one_after_other}"
-    if step_seconds > 1.05 * next_seconds:
-        return ("The step takes longer than next(): the step is the bottleneck, and a faster "
-                f"loader alone would not speed training up much. {one_after_other}")
-    return f"next() and the step take about as long as each other. {one_after_other}"
-
-
 def profile_table(profilers: Mapping[str, Any]) -> str:
     """A small text table, one row per `StepProfiler`: steps/s, mean wait, mean step, idle.
 
@@ -86,12 +66,23 @@ def progress(iterable: Iterable, total: int, desc: str) -> Iterable:
 
 
 # -- the sentences lesson 1 prints, each a function of the numbers it cites ----------------
+def _rounds(profiler: Any) -> tuple | None:
+    """The rounds of a `PooledRuns` of more than one round, else None."""
+    runs = getattr(profiler, "runs", None)
+    return runs if runs is not None and len(runs) > 1 else None
+
+
 def step_period(profiler: Any) -> Estimate:
     """A profiled loop's time per step (wall time / steps), with the standard error that
-    the spread of its steps' own durations (wait + step) gives."""
+    the spread of its steps' own durations (wait + step) gives. For a `PooledRuns` of
+    several rounds, the mean of the rounds' own times per step, with the standard error
+    their spread gives: a drift of the machine from round to round is then in the noise."""
     if profiler.num_steps == 0:
         raise ValueError(f"the profiler recorded no steps after its warmup_steps="
                          f"{profiler.warmup_steps}; measure a loop first.")
+    rounds = _rounds(profiler)
+    if rounds is not None:
+        return Estimate.mean_of([step_period(run).value for run in rounds])
     periods = Estimate.mean_of(profiler.wait_times + profiler.step_times)
     return Estimate(profiler.wall_time / profiler.num_steps, periods.stderr, periods.count,
                     "mean")
@@ -99,10 +90,15 @@ def step_period(profiler: Any) -> Estimate:
 
 def wait_and_step(profiler: Any) -> tuple[Estimate, Estimate]:
     """A profiled loop's two columns, the mean wait for `next()` and the mean step, each
-    with its standard error: the figures `profile_table` prints."""
+    with its standard error: the figures `profile_table` prints. For a `PooledRuns` of
+    several rounds, the means of the rounds' own means, with the spread of the rounds."""
     if profiler.num_steps == 0:
         raise ValueError(f"the profiler recorded no steps after its warmup_steps="
                          f"{profiler.warmup_steps}; measure a loop first.")
+    rounds = _rounds(profiler)
+    if rounds is not None:
+        return (Estimate.mean_of([float(run.wait_times.mean()) for run in rounds]),
+                Estimate.mean_of([float(run.step_times.mean()) for run in rounds]))
     return Estimate.mean_of(profiler.wait_times), Estimate.mean_of(profiler.step_times)
 
 
@@ -257,19 +253,72 @@ def _column_outcomes(changed: Any, baseline: Any) -> tuple[str, str]:
                  for new, old in ((wait, wait0), (step, step0)))
 
 
+class PooledRuns:
+    """Several `StepProfiler` runs of one loop, taken in rounds, read as one run: their
+    measured steps together, and their wall times added. It has what the sentences and
+    `profile_table` read from a profiler (`wait_times`, `step_times`, `num_steps`,
+    `wall_time`, `idle_fraction`), not the spans a timeline draws; `runs` keeps the rounds."""
+
+    def __init__(self, runs: Iterable[Any]):
+        self.runs = tuple(runs)
+        if not self.runs or any(run.num_steps == 0 for run in self.runs):
+            raise ValueError("runs must hold at least one StepProfiler, each with steps "
+                             "recorded after its warm-up: measure the loops first.")
+        self.warmup_steps = self.runs[0].warmup_steps
+
+    @property
+    def wait_times(self) -> np.ndarray:
+        return np.concatenate([run.wait_times for run in self.runs])
+
+    @property
+    def step_times(self) -> np.ndarray:
+        return np.concatenate([run.step_times for run in self.runs])
+
+    @property
+    def num_steps(self) -> int:
+        return sum(run.num_steps for run in self.runs)
+
+    @property
+    def wall_time(self) -> float:
+        return float(sum(run.wall_time for run in self.runs))
+
+    @property
+    def idle_fraction(self) -> float:
+        return float(np.clip(1.0 - self.step_times.sum() / self.wall_time, 0.0, 1.0))
+
+
+def rounds_line(rounds: Mapping[str, Any]) -> str:
+    """Each loop's time per step in each round (`step_period` of each run, in the order they
+    ran), so that a drift of the machine between rounds can be seen: `rounds` maps a name to
+    its `PooledRuns`."""
+    parts = []
+    for name, pooled in rounds.items():
+        periods = ", ".join(f"{1e3 * step_period(run).value:.2f}" for run in pooled.runs)
+        parts.append(f"{name}: {periods}")
+    return "Time per step in each round (ms, means): " + "; ".join(parts) + "."
+
+
 def same_schedule_sentence(loader: Any, naive: Any) -> str:
     """The loader with `worker_count=0, ReadOptions(num_threads=0)` against the naive loop:
     the same schedule, so a difference is in the work or in the machine.
 
-    Pass the two `StepProfiler`s: the columns say which. `next()` holds the loading, the
-    one thing the two loops do with different code; the step is the same code in both, so
-    a step that moved means the machine differed between the two loops (they ran in turn).
-    Given only the two times per step (`Estimate`s), the sentence cannot say which."""
+    Pass the two `StepProfiler`s, or better their `PooledRuns` (the two loops run in turn,
+    round after round, so that a drift of the machine falls on both): the columns say
+    which. `next()` holds the loading, the one thing the two loops do with different code;
+    the step is the same code in both, so it is the control. A step that moved beyond its
+    noise (or cannot be shown to have held still) means the conditions differed between the
+    two loops, and those conditions reach next() too: then no cause is named for next()
+    either. Given only the two times per step (`Estimate`s), the sentence cannot say which."""
     profiled = hasattr(loader, "wait_times") and hasattr(naive, "wait_times")
     loader_period = step_period(loader) if profiled else loader
     naive_period = step_period(naive) if profiled else naive
     said = compare_estimates("Training fed by the loader with 0 workers and num_threads=0",
                              loader_period, "the naive loop", naive_period)
+    rounds = getattr(loader, "runs", None)
+    if rounds is not None and len(rounds) > 1:
+        said += (f" The two loops took turns, {len(rounds)} rounds each; each figure is the "
+                 "mean of the rounds' own means, and its ± comes from how much the rounds "
+                 "differ, so a drift of the machine from round to round counts as noise.")
     verdict = judge(loader_period, naive_period)
     if verdict == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
@@ -281,20 +330,30 @@ def same_schedule_sentence(loader: Any, naive: Any) -> str:
                 "the machine; the two times alone cannot say which.")
     wait_moved, step_moved = _column_outcomes(loader, naive)
     columns = which_moved(loader, naive)
-    if wait_moved == verdict and step_moved in ("same", "too noisy"):
+    (wait, step), (wait0, step0) = wait_and_step(loader), wait_and_step(naive)
+    if step_moved == "same" and wait_moved == verdict:
         why = ("the loader's transforms do the same work in faster code than the naive "
                "loop's lines" if verdict == "better" else
                "the loader's own bookkeeping (sampler, reader, batching) cost more than its "
                "transforms saved")
-        return f"{said} {columns} The difference is in the loading code: {why}."
+        return (f"{said} {columns} The step, the same code in both loops, held still, so "
+                f"the difference is in the loading code: {why}.")
     if step_moved in ("better", "worse") and wait_moved in ("same", "too noisy"):
         return (f"{said} {columns} The step runs the same computation in both loops, so "
-                "the difference is not the loader's code but the conditions the step ran in "
-                "(the two loops ran in turn, not interleaved).")
+                "the difference is not the loader's code but the conditions the step ran "
+                "in, which differed between the two loops.")
     if step_moved in ("better", "worse"):
-        return (f"{said} {columns} The step runs the same computation in both loops, so "
-                "its part is not the loader's code but the conditions the step ran in (the "
-                "two loops ran in turn); only next()'s part is the loader's code.")
+        return (f"{said} {columns} The step runs the same computation in both loops, yet it "
+                f"took {format_seconds(abs(step.value - step0.value))} "
+                f"{'more' if step.value > step0.value else 'less'} a step: the conditions "
+                "differed between the two loops by that much, and next() ran in the same "
+                f"conditions, so its {format_seconds(abs(wait.value - wait0.value))} is "
+                "inside that. This comparison names no cause for either column; it does not "
+                "show the loader's code faster or slower than the naive loop's.")
+    if step_moved == "too noisy":
+        return (f"{said} {columns} The step, the same code in both loops, is the control, "
+                "and it is too noisy to show that the conditions held still, so no cause "
+                "is named for next() either.")
     return f"{said} {columns}"
 
 
@@ -329,8 +388,10 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
                      f"machine the {worker_count} workers decode on the same {cores} cores "
                      "the step computes on.")
     if verdict == "better":
-        head = ("Overlap works: the workers made the next batch while the step ran, so the "
-                "loop waited less." if wait_moved == "better" else
+        head = ("Overlap works: the next batches were made while the step ran, so the "
+                "loop waited less. This pair adds both the workers and prefetch_to_device's "
+                "thread, which pulls batches ahead too, and does not separate the two."
+                if wait_moved == "better" else
                 "Yet next() did not wait measurably less, so this run cannot say that "
                 "overlap made the difference.")
         return f"{said} {idle} {columns} {head}{step_note}"
@@ -440,7 +501,8 @@ def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores:
                 "it (the two loops also ran at different moments; a stand-in step that "
                 "leaves the CPU free separates the two).")
     if verdict == "same":
-        return f"{said} The workers left the step its cores."
+        return (f"{said} The step did not slow beyond the noise of this run with the "
+                "workers beside it.")
     return (f"{said} Faster with the workers busy, which the workers cannot cause: the two "
             "loops ran at different moments, and this pair does not say what made the "
             "difference.")
@@ -541,16 +603,22 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
     measured against, are judged first: if that baseline moved, no cause is named."""
     numbers = (f"{format_times(real_gain.value)} with the real step, "
                f"{format_times(stand_in_gain.value)} with the stand-in")
+    held = ""
     if real_baseline is not None and stand_in_baseline is not None:
         moved = baseline_moved_sentence(real_baseline, stand_in_baseline)
         if moved:
             return f"Speed-up over {baseline_name}: {numbers}. {moved}"
+        base_real, base_stand_in = step_period(real_baseline), step_period(stand_in_baseline)
+        held = (f" First the baseline: {baseline_name} took {format_seconds(base_stand_in.value)} "
+                f"a step with the stand-in and {format_seconds(base_real.value)} with the real "
+                f"step (means; margin {relative_margin(base_stand_in, base_real):.0%}), within "
+                "the noise, so the comparison stands.")
     verdict = judge(stand_in_gain, real_gain, lower_is_better=False)
     if verdict == TOO_NOISY_TO_TELL:
         return (f"Speed-up over {baseline_name}: {numbers}: too noisy to tell whether the "
-                "stand-in gained more, so no cause can be named from it.")
+                f"stand-in gained more, so no cause can be named from it.{held}")
     if verdict == "better":
-        head = (f"Speed-up over {baseline_name}: {numbers}. Only the step's use of the CPU "
+        head = (f"Speed-up over {baseline_name}: {numbers}.{held} Only the step's use of the CPU "
                 "changed, so the difference is what the real step and the workers cost each "
                 "other on the shared cores")
         if real is None or stand_in is None:
@@ -559,36 +627,13 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
         return (f"{head}. {_stand_in_columns(real, stand_in)} On a GPU machine the step "
                 "would not compete with them.")
     if verdict == "same":
-        return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise: this "
+        return (f"Speed-up over {baseline_name}: {numbers}, the same within the noise.{held} This "
                 "run cannot show that the real step's CPU time held the workers back. What "
                 "did is not measured here (the hand-over of each batch, or other programs: "
                 "the CPU use printed above says how much they took).")
-    return (f"Speed-up over {baseline_name}: {numbers}. The stand-in gained less, which "
+    return (f"Speed-up over {baseline_name}: {numbers}.{held} The stand-in gained less, which "
             "leaving the CPU free cannot cause: the machine was busier during the stand-in "
             "runs. Run the two cells again to see.")
-
-
-def machine_load_sentence(load: float, cores: int, own_processes: int) -> str:
-    """The load average against the cores: how many processes wanted them, and whose.
-
-    `own_processes` is how many this lesson keeps busy itself (its workers and the loop with
-    its step): they are not other programs, and when they outnumber the cores the lesson
-    oversubscribes the cores itself, whatever the load average says. The load average is
-    the mean of the last minute, so it counts the lesson's processes only for the part of
-    that minute they ran: what it shows beyond them is other programs, at the least."""
-    said = f"Load average over the last minute: {load:.1f} processes for {cores} cores"
-    own = (f"this lesson alone keeps {own_processes} processes busy (the loop with its step, "
-           "the workers)")
-    if load > own_processes + 0.5:
-        crowded = (f" Even without them, {own} on {cores} cores." if own_processes > cores
-                   else "")
-        return (f"{said}, more than this lesson's own {own_processes}: other programs took "
-                f"CPU time too, leaving overlap less room.{crowded}")
-    if own_processes > cores:
-        return (f"{said}, no more than this lesson's own, so other programs were not busy; "
-                f"but {own} on {cores} cores: the lesson oversubscribes the cores by itself.")
-    return (f"{said}, no more than this lesson's own {own_processes}, which fit the cores: "
-            "the cores were not oversubscribed.")
 
 
 def batch_thread_sentence(chunk_s: float, chunk_records: int,
@@ -703,12 +748,18 @@ def short_waits_sentence(profiler: Any, name: str, *, under: float = 1e-3,
             "average (mean; the red bars: a batch still being made)")
     if worker_count == 2 and waits.size > 1:
         turns = float(np.mean(short[1:] != short[:-1]))
-        if turns >= 0.75:
+        share = float(short.mean())
+        chance = 2 * share * (1 - share)  # short and long waits in a random order
+        against = (f"; in a random order, {int(short.sum())} short and "
+                   f"{int((~short).sum())} long waits would take turns in about {chance:.0%}")
+        if turns >= 0.75:  # above any random order's, which is at most 50%
             text += (f". In {turns:.0%} of consecutive steps a short wait and a long one "
-                     "take turns, as two workers would give, each making every other batch")
+                     f"take turns{against}: as two workers would give, each making every "
+                     "other batch")
         else:
-            text += (f". Short and long waits take turns in only {turns:.0%} of consecutive "
-                     "steps: this run shows no pattern of the two workers taking turns")
+            text += (f". Short and long waits take turns in {turns:.0%} of consecutive "
+                     f"steps{against}: this run shows no pattern of the two workers taking "
+                     "turns")
     return text + "."
 
 
