@@ -723,6 +723,15 @@ def test_grain_packers_sentence_says_whether_the_rows_also_came_out_in_order():
                                                  {"FirstFitPackIterDataset": "F",
                                                   "BestFitPackIterDataset": "y"})
     assert "only FirstFitPackIterDataset gave course_lib's order" in one
+    report["BestFitPackIterDataset"]["group_digests"] = ["g1", "g2"]
+    groups = {"FirstFitPackIterDataset": ["x"], "BestFitPackIterDataset": ["g1", "g2"]}
+    inside = variable_length.grain_packers_sentence(report, OUR_ROWS, {
+        "FirstFitPackIterDataset": "F", "BestFitPackIterDataset": "y"}, groups)
+    assert "yet group by group (2 groups) they hold the same rows: only the order inside" in inside
+    across = variable_length.grain_packers_sentence(report, OUR_ROWS, {
+        "FirstFitPackIterDataset": "F", "BestFitPackIterDataset": "y"},
+        {**groups, "BestFitPackIterDataset": ["g2", "g1"]})
+    assert "and not only inside a group: the groups themselves hold other rows" in across
 
 
 def test_rows_digest_ignores_the_order_of_rows_and_empty_rows_but_not_a_value():
@@ -919,7 +928,9 @@ def test_grain_chain_sentence_says_what_grain_did_in_each_place_of_mp_prefetch()
             "workers, and a state saved after 5 batches continued exactly at the worker count "
             "it was saved at (0→0, 2→2), but not at the other (0→2: KeyError: 'exhausted'; "
             "2→0: KeyError: 'next_index')") in sentence
-    assert "The cause is the change of worker count" in sentence
+    assert sentence.count("The cause is the change of worker count") == 1
+    assert "(0→2: KeyError: 'exhausted'; 2→0: KeyError: 'next_index'), for the same cause." \
+        in sentence
     assert "Grain gave other batches at 2 workers than at 0" in sentence
     assert "leaked" not in sentence
     assert "restored at 2, resumed exactly, where Grain's chain did not" in sentence
@@ -944,3 +955,17 @@ def test_grain_chain_sentence_says_what_grain_did_in_each_place_of_mp_prefetch()
     for ours in ((False, True), (True, False)):
         assert "a bug to report" in variable_length.grain_chain_sentence(chain_report(), *ours)
 
+
+
+def test_grain_s_first_fit_groups_hold_course_lib_s_rows_group_by_group():
+    pytest.importorskip("grain")
+    sequences = variable_length.docstring_sequences(64, limit=80)
+    report = variable_length.grain_packers(sequences, 64, 4, shuffle=False)
+    stream = grain.MapDataset.source(sequences).map(lambda t: {"tokens": t}).to_iter_dataset()
+    rows = list(grain.experimental.FirstFitPackIterDataset(
+        stream, length_struct={"tokens": 64}, num_packing_bins=4, seed=0))
+    ours = [(row["tokens"], row["tokens_segment_ids"], row["tokens_positions"]) for row in rows]
+    groups = [variable_length.rows_digest(ours[start:start + 4])
+              for start in range(0, len(ours), 4)]
+    assert report["FirstFitPackIterDataset"]["group_digests"] == groups
+    assert len(groups) > 3

@@ -1206,7 +1206,7 @@ def _resume_list(resumes: Mapping[str, str], keys: Sequence[str]) -> str:
                      for key in keys)
 
 
-def _chain_resumes(result: Mapping[str, Any], taken: int) -> str:
+def _chain_resumes(result: Mapping[str, Any], taken: int, cause_said: bool = False) -> str:
     """What the resumes of one place of `mp_prefetch` did, with their cause where the
     worker count changed and the states differ in structure."""
     resumes = result["resume"]
@@ -1225,6 +1225,8 @@ def _chain_resumes(result: Mapping[str, Any], taken: int) -> str:
                 f"({_resume_list(resumes, OTHER_COUNT)})")
     if other_ok:
         return head
+    if not result["same_structure"] and cause_said:
+        return f"{head}, for the same cause"
     if not result["same_structure"]:
         return (f"{head}. The cause is the change of worker count: Grain's mp_prefetch "
                 "with 0 workers returns the chain unchanged (process_prefetch.py), so a "
@@ -1249,11 +1251,12 @@ def grain_chain_sentence(report: Mapping[str, Any] | None, ours_same: bool,
         return ("the same batches at 0 and 2 workers" if result["0"] == result["2"] else
                 "other batches at 2 workers than at 0")
 
+    main = _chain_resumes(report["main"], taken)
     parts = [f"On Grain, the same chain (mp_prefetch below the packer) gave "
-             f"{same(report['main'])}, and {_chain_resumes(report['main'], taken)}.",
+             f"{same(report['main'])}, and {main}.",
              f"With mp_prefetch after the packer, where each worker packs its own share, "
              f"Grain gave {same(report['workers'])}, and "
-             f"{_chain_resumes(report['workers'], taken)}."]
+             f"{_chain_resumes(report['workers'], taken, 'The cause is' in main)}."]
     leaked = report.get("leaked_segments", 0)
     if leaked:
         parts.append(f"With every batch and iterator released before exit, Python's "
@@ -1324,6 +1327,8 @@ def grain_packers(sequences: Sequence[np.ndarray], row_length: int = ROW_LENGTH,
                         "cut": int(np.count_nonzero(starts)) - len(source),
                         "rows_digest": rows_digest(as_rows),
                         "ordered_digest": rows_digest(as_rows, ordered=True),
+                        "group_digests": [rows_digest(as_rows[start:start + bins])
+                                          for start in range(0, len(as_rows), bins)],
                         "every_token_once": tokens_once(tokens, found, source.tokens)}
     return report
 
@@ -1389,10 +1394,12 @@ def rows_of(batches: Sequence[tuple]) -> Iterator[tuple]:
 
 def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
                            ours: Mapping[str, str],
-                           ours_ordered: Mapping[str, str] | None = None) -> str:
+                           ours_ordered: Mapping[str, str] | None = None,
+                           ours_groups: Mapping[str, Sequence[str]] | None = None) -> str:
     """Grain's packers on course_lib's stream, from `grain_packers`: their fills, whether
     they made course_lib's rows (`ours`: `rows_digest` by Grain's class name; `ours_ordered`:
-    the same with `ordered=True`, to say whether the rows also came out in the same order),
+    the same with `ordered=True`, to say whether the rows also came out in the same order;
+    `ours_groups`: `rows_digest` of each batch, one group of rows, to say where they differ),
     what concatenating cut, and whether every token came out once."""
     if report is None:
         return ("Grain is not installed here, so its packers cannot run (`pip install grain` "
@@ -1404,7 +1411,7 @@ def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
     same = [name for name in ours if report[name]["rows_digest"] == ours[name]]
     if len(same) == len(ours):
         parts.append("Grain's first fit and best fit made exactly course_lib's rows, compared "
-                     "as sets" + _order_part(report, ours_ordered) + ".")
+                     "as sets" + _order_part(report, ours_ordered, ours_groups) + ".")
     else:
         other = [name for name in ours if name not in same]
         parts.append(f"Grain's {' and '.join(other)} made other rows than course_lib's from "
@@ -1426,19 +1433,29 @@ def grain_packers_sentence(report: Mapping[str, Mapping[str, Any]] | None,
 
 
 def _order_part(report: Mapping[str, Mapping[str, Any]],
-                ours_ordered: Mapping[str, str] | None) -> str:
-    """Whether Grain's fit packers handed their rows out in course_lib's order too."""
+                ours_ordered: Mapping[str, str] | None,
+                ours_groups: Mapping[str, Sequence[str]] | None = None) -> str:
+    """Whether Grain's fit packers handed their rows out in course_lib's order too, and,
+    where not, whether each group of rows still holds the same rows (`ours_groups`)."""
     if not ours_ordered:
         return ""
     in_order = [name for name in ours_ordered
                 if report[name].get("ordered_digest") == ours_ordered[name]]
     if len(in_order) == len(ours_ordered):
         return ", and in the same order"
-    if not in_order:
-        return ("; compared in order, they differ: the rows of a group come out in another "
-                "order (shuffle_bins draws its permutation differently in each)")
-    return (f"; compared in order, only {' and '.join(in_order)} gave course_lib's order "
-            "(shuffle_bins draws its permutation differently in the other)")
+    other = [name for name in ours_ordered if name not in in_order]
+    head = ("; compared in order, they differ" if not in_order else
+            f"; compared in order, only {' and '.join(in_order)} gave course_lib's order")
+    if not ours_groups:
+        return head
+    same_groups = all(report[name].get("group_digests") == list(ours_groups[name])
+                      for name in other)
+    if same_groups:
+        return (f"{head}, yet group by group ({len(ours_groups[other[0]])} groups) they hold "
+                "the same rows: only the order inside a group differs, the order shuffle_bins "
+                "draws (Grain from the seed and the rows handed out before, course_lib from "
+                "the seed and the groups before)")
+    return f"{head}, and not only inside a group: the groups themselves hold other rows"
 
 
 # -- what a cut costs: splitting long documents against concatenating then splitting ---------
