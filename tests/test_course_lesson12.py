@@ -267,6 +267,24 @@ def test_the_mixture_check_follows_the_rule_prefix_by_prefix():
     exact = capstone.mixture_check(_mixture_report([[8, 2, 800, 200], [6, 4, 600, 400]][:1]))
     assert exact["on_rule"] == 1 and exact["steps"] == 1
     assert on_rule["batch_share"] == (0.6, 0.8) and on_rule["records_per_batch"] == 10
+    assert on_rule["weights"] == (233, 99) and on_rule["with_both"] == 2
+
+
+def test_a_batch_without_one_corpus_is_counted():
+    check = capstone.mixture_check(_mixture_report([[8, 2, 800, 200], [10, 0, 1000, 0]]))
+    assert check["with_both"] == 1
+
+
+@pytest.mark.parametrize(("mix", "text"), [
+    (0.7, "1 - 0.7 = 0.30000000000000004 for the code. The mix's rule (Grain 0.2.18's "
+          "`_float_to_int_proportions`, and course_lib's `integer_weights`) turns them into "
+          "whole numbers: it scales the smallest weight to 100 and truncates each, giving "
+          "233:99, so the docstrings get 233/332 = 70.18% of the records, not 70% (weights"),
+    (0.75, "giving 300:100, so the docstrings get 300/400 = 75.00% of the records, exactly the "
+           "75% asked for."),
+])
+def test_the_weights_sentence_gives_the_share_the_rule_makes(mix, text):
+    assert text in capstone.weights_sentence(mix)
 
 
 @pytest.mark.parametrize(("tokens", "verdict"), [
@@ -278,9 +296,11 @@ def test_the_mixture_check_follows_the_rule_prefix_by_prefix():
 def test_the_mixture_sentence_says_how_tokens_follow_records(tokens, verdict):
     check = capstone.mixture_check(_mixture_report([[15, 5, *tokens]]))
     sentence = capstone.mixture_sentence(check)
-    assert "15 docstrings and 5 code records, 75.0% docstrings" in sentence
+    assert "weights 233:99 (70.18% docstrings): 15 docstrings and 5 code records, 75.00% " \
+        "docstrings" in sentence
     assert verdict in sentence
-    assert "exactly the mix's rule" in sentence  # 20 records, 20 * 99 // 332 = 5 code
+    assert "exactly what 233:99 gives (the code records: the records so far times 99/332, " \
+        "rounded down)" in sentence  # 20 records, 20 * 99 // 332 = 5 code
 
 
 def test_the_mixture_sentence_says_when_the_records_stray_from_the_rule():
@@ -457,23 +477,35 @@ def test_slower_checkpoints_are_named_and_the_step_is_not_when_it_did_not_move()
 
 
 def test_a_change_no_part_makes_alone_names_no_cause():
-    # step and rest each add 4%: the whole moves 8%, neither part beyond 5% on its own
+    # step and rest each add 4%: the whole moves 8%, neither part beyond 5% on its own, and
+    # neither holds most of it
     first = _timed(0, _jitter(0.100, 50))
     second = _timed(0, _jitter(0.104, 50), rest=0.004)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (5%), by +8%: yet no part alone moves the time per step " \
-        "beyond " \
-        "the margin, so this run cannot say which part made it slower." in sentence
+    assert "Slower, beyond the margin (5%), by +8%: no part alone moves the time per step " \
+        "beyond the margin, and the change is spread over several parts, so this run cannot " \
+        "say which part made it slower." in sentence
     assert "the step (+" not in sentence and "accounts" not in sentence
+    assert "The slowest steps" not in sentence
+
+
+def test_the_parts_are_means_that_add_up_to_the_whole():
+    first = _timed(0, _jitter(0.100, 28), [(45, 0.3)], start_step=30, rest=0.002)
+    parts = capstone.per_step(first)
+    assert {parts[name].statistic for name in parts} == {"mean"}
+    total = sum(parts[name].value for name in ("step", "wait", "checkpoint", "rest"))
+    assert total == pytest.approx(parts["whole"].value)
+    sentence = capstone.process_speed_sentence(first, first)
+    assert "made of, as means per step: the step 100 ± 0.3 against 100 ± 0.3 ms" in sentence
 
 
 def test_a_faster_run_and_parts_that_cancel_are_said_so():
     first = _timed(0, _jitter(0.100, 50))
     faster = capstone.process_speed_sentence(first, _timed(0, _jitter(0.080, 50)))
     assert "Faster, beyond the margin (5%), by -20%: the step (-20% on its own) accounts for " \
-        "it." \
-        in faster
-    assert "the step's median 80 ± 0.2 against 100 ± 0.3 ms" in faster
+        "it. The step's median: 80 against 100 ms, -20.0 ms where the mean moved -20.0 ms: " \
+        "the typical step changed, not only a few." in faster
+    assert "the step 80 ± 0.2 against 100 ± 0.2 ms" in faster
     # a 10% slower step, made up for by a loop that lost 10 ms per step
     cancel = capstone.process_speed_sentence(_timed(0, _jitter(0.100, 50), rest=0.010),
                                              _timed(0, _jitter(0.110, 50)))
@@ -485,13 +517,15 @@ def test_a_faster_run_and_parts_that_cancel_are_said_so():
                          "its own.")
 
 
-def test_a_noisy_step_is_too_noisy_to_name():
+def test_a_noisy_step_that_holds_the_change_is_named_but_too_noisy_to_tell():
     noisy = [0.02, 0.4] * 10
     first = _timed(0, noisy)
     second = _timed(0, [0.03, 0.45] * 10)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (5%), by +14%: yet no part alone" in sentence
-    assert "the step (+" not in sentence
+    assert "Slower, beyond the margin (5%), by +14%: no part alone moves the time per step " \
+        "beyond the margin, but the change lies in the step (+14%, +30.0 ms per step), which " \
+        "is too noisy to tell on its own (a margin of " in sentence
+    assert "the step (+14% on its own)" not in sentence and "The step's median" in sentence
 
 
 def _logged(seconds_per_step, first=1, count=60, tokens=1000):
@@ -542,14 +576,53 @@ def test_checkpoints_named_as_the_cause_list_every_save_and_flag_a_first_save():
     assert "Its saves took (ms)" in sentence and "first save took longest" not in sentence
 
 
-def test_a_cause_that_explains_only_part_of_the_change_is_said_to():
-    # the step's median moves +10%, but slow outliers add another 20% to the time per step
+def test_a_few_slow_steps_are_named_when_the_step_accounts_for_the_change():
+    # the typical step is unchanged; 5 slow steps raise the mean by 20%
     first = _timed(0, _jitter(0.100, 50))
-    second = _timed(0, _jitter(0.110, 45) + [0.3] * 5)
+    second = _timed(0, _jitter(0.100, 45) + [0.3] * 5)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "the step (+10% on its own) moves it beyond the margin; the other +" in sentence
-    assert "no part moves beyond the margin alone, so this run cannot say where it went." \
-        in sentence and "accounts" not in sentence
+    assert "the step (+20% on its own) accounts for it" in sentence
+    assert "the typical step barely changed, the change lies in a few slow steps. The " \
+        "slowest steps (ms): 300 at step 47, 300 at step 48, 300 at step 49 in the resumed " \
+        "run" in sentence
+    assert "first 6 after its compiling step" not in sentence
+
+
+def test_slow_first_steps_after_the_resumed_compile_are_said_to_be_so():
+    first = capstone.from_step(_timed(0, _jitter(0.100, 58)), 32)
+    second = _timed(0, [0.3, 0.25, 0.2, *_jitter(0.100, 26)], start_step=30)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "The slowest steps (ms): 300 at step 32, 250 at step 33, 200 at step 34 in the " \
+        "resumed run" in sentence
+    assert "the resumed run's slowest steps are among its first 6 after its compiling step " \
+        "(step 31), while the uninterrupted run compiled at step 1, before the steps " \
+        "compared." in sentence
+    # the same slow steps, but both runs compiled at the same step: nothing to contrast
+    alike = _timed(0, [0.3, 0.25, 0.2, *_jitter(0.100, 26)], start_step=30)
+    assert "compiling step" not in capstone.process_speed_sentence(alike, second)
+
+
+def test_a_cause_with_a_remainder_in_a_noisy_step_places_the_remainder():
+    # the checkpoints add 13%; the step's mean adds 9% more, within its own spread
+    first = _timed(0, [0.05, 0.15] * 14, [(45, 0.3)], start_step=30)
+    second = _timed(0, [0.05, 0.15] * 13 + [0.05, 0.43], [(45, 0.72)], start_step=30)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "the checkpoints (+13% on their own) move it beyond the margin; the other +9% " \
+        "lies in the step (+9%, +10.0 ms per step), which is too noisy to tell on its own " \
+        "(a margin of 32%, from its spread)" in sentence
+    assert "cannot say" not in sentence and "The slowest steps (ms): 430 at step 59" in sentence
+    assert "Its saves took (ms) 720 after step 45 in the resumed run" in sentence
+
+
+def test_a_cause_with_a_remainder_spread_over_parts_says_it_cannot_place_it():
+    # the checkpoints add 13%; the step and the rest of the loop add about 4% each
+    first = _timed(0, _jitter(0.100, 28), [(45, 0.3)], start_step=30)
+    second = _timed(0, _jitter(0.104, 28), [(45, 0.72)], start_step=30, rest=0.004)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "the checkpoints (+13% on their own) move it beyond the margin; the other +7% is " \
+        "spread over parts none of which moves beyond the margin alone, so this run cannot " \
+        "say where it went." in sentence
+    assert "The slowest steps" not in sentence
 
 
 def test_a_tie_with_slower_checkpoints_says_the_other_parts_went_the_other_way():
@@ -559,3 +632,15 @@ def test_a_tie_with_slower_checkpoints_says_the_other_parts_went_the_other_way()
     assert "The same within the margin (5%), at +3%, though the checkpoints (+6%) alone " \
         "would move it beyond the margin; the other parts together: -4%. Its saves took (ms) " \
         "500 after step 45 in the resumed run, 300 after step 45" in sentence
+
+
+def test_the_summary_says_which_records_each_process_reads_and_the_rules_weights():
+    numbers = {"records": 10, "files": 2, "bytes_on_disk": 100, "global_rows": 16,
+               "processes": 2, "row_length": 128, "record_share": [0.702, 0.7041],
+               "weights": (233, 99), "fill": 0.9, "max_traces": 1, "tokens_per_second": 1e4,
+               "idle": "", "killed_after": 37, "resumed_from": 30, "equal_steps": 30}
+    lines = capstone.summary_lines(numbers)
+    assert "each process reads every 2nd record of each corpus, from its own index" in lines[1]
+    assert "the rule's 233:99 (70.18% docstrings); docstrings 70.20%, 70.41%" in lines[2]
+    assert "every 3rd record" in capstone.summary_lines({**numbers, "processes": 3})[1]
+    assert "every record" in capstone.summary_lines({**numbers, "processes": 1})[1]

@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from course_lib.course.basics import (
     BETTER,
     SAME,
@@ -116,7 +118,9 @@ def write_corpus(directory: str | Path, row_length: int, num_shards: int,
     for path in paths:
         layout.update(file_layout(path))
     documents = _stdlib_docstrings() if corpus == "docstrings" else _stdlib_sources()
-    return {"corpus": corpus, "documents": len(documents[:limit]), "records": len(pieces),
+    return {"corpus": corpus, "documents": len(documents[:limit]),
+            "documents_cut": sum(len(document) > row_length for document in documents[:limit]),
+            "records": len(pieces),
             "tokens": sum(len(piece) for piece in pieces), "files": len(paths),
             "bytes_on_disk": sum(path.stat().st_size for path in paths),
             "layout": dict(layout), "bytes_group_64": bytes_grouped,
@@ -454,14 +458,14 @@ PLURAL_PARTS = {"checkpoint"}  # "the checkpoints account", "on their own"
 
 
 def per_step(report: Mapping) -> dict[str, Estimate]:
-    """A process's time per timed step and its four parts, in seconds: the step as the
-    median over the steps (a step disturbed by another program barely moves it) and the
-    wait for data as the mean, with their standard errors; the checkpoints and the rest as
-    their totals over the steps (measured once)."""
+    """A process's time per timed step and its four parts, in seconds, all as means per
+    step, so that the parts add up to the whole: the step and the wait for data as the mean
+    over the steps, with their standard errors; the checkpoints and the rest as their totals
+    over the steps, divided by the count (measured once)."""
     split = time_split(report)
     count = len(report["step_spans"])
     return {"whole": Estimate.once(split["wall"] / count, "mean"),
-            "step": Estimate.median_of([b - a for a, b in report["step_spans"]]),
+            "step": Estimate.mean_of([b - a for a, b in report["step_spans"]]),
             "wait": Estimate.mean_of([b - a for a, b in report["wait_spans"]]),
             "checkpoint": Estimate.once(split["checkpoint"] / count, "mean"),
             "rest": Estimate.once(split["rest"] / count, "mean")}
@@ -477,82 +481,167 @@ def _ms(seconds: float) -> str:
 def _alone(first: Mapping[str, Estimate], second: Mapping[str, Estimate], part: str):
     """The whole time per step of the first run with only `part` changed to the second
     run's, judged against the first run's whole by the margin rule (with that part's
-    standard errors): did this part alone move the time per step beyond the margin?"""
+    standard errors): did this part alone move the time per step beyond the margin? Returns
+    the verdict, the change as a share of the first run's whole, and the margin."""
     change = second[part].value - first[part].value
     base = first["whole"].value
     moved = Estimate(base + change, second[part].stderr, second[part].count)
     fixed = Estimate(base, first[part].stderr, first[part].count)
-    return judge(moved, fixed), change / base
+    return judge(moved, fixed), change / base, relative_margin(moved, fixed)
+
+
+HOLDS = 0.25  # a part holds a remainder when the other parts together make at most this share
+
+
+def _holder(alone: Mapping[str, tuple], remainder: float, exclude: Sequence[str]) -> str | None:
+    """The one part, among those not in `exclude`, whose change makes up `remainder` (the
+    others together at most a quarter of it), or None when it is spread over several."""
+    candidates = [part for part in RUN_PARTS if part not in exclude]
+    if not candidates or remainder == 0:
+        return None
+    part = max(candidates, key=lambda name: alone[name][1] * math.copysign(1, remainder))
+    if abs(remainder - alone[part][1]) <= HOLDS * abs(remainder):
+        return part
+    return None
+
+
+def _step_times(report: Mapping) -> list[tuple[int, float]]:
+    """(step number, seconds) of each timed step; the first timed step is the one after the
+    compiling step."""
+    first = report["start_step"] + 2
+    return [(first + i, b - a) for i, (a, b) in enumerate(report["step_spans"])]
+
+
+def _step_note(first: Mapping, second: Mapping, slowest: int = 3) -> str:
+    """Where the step's change lies: its median against its mean (all steps, or a few), the
+    slowest steps of each run, and whether the resumed run's slowest are its first after
+    compiling (which the steps compared hold for the resumed run only)."""
+    a, b = _step_times(first), _step_times(second)
+    means = [float(np.mean([s for _, s in run])) for run in (a, b)]
+    medians = [float(np.median([s for _, s in run])) for run in (a, b)]
+    mean_change, median_change = means[1] - means[0], medians[1] - medians[0]
+    line = (f"The step's median: {_ms(medians[1])} against {_ms(medians[0])} ms, "
+            f"{median_change * 1e3:+.1f} ms where the mean moved {mean_change * 1e3:+.1f} ms")
+    if mean_change != 0 and (abs(median_change) < 0.5 * abs(mean_change)
+                             or median_change * mean_change < 0):
+        line += ": the typical step barely changed, the change lies in a few slow steps"
+    else:
+        line += ": the typical step changed, not only a few"
+
+    def listed(run):
+        worst = sorted(run, key=lambda item: -item[1])[:slowest]
+        return ", ".join(f"{_ms(seconds)} at step {number}" for number, seconds in worst)
+
+    line += (f". The slowest steps (ms): {listed(b)} in the resumed run; {listed(a)} in the "
+             "uninterrupted run")
+    worst = sorted(b, key=lambda item: -item[1])[:slowest]
+    compiled = second["start_step"] + 1
+    early = range(compiled + 1, compiled + 1 + 2 * slowest)  # the first steps after compiling
+    first_compiled = first.get("compile_step", first["start_step"] + 1)
+    if len(b) >= 4 * slowest and all(number in early for number, _ in worst) \
+            and first_compiled < compiled:
+        line += (f": the resumed run's slowest steps are among its first {2 * slowest} after "
+                 f"its compiling step (step {compiled}), while the uninterrupted run compiled "
+                 f"at step {first_compiled}, before the steps compared. This run does not "
+                 "measure why a fresh process's first steps are slow")
+    return line
 
 
 def process_speed_sentence(first: Mapping, second: Mapping) -> str:
-    """One process in two runs (`first`, `second`: their reports): the time per step, its
-    parts, the margin rule's verdict on the whole, and which parts account for a change:
-    only those that move the time per step beyond the margin on their own are named."""
+    """One process in two runs (`first`, `second`: their reports): the time per step and its
+    parts, all means per step (they add up to the whole), the margin rule's verdict on the
+    whole, and where a change went: the parts that move the time per step beyond the margin
+    on their own are named; a remainder is placed in the one part that holds it (within that
+    part's own margin), or said to be spread when no part does."""
     a, b = per_step(first), per_step(second)
     saves = [time_split(report)["saves"] for report in (first, second)]
     steps = [len(report["step_spans"]) for report in (first, second)]
     head = (f"Process {second['rank']}: {_ms(b['whole'].value)} ms per step against "
-            f"{_ms(a['whole'].value)} ms; the step's median {_ms(b['step'].value)} ± "
-            f"{_ms(b['step'].stderr)} against {_ms(a['step'].value)} ± {_ms(a['step'].stderr)} "
-            f"ms (± its standard error); per step, waiting for data {_ms(b['wait'].value)} "
-            "against "
-            f"{_ms(a['wait'].value)} ms, the checkpoints {_ms(b['checkpoint'].value)} against "
-            f"{_ms(a['checkpoint'].value)} ms ({_count(saves[1], 'save')} in {steps[1]} steps "
-            f"against {saves[0]} in {steps[0]}), the rest {_ms(b['rest'].value)} against "
+            f"{_ms(a['whole'].value)} ms (its wall time over its {steps[1]} steps), made of, as "
+            f"means per step: the step {_ms(b['step'].value)} ± {_ms(b['step'].stderr)} against "
+            f"{_ms(a['step'].value)} ± {_ms(a['step'].stderr)} ms (± its standard error), "
+            f"waiting for data {_ms(b['wait'].value)} against {_ms(a['wait'].value)} ms, the "
+            f"checkpoints {_ms(b['checkpoint'].value)} against {_ms(a['checkpoint'].value)} ms "
+            f"({_count(saves[1], 'save')} in {steps[1]} steps against {saves[0]} in "
+            f"{steps[0]}), the rest of the loop {_ms(b['rest'].value)} against "
             f"{_ms(a['rest'].value)} ms. ")
     verdict = judge(b["whole"], a["whole"])
     margin = relative_margin(b["whole"], a["whole"])
     alone = {part: _alone(a, b, part) for part in RUN_PARTS}
-    moved = {part: (v, change) for part, (v, change) in alone.items() if v in (BETTER, WORSE)}
+    moved = {part: (v, change) for part, (v, change, _) in alone.items()
+             if v in (BETTER, WORSE)}
 
     def named(parts):
         return " and ".join(f"{RUN_PARTS[part]} ({moved[part][1]:+.0%} on "
                             f"{'their' if part in PLURAL_PARTS else 'its'} own)"
                             for part in parts)
 
+    def held(part, share):
+        change_ms = 1e3 * (b[part].value - a[part].value)
+        its = "their" if part in PLURAL_PARTS else "its"
+        part_margin = alone[part][2]
+        within = (f"is too noisy to tell on {its} own (a margin of {part_margin:.0%}, from "
+                  f"{its} spread)" if part_margin > TOO_NOISY else
+                  f"stays within {its} margin on {its} own ({part_margin:.0%}, from {its} "
+                  "spread)")
+        if part in PLURAL_PARTS:
+            within = within.replace("is too", "are too").replace("stays", "stay")
+        return (f"lies in {RUN_PARTS[part]} ({share:+.0%}, {change_ms:+.1f} ms per step), "
+                f"which {within}")
+
+    notes = []
+
+    def finish(line):
+        if "step" in moved or "step" in notes:
+            line += ". " + _step_note(first, second)
+        if "checkpoint" in moved or "checkpoint" in notes:
+            line += ". " + _saves_sentence(first, second)
+        return head + line + "."
+
     if verdict == TOO_NOISY_TO_TELL:
         return head + (f"Too noisy to tell (a margin of {margin:.0%}, wider than "
                        f"{TOO_NOISY:.0%}): no cause can be named.")
+    total = b["whole"].value / a["whole"].value - 1
     if verdict == SAME:
-        total = b["whole"].value / a["whole"].value - 1
         if not moved:
             return head + (f"The same within the margin ({margin:.0%}), and no part moved "
                            "beyond it on its own.")
         rest = total - sum(change for _, change in moved.values())
         parts = " and ".join(f"{RUN_PARTS[part]} ({change:+.0%})"
                              for part, (_, change) in moved.items())
-        line = (f"The same within the margin ({margin:.0%}), at {total:+.0%}, though {parts} "
-                f"alone would move it beyond the margin; the other parts together: {rest:+.0%}")
-        if "checkpoint" in moved:
-            line += ". " + _saves_sentence(first, second)
-        return head + line + "."
+        return finish(f"The same within the margin ({margin:.0%}), at {total:+.0%}, though "
+                      f"{parts} alone would move it beyond the margin; the other parts "
+                      f"together: {rest:+.0%}")
     word = "slower" if verdict == WORSE else "faster"
     causes = sorted((part for part, (v, _) in moved.items() if v == verdict),
                     key=lambda part: -abs(moved[part][1]))
     against = [part for part, (v, _) in moved.items() if v != verdict]
-    total = b["whole"].value / a["whole"].value - 1
     line = f"{word.capitalize()}, beyond the margin ({margin:.0%}), by {total:+.0%}: "
+    remainder = total - sum(moved[part][1] for part in (*causes, *against))
+    holder = _holder(alone, remainder, [*causes, *against])
+    if holder is not None:
+        notes.append(holder)
     if causes:
         single = len(causes) == 1 and causes[0] not in PLURAL_PARTS
-        explained = sum(moved[part][1] for part in (*causes, *against))
-        if abs(total - explained) <= margin:
+        if abs(remainder) <= margin:
             line += f"{named(causes)} {'accounts' if single else 'account'} for it"
             if against:
                 line += f", partly offset by {named(against)}"
-        else:
-            line += (f"{named(causes)} {'moves' if single else 'move'} it beyond the margin"
-                     + (f", partly offset by {named(against)}" if against else "")
-                     + f"; the other {total - explained:+.0%} no part moves beyond the margin "
-                     "alone, so this run cannot say where it went")
-    else:
-        line += ("yet no part alone moves the time per step beyond the margin, so this run "
-                 "cannot say which part made it " + word)
-        if against:
-            line += f" ({named(against)} moved the other way)"
-    if "checkpoint" in moved:
-        line += ". " + _saves_sentence(first, second)
-    return head + line + "."
+            return finish(line)
+        line += (f"{named(causes)} {'moves' if single else 'move'} it beyond the margin"
+                 + (f", partly offset by {named(against)}" if against else ""))
+        if holder is not None:
+            return finish(line + f"; the other {remainder:+.0%} " + held(holder, remainder))
+        return finish(line + f"; the other {remainder:+.0%} is spread over parts none of "
+                      "which moves beyond the margin alone, so this run cannot say where it "
+                      "went")
+    line += "no part alone moves the time per step beyond the margin"
+    if against:
+        line += f" ({named(against)} moved the other way)"
+    if holder is not None:
+        return finish(line + ", but the change " + held(holder, remainder))
+    return finish(line + ", and the change is spread over several parts, so this run cannot "
+                  "say which part made it " + word)
 
 
 def _saves_sentence(first: Mapping, second: Mapping) -> str:
@@ -580,6 +669,7 @@ def from_step(report: Mapping, first: int) -> dict:
     before them left out; the saves stay, and `time_split` keeps those inside the span)."""
     skip = max(first - (report["start_step"] + 2), 0)  # the first timed step's number
     return {**report, "start_step": report["start_step"] + skip,
+            "compile_step": report.get("compile_step", report["start_step"] + 1),
             "wait_spans": report["wait_spans"][skip:],
             "step_spans": report["step_spans"][skip:]}
 
@@ -842,16 +932,26 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
     return figure
 
 
+def _ordinal(number: int) -> str:
+    if number % 100 in (11, 12, 13):
+        return "th"
+    return {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+
+
 def summary_lines(numbers: Mapping[str, object]) -> list[str]:
     """What was built, each part with the lesson it came from and its number in this run."""
-    shares = ", ".join(f"{100 * share:.1f}%" for share in numbers["record_share"])
+    shares = ", ".join(f"{share:.2%}" for share in numbers["record_share"])
+    weights = numbers["weights"]
+    count = numbers["processes"]
+    every = "every record" if count == 1 else f"every {count}{_ordinal(count)} record"
     return [
         f"Lesson 9  sharded ArrayRecord files: {numbers['records']:,} records in "
         f"{numbers['files']} files, {numbers['bytes_on_disk']:,} bytes on disk",
-        f"Lesson 5  one record in {numbers['processes']} of each corpus per process, a global "
-        f"batch of {numbers['global_rows']} rows from {numbers['processes']} local batches "
+        f"Lesson 5  each process reads {every} of each corpus, from its own index; a global "
+        f"batch of {numbers['global_rows']} rows from {count} local batches "
         "(measured: shapes and checksums)",
-        f"Lesson 13 two corpora mixed by weight: docstrings {shares} of the records, by "
+        f"Lesson 13 two corpora mixed by weight: the rule's {weights[0]}:{weights[1]} "
+        f"({weights[0] / sum(weights):.2%} docstrings); docstrings {shares} of the records, by "
         "process",
         f"Lesson 10 packed rows of {numbers['row_length']} bytes: "
         f"{100 * numbers['fill']:.0f}% of the slots hold real tokens",
@@ -882,24 +982,49 @@ def mixture_check(report: Mapping) -> dict:
         tokens = [tokens[0] + first_tokens, tokens[1] + second_tokens]
         on_rule += records[1] == sum(records) * weights[1] // sum(weights)
         batch_shares.append(first / (first + second))
+    both = sum(first_tokens > 0 and second_tokens > 0 for _, _, first_tokens, second_tokens
+               in counts)  # batches holding tokens of both corpora
     return {"rank": report["rank"], "mix": report["mix"], "steps": len(counts),
-            "records": records, "tokens": tokens, "on_rule": on_rule,
+            "weights": weights, "rule_share": weights[0] / sum(weights),
+            "records": records, "tokens": tokens, "on_rule": on_rule, "with_both": both,
             "record_share": records[0] / sum(records), "token_share": tokens[0] / sum(tokens),
             "batch_share": (min(batch_shares), max(batch_shares)),
             "records_per_batch": sum(records) / len(counts)}
+
+
+def weights_sentence(mix: float, names: Sequence[str] = CORPORA) -> str:
+    """The whole-number weights the mix's rule makes of the script's `--mix` (`mix` for the
+    first corpus, `1 - mix` for the second), and the share of records they give."""
+    from course_lib.mixing import integer_weights
+
+    floats = [mix, 1 - mix]
+    weights = integer_weights(floats, 2)
+    share = weights[0] / sum(weights)
+    line = (f"The script's weights are {floats[0]!r} for the {names[0]} and 1 - {floats[0]!r} "
+            f"= {floats[1]!r} for the {names[1]}. The mix's rule (Grain 0.2.18's "
+            "`_float_to_int_proportions`, and course_lib's `integer_weights`) turns them into "
+            "whole numbers: it scales the smallest weight to 100 and truncates each, "
+            f"giving {weights[0]}:{weights[1]}, so the {names[0]} get "
+            f"{weights[0]}/{sum(weights)} = {share:.2%} of the records")
+    if math.isclose(share, mix, rel_tol=0, abs_tol=1e-12):
+        return line + f", exactly the {mix:.0%} asked for."
+    return line + (f", not {mix:.0%} (weights whose smallest scales to 100 exactly, such as "
+                   "0.75 and 0.25, 300:100, give their share exactly).")
 
 
 def mixture_sentence(check: Mapping, names: Sequence[str] = CORPORA) -> str:
     """The records' and tokens' shares of the first corpus against the weight, and why the
     tokens' share differs when it does."""
     first, second = names
-    head = (f"Process {check['rank']}, {check['steps']} steps, weight {check['mix']:.0%} "
-            f"{first}: {check['records'][0]:,} {first} and {check['records'][1]:,} {second} "
-            f"records, {check['record_share']:.1%} {first}; ")
+    weights = ":".join(str(weight) for weight in check["weights"])
+    head = (f"Process {check['rank']}, {check['steps']} steps, weights {weights} "
+            f"({check['rule_share']:.2%} {first}): {check['records'][0]:,} {first} and "
+            f"{check['records'][1]:,} {second} records, {check['record_share']:.2%} {first}; ")
     if check["on_rule"] == check["steps"]:
-        head += ("after every step the records so far are exactly the mix's rule of the "
-                 "weights (rounded down), because packing takes a prefix of the mixed stream "
-                 "for each batch. ")
+        head += (f"after every step the records so far are exactly what {weights} gives "
+                 f"(the {second} records: the records so far times {check['weights'][1]}/"
+                 f"{sum(check['weights'])}, rounded down), because packing takes a prefix of "
+                 "the mixed stream for each batch. ")
     else:
         head += (f"only after {check['on_rule']} of {check['steps']} steps are the records so "
                  "far the mix's rule of the weights. ")

@@ -63,7 +63,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between saves")
     parser.add_argument("--seed", type=int, default=0, help="weights and shuffle")
     parser.add_argument("--mix", type=float, default=0.7,
-                        help="share of records drawn from the docstrings (the rest: code)")
+                        help="weight of the docstrings (the code's: 1 - mix); the mix turns "
+                        "the two into whole numbers, the smallest scaled to 100, truncated")
     parser.add_argument("--workers", type=int, default=0,
                         help="worker processes reading and decoding records (mp_prefetch)")
     parser.add_argument("--kill-rank", type=int, default=None, help="rank that dies")
@@ -208,10 +209,11 @@ def main(argv=None) -> None:
     import chex
     import jax
     import jax.numpy as jnp
+    import orbax.checkpoint as ocp
     from flax import nnx
 
     from course_lib import language_model
-    from course_lib.checkpoint import checkpoint_manager, save_training
+    from course_lib.checkpoint import save_training  # registers the data position's handler
     from course_lib.device import data_parallel_mesh, make_global_batch, replicated_sharding
     from course_lib.profiling import StepProfiler
 
@@ -238,7 +240,11 @@ def main(argv=None) -> None:
     chex.clear_trace_counter()
     step_fn = nnx.jit(chex.assert_max_traces(counted_step, n=1))
 
-    manager = checkpoint_manager(out / "checkpoints", max_to_keep=2)
+    # Keep the latest 2 checkpoints. Orbax 0.12.8 keeps every one by default, and marks
+    # max_to_keep deprecated in favour of preservation_policy (lesson 8).
+    options = ocp.CheckpointManagerOptions(
+        preservation_policy=ocp.checkpoint_managers.LatestN(2), create=True)
+    manager = ocp.CheckpointManager(out / "checkpoints", options=options)
     iterator = iter(make_dataset(Path(args.data), args))
     start_step = resume(manager, model, optimizer, iterator, args)
     if start_step:
