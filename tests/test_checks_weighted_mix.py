@@ -1,7 +1,7 @@
 """`checks.check_weighted_mix`: the answer passes, and each near miss a learner would write
 (a random draw, blocks right only in the long run, rounding that drifts, a counter, an index
-from the share, a weight of zero selected, no validation, the library's own rule) fails with
-its own advice."""
+from the share, counts in floats, a weight of zero selected, no validation, a refusal that
+names nothing, the library's own rule) fails with its own advice."""
 
 from __future__ import annotations
 
@@ -125,6 +125,37 @@ def index_from_the_share(weights):
     return locate
 
 
+def float_counts(weights):
+    """The answer's arithmetic on float shares: a product that should be whole comes out a
+    hair above, and math.ceil takes it one too high."""
+    exact = [float(weight) for weight in _validated(weights)]
+    last = max(place for place, weight in enumerate(exact) if weight > 0)
+
+    def locate(position: int) -> tuple[int, int]:
+        remaining = sum(exact)
+        before, through = position, position + 1
+        for component, weight in enumerate(exact):
+            if weight == 0:
+                continue
+            mine_before = math.ceil(before * weight / remaining)
+            mine_through = math.ceil(through * weight / remaining)
+            if mine_through > mine_before or component == last:
+                return component, mine_through - 1
+            remaining -= weight
+            before, through = before - mine_before, through - mine_through
+        raise AssertionError("unreachable")
+    return locate
+
+
+def silent_refusal(weights):
+    """Refuses the bad weights, with a ValueError that says nothing."""
+    try:
+        _validated(weights)
+    except ValueError:
+        raise ValueError("invalid input") from None
+    return answer(weights)
+
+
 def zero_nudged_up(weights):
     """Replaces a zero weight by a small one, so that component is selected now and then."""
     exact = _validated(weights)
@@ -177,7 +208,9 @@ def test_the_unsolved_stub_passes_through_as_not_implemented():
     (blocks_of_a_hundred, "right only in the long run"),
     (truncated_weights, "drift"),
     (counts_its_calls, "depends on what was asked before"),
-    (index_from_the_share, "skips"),
+    (index_from_the_share, "an index from position * share"),
+    (float_counts, "counts computed with floats"),
+    (silent_refusal, "ValueError('invalid input'), which does not name"),
     (zero_nudged_up, "whose weight is 0"),
     (refuses_zero, "a weight of 0 is allowed"),
     (no_validation, "raised no error"),
@@ -201,3 +234,11 @@ def test_the_library_rule_works_again_after_the_check():
                                             ([0.5, 0.3, 0.2], 2), ([1, 2, 3, 4], 3)])
 def test_the_bound_counts_positive_weights(weights, bound):
     assert mix_bound(weights) == bound
+
+
+def test_the_prefix_advice_is_the_lessons_rounding_rule():
+    with pytest.raises(AssertionError) as failure:
+        checks.check_weighted_mix(blocks_of_a_hundred)
+    said = str(failure.value)
+    assert "rounded, up (as the rule above says) or down, the same way for every n" in said
+    assert "floor(" not in said

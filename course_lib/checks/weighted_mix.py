@@ -28,7 +28,8 @@ It names the first broken promise:
    consecutive and each is within the same bound of `position * share`: the rule is
    computed directly at any position, never by walking there.
 7. **Bad weights raise ValueError when the mix is made**: no weights, a negative, NaN or
-   infinite weight, all weights zero.
+   infinite weight, all weights zero; the message names the offending value (`-1`, `nan`,
+   `inf`), or the weights for none and all zero.
 
 The exercise asks for the rule itself, so while the check runs, course_lib's own
 (`course_lib.mixing.component_at`, which `MapDataset.mix` calls) refuses to be called; an
@@ -52,6 +53,9 @@ WINDOW = 400
 WEIGHTS = ([0.7, 0.3], [1, 1], [0.5, 0.3, 0.2], [3, 0, 1], [2 / 3, 1 / 3],
            [0.1, 0.2, 0.3, 0.4], [0.001, 1.0], [5, 2, 2, 1], [1])
 BAD_WEIGHTS = ([], [-1, 2], [float("nan"), 1], [float("inf"), 1], [0, 0])
+# What each refusal's message must hold (case aside): the offending value, or for no
+# weights and all weights 0, the word "weight".
+BAD_WEIGHT_NAMES = ("weight", "-1", "nan", "inf", "weight")
 TIE = Fraction(1, 10**6)  # errors closer than this are the same: the first prefix is shown
 NO_STATE_POSITIONS = 240  # asked again in reverse and shuffled orders
 
@@ -161,7 +165,9 @@ def _check_in_order(weights, answers: list[tuple[int, int]]) -> None:
                  "make the index the number of earlier positions that went to the same "
                  "component, worked out from the position: the count of component j among "
                  "the first position + 1 positions, minus one; an index from position * share, "
-                 "rounded, skips and repeats records")
+                 "rounded, skips and repeats records, and so do counts computed with floats "
+                 "(math.ceil of a float product that should be a whole number can come out "
+                 "one too high): keep the shares as fractions.Fraction")
         seen[component] += 1
 
 
@@ -219,10 +225,11 @@ def _check_prefix_shares(weights, answers: list[tuple[int, int]]) -> None:
          f"off by {abs(error):.2f}, and every prefix must stay within {bound} "
          f"({'two components' if bound == 1 else f'{bound + 1} components'}); "
          + _why(errors_by_n, component, bound),
-         "decide position k by arithmetic on k: among the first n positions component j "
-         "should hold n * share_j rounded, so find the component whose rounded count grows "
-         "from n = k to n = k + 1 (for two components, floor((k + 1) * p) > floor(k * p) says "
-         "component 0); use exact fractions (fractions.Fraction) for the shares")
+         "decide position k by arithmetic on k alone: among the first n positions a "
+         "component's count must be n * its share rounded, up (as the rule above says) or "
+         "down, the same way for every n; position k is that component's exactly when its "
+         "count grows from n = k to n = k + 1. With more components, split one off at a time "
+         "among the positions the others left; keep the shares exact (fractions.Fraction)")
 
 
 def _check_far(weighted_mix: Callable, weights) -> None:
@@ -256,11 +263,17 @@ def _check_far(weighted_mix: Callable, weights) -> None:
 
 
 def _check_bad_weights(weighted_mix: Callable) -> None:
-    for weights in BAD_WEIGHTS:
+    for weights, name in zip(BAD_WEIGHTS, BAD_WEIGHT_NAMES, strict=True):
         call = f"weighted_mix({weights!r})"
         try:
             weighted_mix(list(weights))
-        except ValueError:
+        except ValueError as error:
+            expect(name in str(error).lower(),
+                   f"{call} raised ValueError({str(error)!r}), which does not name "
+                   f"{'the weights' if name == 'weight' else repr(name)}",
+                   "say in the message which value is wrong and the rule it breaks: at "
+                   "least one weight, each finite and 0 or more, not all 0 (for example "
+                   "f\"weights[{place}]={weight!r} must be ...\")")
             continue
         except (NotImplementedError, AssertionError):
             raise
