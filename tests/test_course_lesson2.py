@@ -220,11 +220,31 @@ def test_placement_sentence_for_each_outcome():
     assert "too noisy to tell" in noisy and "As expected" not in noisy
 
 
+def test_a_judged_sentence_prints_the_gap_beside_the_margin():
+    transform = _timing([300e-6, 302e-6, 304e-6])
+    inside = lesson.placement_sentence(_timing([301e-6] * 3), transform)
+    assert "The first time is 0.3% below the second, inside the margin of 5.0%." in inside
+    beyond = lesson.placement_sentence(_timing([200e-6] * 3), transform)
+    assert "33.8% below the second, beyond the margin of 5.0%" in beyond
+    above = lesson.placement_sentence(_timing([400e-6] * 3), transform)
+    assert "32.5% above the second, beyond" in above
+
+
+def test_the_gap_and_the_margin_get_the_decimals_that_tell_them_apart():
+    from course_lib.course.basics import Estimate
+    said = lesson._judged("A", Estimate(1.0671, 0.0, 3), "b", Estimate(1.0, 0.0, 3))
+    assert "6.7% above" in said and "margin of 5.0%" in said
+    close = lesson._judged("A", Estimate(1.0502, 0.0, 3), "b", Estimate(1.0, 0.0, 3))
+    assert "5.02% above the second, beyond the margin of 5.00%" in close
+
+
 def test_filter_first_sentence_for_each_outcome():
     decode_first = _timing([800e-6, 801e-6, 802e-6], threads=16, cpu_per_record=900e-6)
     faster = lesson.filter_first_sentence(decode_first, _timing([300e-6] * 3,
                                                                 cpu_per_record=300e-6))
     assert "2.67x faster" in faster and "never decoded" in faster and "3.00x the work" in faster
+    assert faster.startswith("Timed over whole passes, first batch included, per kept record")
+    assert "beyond the margin of" in faster
     tie = lesson.filter_first_sentence(_timing([600e-6, 650e-6, 700e-6], threads=16),
                                        _timing([600e-6, 640e-6, 690e-6], cpu_per_record=300e-6))
     assert "cannot tell" in tie and "read-ahead" not in tie
@@ -318,6 +338,7 @@ def test_two_faces_sentence_for_each_outcome():
                                    _batches([[0, 2], [4, 6]], shift=1))
     said = lesson.two_faces_sentence("The chain", "the DataLoader", shifted)
     assert "but 2 of them hold other pixels" in said and "random map" in said
+    assert "labels alone cannot say the records are the same" in said
 
     reordered = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[2, 0], [4, 6]]))
     said = lesson.two_faces_sentence("The chain", "the DataLoader", reordered)

@@ -32,6 +32,7 @@ from course_lib.course.basics import (
     compare_estimates,
     format_times,
     judge,
+    relative_margin,
 )
 from course_lib.course.parallel_workers import LoaderTiming, interleaved_medians, timed_pass
 
@@ -251,6 +252,22 @@ def threads_used_sentence(label: str, timing: PipelineTiming) -> str:
             "threads started).")
 
 
+def _judged(name: str, measured: Estimate, baseline_name: str, baseline: Estimate) -> str:
+    """`compare_estimates`' sentence with the gap and the margin beside it, both in % of the
+    baseline, to as many decimals as it takes to tell them apart (up to three), so that a
+    verdict near the margin can be checked from what is printed."""
+    said = compare_estimates(name, measured, baseline_name, baseline)
+    gap = (measured.value - baseline.value) / abs(baseline.value)
+    margin = relative_margin(measured, baseline)
+    digits = 1
+    while digits < 3 and round(100 * abs(gap), digits) == round(100 * margin, digits):
+        digits += 1
+    side = "inside" if abs(gap) <= margin else "beyond"
+    return (f"{said} The first time is {abs(gap):.{digits}%} "
+            f"{'below' if gap < 0 else 'above'} the second, {side} the margin of "
+            f"{margin:.{digits}%}.")
+
+
 def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTiming,
                           cores: int | None = None, work_threads: int | None = None) -> str:
     """A decoding `__getitem__` read with the default `ReadOptions` (the batch thread, and
@@ -275,7 +292,7 @@ def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTimin
                 "run the cell again.)")
     measured, baseline = (threads_allowed.steady_seconds_per_record(),
                           inline.steady_seconds_per_record())
-    said = compare_estimates(
+    said = _judged(
         f"Decoding in __getitem__ with {threads_allowed.read_threads} read threads and the "
         "batch thread", measured, "with num_threads=0", baseline)
     result = judge(measured, baseline)
@@ -302,7 +319,7 @@ def background_thread_sentence(ahead: PipelineTiming, inline: PipelineTiming) ->
     who = ("the batch thread alone" if ahead.read_threads == 0 else
            f"the batch thread and {ahead.read_threads} read threads")
     measured, baseline = ahead.steady_seconds_per_record(), inline.steady_seconds_per_record()
-    said = compare_estimates(f"Decoding in a transform with {who}", measured,
+    said = _judged(f"Decoding in a transform with {who}", measured,
                              "with num_threads=0", baseline)
     result = judge(measured, baseline)
     if result == TOO_NOISY_TO_TELL:
@@ -328,7 +345,7 @@ def placement_sentence(in_getitem: PipelineTiming, in_transform: PipelineTiming)
     `ReadOptions(num_threads=0)`."""
     measured, baseline = (in_getitem.steady_seconds_per_record(),
                           in_transform.steady_seconds_per_record())
-    said = compare_estimates("Decoding in __getitem__ (both with num_threads=0)", measured,
+    said = _judged("Decoding in __getitem__ (both with num_threads=0)", measured,
                              "decoding in a transform", baseline)
     result = judge(measured, baseline)
     if result == TOO_NOISY_TO_TELL:
@@ -349,9 +366,10 @@ def filter_first_sentence(decode_first: PipelineTiming, filter_first: PipelineTi
     The CPU time is the measurement that says whether fewer files were decoded.
     `decode_first_name` names the decode-first pipeline ("DecodeImage before the filter"
     when it is the same transforms in the other order)."""
-    wall_said = compare_estimates("Filtering before DecodeImage",
-                                  filter_first.seconds_per_record(),
-                                  decode_first_name, decode_first.seconds_per_record())
+    wall_said = ("Timed over whole passes, first batch included, per kept record (the CPU "
+                 "time cannot leave the first batch out, so the wall time does not either): "
+                 + _judged("filtering before DecodeImage", filter_first.seconds_per_record(),
+                           decode_first_name, decode_first.seconds_per_record()))
     wall = judge(filter_first.seconds_per_record(), decode_first.seconds_per_record())
     cpu = judge(filter_first.cpu_seconds_per_record(), decode_first.cpu_seconds_per_record())
     cpu_ratio = decode_first.cpu_seconds_per_record().value / \
@@ -430,8 +448,10 @@ def two_faces_sentence(name: str, other_name: str, match: BatchMatch) -> str:
     if match.same_images < match.compared:
         return (f"{name} and {other_name} gave the same {match.batches:,} batches of labels, "
                 f"in the same order, but {match.compared - match.same_images:,} of them hold "
-                "other pixels: the same records were shifted differently, so the random map's "
-                "generators differ (the shuffle agrees).")
+                "other pixels: the same labels in the same order, so the shuffles agree as far "
+                "as labels can tell, but other pixels, so the random map's generators differ "
+                "(labels alone cannot say the records are the same ones: two records of one "
+                "digit could trade places).")
     return (f"{name} and {other_name} gave the same {match.batches:,} batches, label for "
             "label and pixel for pixel: the same records, in the same order, shifted the "
             "same way.")
