@@ -335,14 +335,17 @@ def test_training_sentence_when_the_loop_does_not_feel_the_mix():
 
 def test_training_sentence_when_the_loop_is_slower_faster_or_too_noisy():
     slower = _speed([2.0] * 3, [1.0] * 3, [0.2] * 3, [0.1] * 3)
-    assert "the mix is what the loop waits for" in slower and "2.00x the time" in slower
+    assert "2.00x the time" in slower and "at most 10% of what the loop lost" in slower
+    assert "does not isolate the rest" in slower
+    explained = _speed([2.0] * 3, [1.8] * 3, [0.3] * 3, [0.1] * 3)
+    assert "most of what the loop lost" in explained and "isolate" not in explained
     unexplained = _speed([2.0] * 3, [1.0] * 3, [0.1] * 3, [0.1] * 3)
     assert "cannot say the mix is the cause" in unexplained
     faster = _speed([1.0] * 3, [2.0] * 3, [0.1] * 3, [0.1] * 3)
     assert "The mixed loop was the faster one" in faster and "does not say what" in faster
     noisy = _speed(*NOISY, [0.1] * 3, [0.1] * 3)
     assert "could not be told apart" in noisy and "no cause is named" in noisy
-    assert "margin is wider than 25%" in noisy and "waits for" not in noisy
+    assert "margin is wider than 25%" in noisy and "lost" not in noisy
 
 
 def test_the_pictures_draw():

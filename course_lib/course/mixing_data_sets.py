@@ -766,10 +766,18 @@ def training_speed_sentence(mixed_seconds: Sequence[float],
         return said + (" The loaders alone are too noisy to tell apart, so this run says only "
                        "that the loop does not feel the mix.")
     if loop.verdict == WORSE and loaders.verdict == WORSE:
-        return said + (
-            " The loader alone is slower with the mix too "
-            f"({format_times(1 / loaders.ratio)} the time per batch), so the mix is what the "
-            "loop waits for.")
+        loader_extra = (loaders.median - loaders.baseline_median) / steps
+        loop_extra = (loop.median - loop.baseline_median) / steps
+        compared = (f" The loader alone is slower with the mix too "
+                    f"({format_times(1 / loaders.ratio)} the time per batch): it adds "
+                    f"{format_duration(loader_extra)} per batch, against "
+                    f"{format_duration(loop_extra)} more per step in the loop")
+        if loader_extra >= loop_extra / 2:
+            return said + compared + ", so the mix's own cost is most of what the loop lost."
+        return said + compared + (
+            f", so the mix's own cost is at most {loader_extra / loop_extra:.0%} of what the "
+            "loop lost; this run does not isolate the rest (the two feeds' records differ "
+            "too).")
     if loop.verdict == WORSE:
         return said + (" The loaders alone do not show the mix slower beyond their margin, so "
                        "this measurement cannot say the mix is the cause.")
