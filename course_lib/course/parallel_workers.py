@@ -420,32 +420,52 @@ def _busy_clause(usage: CpuUse | None, cores: int) -> str:
             "than the core count promises.")
 
 
+def _above_cores(ratio: float, cores: int) -> str | None:
+    """The sentence for a speed-up above `cores`, which parallel work on `cores` cores
+    cannot give, or None when the speed-up is within what the cores can give."""
+    if ratio <= cores:
+        return None
+    return (f"That is more than the {cores}x that {cores} cores working at once can give at "
+            "best, so parallel work alone does not explain it, and this comparison does not "
+            "say what does.")
+
+
 def prepare_sentences(loop_s: Sequence[float], threads_s: Sequence[float],
-                      processes_s: Sequence[float], *, cores: int | None = None,
-                      usage: CpuUse | None = None) -> list[str]:
-    """Section 3's two comparisons, threads and worker processes against the plain loop,
-    each with what the outcome measured says. `usage` (from `measure_cpu_use` around the
-    timings) tells other programs' CPU time from the lesson's own. Why threads do or do not
-    help is not read from this comparison: nothing in it isolates the interpreter lock, so
-    the sentences name it only where the outcome implies it (threads faster)."""
+                      in_process_s: Sequence[float], processes_s: Sequence[float], *,
+                      cores: int | None = None, usage: CpuUse | None = None,
+                      per: str = "") -> list[str]:
+    """Section 3's two comparisons, each like with like: threads against the plain loop
+    (the same function, one thread or several), and the loader's worker processes against
+    the same loader at `worker_count=0, ReadOptions(num_threads=0)` (the same code, in this
+    process or in workers). Each says what the outcome measured says. `usage` (from
+    `measure_cpu_use` around the timings) tells other programs' CPU time from the lesson's
+    own; `per` names what each timing is for (" per record"). A speed-up above `cores`
+    cannot come from parallel work alone, and the sentence says so. Why threads do or do
+    not help is not read from this comparison: nothing in it isolates the interpreter
+    lock, so the sentences name it only where the outcome implies it (threads faster)."""
     cores = cores or os.cpu_count() or 1
     busy = _busy_clause(usage, cores)
+    thread_gain = Comparison(tuple(threads_s), tuple(loop_s)).ratio
     threads = compare_runs(
-        "Preparing in threads", threads_s, "the plain loop", loop_s,
-        why={"better": "Part of the work ran on several cores at once, which Python threads "
-                       "can do only inside C code that lets go of the interpreter lock "
-                       "(some of reading and decoding); this comparison does not say which "
-                       "part.",
+        "Preparing in threads", threads_s, "the plain loop", loop_s, per=per,
+        why={"better": _above_cores(thread_gain, cores) or
+             "Part of the work ran on several cores at once, which Python threads "
+             "can do only inside C code that lets go of the interpreter lock "
+             "(some of reading and decoding); this comparison does not say which "
+             "part.",
              "same": "The threads gained nothing beyond the noise; this comparison does not "
                      "say why (the interpreter lock, the cores being taken, or both)."
                      + busy,
              "worse": "The threads cost more than they overlapped; this comparison does "
                        "not say which cost." + busy})
+    process_gain = Comparison(tuple(processes_s), tuple(in_process_s)).ratio
     processes = compare_runs(
-        "Preparing in worker processes", processes_s, "the plain loop", loop_s,
-        why={"better": f"Each process has its own interpreter and lock, so the {cores} "
-                       "cores prepared records at the same time, and that won back the "
-                       "workers' start-up, which this time includes.",
+        "Preparing in worker processes", processes_s,
+        "the same loader at worker_count=0, num_threads=0", in_process_s, per=per,
+        why={"better": _above_cores(process_gain, cores) or
+             f"The same code ran in both; each process has its own interpreter and "
+             f"lock, so the {cores} cores prepared records at the same time, and that "
+             "won back the workers' start-up, which this time includes.",
              "same": "Each process has its own lock, but the parallel work did not show. "
                      "This time also holds starting the workers and receiving every batch "
                      "in this process, on the same cores; it does not tell those costs "
@@ -614,16 +634,18 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
                        f"start-up of about {format_duration(startup)} plus "
                        f"{format_duration(zero.total_s / shares)}, no less. A longer run "
                        "(more records or epochs) spreads the start-up.")
-    if _busy(usage):
-        reasons.append(f"Other programs used {usage.other_cores:.1f} of the {cores} cores "
-                       "while the timings ran (measured from CPU time, this process and its "
-                       "workers left out): the workers found less idle CPU to add.")
     if not reasons:
         than = "more than" if best_vs_zero.verdict == "worse" else "as much as"
         reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
-                       f"worker_count=0, and on these {cores} cores the workers share the CPU "
-                       "with the main process, which hands out positions and receives every "
-                       f"batch: here that cost {than} the workers saved.")
+                       f"worker_count=0, too little work to be worth shipping to another "
+                       f"process: on these {cores} cores the workers share the CPU with the "
+                       "main process, which hands out positions and receives every batch, "
+                       f"and here that cost {than} the workers saved.")
+    if _busy(usage):
+        reasons.append(f"Other programs also used {usage.other_cores:.1f} of the {cores} "
+                       "cores while the timings ran (measured from CPU time, this process "
+                       "and its workers left out), leaving the workers less idle CPU; this "
+                       "run does not separate their part.")
     return " ".join([line, *reasons])
 
 
@@ -796,53 +818,9 @@ def worker_memory_mb() -> dict[str, float]:
     return found
 
 
-def _run_json_script(script: str, arguments: Sequence[int], *, timeout: float, who: str):
-    """Run `script` in a new Python process with `arguments` and return the JSON its last
-    line of output holds; killed after `timeout` seconds. A failure raises RuntimeError
-    with the process's last error line, naming it as `who`."""
-    import json
-    import subprocess
-    import sys
-
-    result = subprocess.run([sys.executable, "-c", script, *map(str, arguments)],
-                            capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no error output"])[-1]
-        raise RuntimeError(f"{who} exited with code {result.returncode}: {last}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-_FIRST_BATCHES_SCRIPT = """
-import json, sys, time
-import numpy as np
-import course_lib as grain
-worker_count, loaders = (int(argument) for argument in sys.argv[1:])
-images = np.zeros((4096, 28, 28), np.uint8)
-seconds = []
-for _ in range(loaders):
-    loader = grain.DataLoader(
-        data_source=grain.ArrayDataSource(images), operations=[grain.Batch(64)],
-        sampler=grain.IndexSampler(len(images), num_epochs=1), worker_count=worker_count)
-    start = time.perf_counter()
-    with iter(loader) as iterator:
-        next(iterator)
-        seconds.append(time.perf_counter() - start)
-print(json.dumps(seconds))
-"""
-
-
-def first_batches_in_a_new_process(worker_count: int = 2, loaders: int = 4,
-                                   timeout: float = 120.0) -> list[float]:
-    """Seconds from `iter(loader)` to the first batch for `loaders` loaders, one after
-    another, in a new Python process: the first starts the fork server its workers are
-    forked from (workers.py), the later ones find it running. Raises RuntimeError with the
-    process's last error line if it fails."""
-    return _run_json_script(_FIRST_BATCHES_SCRIPT, (worker_count, loaders), timeout=timeout,
-                            who="the new process")
-
-
 def fork_server_sentence(seconds: Sequence[float]) -> str:
-    """What `first_batches_in_a_new_process` measured, in a sentence its numbers decide."""
+    """Seconds from `iter(loader)` to the first batch of loaders made one after another in a
+    new Python process (the first starts the fork server), in a sentence its numbers decide."""
     if len(seconds) < 2:
         raise ValueError(f"got {len(seconds)} timings; pass at least 2 (loaders=2 or more)")
     first, later = seconds[0], statistics.median(seconds[1:])
@@ -859,32 +837,6 @@ def fork_server_sentence(seconds: Sequence[float]) -> str:
     return (f"The first iter() in the new process was not slower than the later ones beyond "
             f"the noise of the later ones: {times}. The fork server's start did not show "
             "here; a busy machine can hide it.")
-
-
-_GRAIN_SCRIPT = """
-import json, sys
-from absl import flags
-flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
-import grain.python as grain
-count, batch_size, worker_count = (int(argument) for argument in sys.argv[1:])
-loader = grain.DataLoader(
-    data_source=grain.RangeDataSource(0, count, 1),
-    sampler=grain.IndexSampler(count, shard_options=grain.NoSharding(), shuffle=False,
-                               num_epochs=1, seed=0),
-    operations=[grain.Batch(batch_size)], worker_count=worker_count)
-print(json.dumps([batch.tolist() for batch in loader]))
-"""
-
-
-def grain_batches(worker_count: int, num_records: int = 20, batch_size: int = 4,
-                  timeout: float = 120.0) -> list[list[int]]:
-    """The batches of real Grain's DataLoader over `RangeDataSource(0, num_records)`, run in
-    a fresh Python process (with absl flags parsed, as Grain's workers need) that is killed
-    after `timeout` seconds. Raises RuntimeError with Grain's last error line if it fails."""
-    return _run_json_script(_GRAIN_SCRIPT, (num_records, batch_size, worker_count),
-                            timeout=timeout, who="Grain")
-
-
 
 
 # -- where a transform runs at worker_count=0: what print and pdb can do there -------------
