@@ -200,5 +200,12 @@ class EngineIterator(DatasetIterator):
         if self._elements is not None:
             self._elements.close()
 
+    @property
+    def execution(self) -> str:
+        """Where the engine runs this chain, and why (`DataLoaderIterator.execution`)."""
+        if self._empty:
+            return "nothing to run: the data set is empty"
+        return self._elements.execution
+
     def __repr__(self) -> str:
-        return f"EngineIterator({self._loader!r})"
+        return f"EngineIterator({self._loader!r}, execution={self.execution!r})"

@@ -85,7 +85,7 @@ class ReadAhead(Iterator):
     back. So the first two chunks are made here, in the calling thread, and the second is
     timed: the thread starts only if it took at least `BACKGROUND_PAYS_OFF_S`; otherwise
     every chunk is made in the calling thread, as with `num_threads=0`. `start()` starts the
-    thread at once.
+    thread at once. `decision` says in words which it is and the figure that chose it.
     """
 
     def __init__(self, groups: Iterator[list], max_ready: int,
@@ -100,6 +100,8 @@ class ReadAhead(Iterator):
         self._inline: bool | None = None  # decided on the second chunk
         self._probed = False  # the first chunk was made (untimed)
         self._thread: threading.Thread | None = None
+        self.decision = (f"batch thread not decided yet: the second chunk will be timed "
+                         f"against {BACKGROUND_PAYS_OFF_S * 1e3:g} ms")
 
     @property
     def in_background(self) -> bool:
@@ -109,6 +111,11 @@ class ReadAhead(Iterator):
     def start(self) -> None:
         """Make the chunks on the background thread from now on (does nothing once
         started, decided or finished)."""
+        if self._thread is None and not self._inline and not self._finished:
+            self.decision = "on the batch thread: started on request, without timing a chunk"
+            self._start_thread()
+
+    def _start_thread(self) -> None:
         if self._thread is None and not self._inline and not self._finished:
             self._inline = False
             self._thread = threading.Thread(
@@ -138,9 +145,14 @@ class ReadAhead(Iterator):
             return self._next_group_here()
         started = time.perf_counter()
         group = self._next_group_here()
-        if time.perf_counter() - started >= BACKGROUND_PAYS_OFF_S:
-            self.start()
+        took = time.perf_counter() - started
+        threshold = BACKGROUND_PAYS_OFF_S
+        figures = f"the second chunk took {took * 1e3:.2f} ms"
+        if took >= threshold:
+            self.decision = f"on the batch thread: {figures}, at least {threshold * 1e3:g} ms"
+            self._start_thread()
         else:
+            self.decision = f"in the caller's thread: {figures}, under {threshold * 1e3:g} ms"
             self._inline = True
         return group
 
@@ -148,6 +160,8 @@ class ReadAhead(Iterator):
         try:
             return next(self._groups)
         except BaseException:
+            if self._inline is None and self._thread is None:
+                self.decision = "in the caller's thread: there was no second chunk to time"
             self._finished = True
             raise
 

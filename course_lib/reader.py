@@ -88,6 +88,25 @@ class ReadOptions:
         nothing ahead (everything runs in the calling thread, as with `num_threads=0`).
         Below `num_threads` (and not 0) some threads have nothing to do: a warning says so,
         as in Grain.
+
+    Which shape a pipeline gets is decided at run time by two timings, in each process:
+
+    - the batch thread (`worker_count=0` only): the first two chunks are made in the calling
+      thread and the second is timed; it starts if that chunk took at least 2 ms
+      (`read_ahead.BACKGROUND_PAYS_OFF_S`), else everything stays in the caller's thread.
+      The 2 ms is per chunk (64 records or more, a whole number of batches), not per batch;
+      `start_prefetch()` starts the thread without the timing;
+    - the read threads: the first chunk is read and transformed inline and timed; threads
+      run from then on if its reads waited at least 200 µs per record
+      (`reader.THREADS_PAY_OFF_S`; all `num_threads`, unless the source reads a chunk in one
+      `__getitems__` call), or if reading and transforming took at least 25 µs per record
+      with per-record transforms (`reader.WORK_PAYS_OFF_S`; this process's share of the
+      cores, and none when that share is one).
+
+    `repr(iterator)` (or `iterator.execution`) says which shape runs and the measured figures
+    that chose it, e.g. "in the caller's thread: the second chunk took 0.03 ms, under 2 ms;
+    no read threads: the first chunk waited 0 µs and took 0.4 µs per record (...)". Threads
+    run your source and transforms: see the README's "Thread safety" for what that asks.
     """
 
     num_threads: int = 16
@@ -189,8 +208,17 @@ WORK_PAYS_OFF_S = 25e-6  # per-record read + transform time above which threads 
 ChunkResult = tuple[int, np.ndarray, Sequence[int], list, BaseException | None]
 
 
+def _in_us(seconds: float) -> str:
+    """A per-record time for `ChunkProcessor.decision`: "0.4 µs", "378 µs", "1090 µs"."""
+    microseconds = seconds * 1e6
+    return f"{microseconds:.1f} µs" if microseconds < 10 else f"{microseconds:.0f} µs"
+
+
 class ChunkProcessor:
-    """Reads and transforms chunks of records in stream order; see the module docstring."""
+    """Reads and transforms chunks of records in stream order; see the module docstring.
+
+    `decision` says in words how many read threads run and which figures of the first chunk
+    chose them (a loader iterator's `execution` shows it)."""
 
     def __init__(self, source, pipeline: Pipeline, read_options: ReadOptions,
                  worker_count: int = 0, stop: threading.Event | None = None):
@@ -201,6 +229,7 @@ class ChunkProcessor:
         self._worker_count = worker_count
         self._batched_read = hasattr(source, "__getitems__")
         self._threads: int | None = None  # decided on the first chunk
+        self.decision = "read threads not chosen yet: the first chunk will be timed"
         self._pool: ThreadPoolExecutor | None = None
         self._finalizer = None
         self._local = threading.local()  # each pool thread's own random generators
@@ -220,7 +249,8 @@ class ChunkProcessor:
             if first is None:
                 return
             result, waited_s, total_s = self._timed(*first, run)
-            self._threads = self._choose_threads(waited_s, total_s, len(first[1]))
+            self._threads, self.decision = self._choose_threads(waited_s, total_s,
+                                                                len(first[1]))
             yield result
             if result[-1] is not None:
                 return
@@ -242,15 +272,31 @@ class ChunkProcessor:
                                                                  self._stop))
         return result, waited, time.perf_counter() - started
 
-    def _choose_threads(self, waited_s: float, total_s: float, count: int) -> int:
+    def _choose_threads(self, waited_s: float, total_s: float,
+                        count: int) -> tuple[int, str]:
+        """The thread count for the first chunk's figures, and why, in words (`decision`):
+        the measured cost per record against `THREADS_PAY_OFF_S` and `WORK_PAYS_OFF_S`."""
         options = self._options
-        if options.num_threads == 0 or options.prefetch_buffer_size == 0 or count == 0:
-            return 1
-        if waited_s / count >= THREADS_PAY_OFF_S and not self._batched_read:
-            return options.num_threads  # waiting: threads overlap the waits
-        if total_s / count >= WORK_PAYS_OFF_S and self._pipeline.record_ops:
-            return threads_for_work(options.num_threads, self._worker_count)
-        return 1
+        if options.num_threads == 0 or options.prefetch_buffer_size == 0:
+            return 1, (f"no read threads: ReadOptions(num_threads={options.num_threads}, "
+                       f"prefetch_buffer_size={options.prefetch_buffer_size})")
+        if count == 0:
+            return 1, "no read threads: the first chunk was empty"
+        waited, took = waited_s / count, total_s / count
+        measured = (f"the first chunk waited {_in_us(waited)} and took {_in_us(took)} "
+                    f"per record (threads from {THREADS_PAY_OFF_S * 1e6:.0f} µs waiting in "
+                    f"reads of one record at a time, or {WORK_PAYS_OFF_S * 1e6:.0f} µs in all "
+                    "with per-record transforms"
+                    f"{'; this source reads a chunk in one call' if self._batched_read else ''})")
+        if waited >= THREADS_PAY_OFF_S and not self._batched_read:
+            return options.num_threads, f"{options.num_threads} read threads: {measured}"
+        if took >= WORK_PAYS_OFF_S and self._pipeline.record_ops:
+            threads = threads_for_work(options.num_threads, self._worker_count)
+            share = f", capped at this process's share of the cores ({threads})"
+            if threads == 1:
+                return 1, f"no read threads: {measured}{share}"
+            return threads, f"{threads} read threads: {measured}{share}"
+        return 1, f"no read threads: {measured}"
 
     def _inline(self, start: int, keys: np.ndarray, run: PipelineRun) -> ChunkResult:
         records = read_records(self._source, keys)
