@@ -39,7 +39,7 @@ from course_lib.reader import ChunkProcessor, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
-from course_lib.stream import chunk_size_for, chunks_waiting, flatten, in_process_groups
+from course_lib.stream import chunk_size_for, chunks_waiting, flatten, in_process_chunks
 from course_lib.transforms import Batch
 from course_lib.workers import PREFETCH, worker_elements
 
@@ -197,7 +197,7 @@ class DataLoader:
       sampler: an `IndexSampler` (order, epochs, shard and seed).
       operations: transforms and at most one `Batch`, applied in order.
       worker_count: 0 runs everything in this process; N > 0 uses N worker processes.
-      worker_buffer_size: per worker, how many units of work may be in flight.
+      worker_buffer_size: per worker, how many chunks of work may be in flight.
       shard_options: the shard, as Grain's `DataLoader` takes it; course_lib reads the shard
         from the sampler, so this may be left out, and if given must equal the sampler's.
       read_options: threads and read-ahead, in this process and in each worker: see
@@ -266,12 +266,12 @@ class DataLoader:
         processor = ChunkProcessor(self.data_source, self.pipeline, self.read_options,
                                    stop=stop)
         chunk = chunk_size_for(self.pipeline, self._chunk_bound(reads_ahead))
-        groups = in_process_groups(self.sampler, self.pipeline, next_index, processor,
+        chunks = in_process_chunks(self.sampler, self.pipeline, next_index, processor,
                                    skip_batches, chunk)
         if not reads_ahead:
-            return flatten(groups), processor
+            return flatten(chunks), processor
         waiting = chunks_waiting(self.read_options, chunk, self._records_ahead)
-        return ReadAhead(groups, waiting, stop), processor
+        return ReadAhead(chunks, waiting, stop), processor
 
     def _chunk_bound(self, reads_ahead: bool) -> int | None:
         """At most how many records a chunk may hold: no bound for a `DataLoader`. A Dataset

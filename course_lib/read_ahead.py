@@ -46,7 +46,7 @@ PUT_POLL_S = 0.05  # how often a full queue checks whether the consumer has gone
 
 _END = "end"
 _ERROR = "error"
-_GROUP = "group"
+_CHUNK = "chunk"
 
 _live: weakref.WeakSet = weakref.WeakSet()
 
@@ -63,21 +63,21 @@ def offer(ready: queue.Queue, item, stop: threading.Event) -> bool:
     return False
 
 
-def _produce(groups: Iterator[list], ready: queue.Queue, stop: threading.Event) -> None:
+def _produce(chunks: Iterator[list], ready: queue.Queue, stop: threading.Event) -> None:
     """The background thread: run the pipeline, queue what it makes, in order."""
     try:
-        for group in groups:
-            if not offer(ready, (_GROUP, group), stop):
+        for chunk in chunks:
+            if not offer(ready, (_CHUNK, chunk), stop):
                 return
         offer(ready, (_END, None), stop)
     except BaseException as error:  # handed to the consumer, raised there
         offer(ready, (_ERROR, error), stop)
     finally:
-        groups.close()  # a generator is closed by the thread that runs it
+        chunks.close()  # a generator is closed by the thread that runs it
 
 
 class ReadAhead(Iterator):
-    """Iterates `(element, next_index)` pairs that a background thread makes from `groups`
+    """Iterates `(element, next_index)` pairs that a background thread makes from `chunks`
     (an iterator of lists of pairs, one list per chunk of the stream).
 
     A thread costs a hand-off per chunk and competes for the interpreter lock, which a chunk
@@ -88,9 +88,9 @@ class ReadAhead(Iterator):
     thread at once. `decision` says in words which it is and the figure that chose it.
     """
 
-    def __init__(self, groups: Iterator[list], max_ready: int,
+    def __init__(self, chunks: Iterator[list], max_ready: int,
                  stop: threading.Event | None = None):
-        self._groups = groups
+        self._chunks = chunks
         self._ready: queue.Queue = queue.Queue(maxsize=max(1, max_ready))
         # Set by close(); the per-record stage checks it too, so that a closed iterator's
         # thread stops at the next record rather than at the end of its chunk.
@@ -119,7 +119,7 @@ class ReadAhead(Iterator):
         if self._thread is None and not self._inline and not self._finished:
             self._inline = False
             self._thread = threading.Thread(
-                target=_produce, args=(self._groups, self._ready, self._stop),
+                target=_produce, args=(self._chunks, self._ready, self._stop),
                 name=THREAD_NAME, daemon=True)
             self._thread.start()
             _live.add(self)
@@ -130,21 +130,21 @@ class ReadAhead(Iterator):
         if self._finished:
             raise StopIteration
         if self._inline is None:
-            self._current = iter(self._first_groups())
+            self._current = iter(self._first_chunks())
         elif self._inline:
-            self._current = iter(self._next_group_here())
+            self._current = iter(self._next_chunk_here())
         else:
-            self._current = iter(self._next_group_from_thread())
+            self._current = iter(self._next_chunk_from_thread())
         return next(self._current)
 
-    def _first_groups(self) -> list:
+    def _first_chunks(self) -> list:
         """The first chunk, then the second, timed: the first pays one-time costs (the
         first reads, the first calls of each transform), so it would overstate a chunk."""
         if not self._probed:
             self._probed = True
-            return self._next_group_here()
+            return self._next_chunk_here()
         started = time.perf_counter()
-        group = self._next_group_here()
+        chunk = self._next_chunk_here()
         took = time.perf_counter() - started
         threshold = BACKGROUND_PAYS_OFF_S
         figures = f"the second chunk took {took * 1e3:.2f} ms"
@@ -154,20 +154,20 @@ class ReadAhead(Iterator):
         else:
             self.decision = f"in the caller's thread: {figures}, under {threshold * 1e3:g} ms"
             self._inline = True
-        return group
+        return chunk
 
-    def _next_group_here(self) -> list:
+    def _next_chunk_here(self) -> list:
         try:
-            return next(self._groups)
+            return next(self._chunks)
         except BaseException:
             if self._inline is None and self._thread is None:
                 self.decision = "in the caller's thread: there was no second chunk to time"
             self._finished = True
             raise
 
-    def _next_group_from_thread(self) -> list:
+    def _next_chunk_from_thread(self) -> list:
         kind, value = self._ready.get()  # Ctrl-C interrupts this wait
-        if kind == _GROUP:
+        if kind == _CHUNK:
             return value
         self._finished = True
         if kind == _ERROR:
@@ -181,7 +181,7 @@ class ReadAhead(Iterator):
         self._current = iter(())
         thread = self._thread
         if thread is None:
-            self._groups.close()  # never handed to a thread: close it here
+            self._chunks.close()  # never handed to a thread: close it here
             return
         self._drain()
         if thread.is_alive() and thread is not threading.current_thread():

@@ -2,8 +2,8 @@
 
 For every chunk of positions the stage reads the records from the source and runs the
 operations that come before `Batch` (maps, random maps, filters) on each of them. It can do
-that in the calling thread, or hand parts of each chunk to a pool of threads and collect the
-parts in order. Threads pay off in two cases:
+that in the calling thread, or split each chunk into tasks for a pool of threads and collect
+the tasks' records in order. Threads pay off in two cases:
 
 - **Reads that wait** (network disks, cold storage): a thread waiting for I/O gives the
   interpreter lock away, so many threads overlap many waits. Such a source gets up to
@@ -26,7 +26,7 @@ waiting at least `THREADS_PAY_OFF_S` in its read, or reading and transforming at
 A cheap record (an in-memory array, a small cached file with a light transform) stays inline.
 
 However many threads run, every record gets the same random generator (it depends only on
-the record's position, `randomness.py`) and the parts come back in stream order, so the
+the record's position, `randomness.py`) and the tasks come back in stream order, so the
 records are the same as `num_threads=0` gives, in the same order.
 """
 
@@ -42,7 +42,7 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -56,7 +56,7 @@ except ImportError:  # Windows
     _RUSAGE_THREAD = None
 
 if TYPE_CHECKING:
-    from course_lib.pipeline import Pipeline, PipelineRun
+    from course_lib.pipeline import Pipeline, PipelineRun, TransformedRecords
 
 logger = logging.getLogger("course_lib")
 
@@ -202,10 +202,16 @@ THREADS_PAY_OFF_S = 200e-6  # per-record wait while reading above which threads 
 WAITING_SHARE = 0.75  # reads that wait spend at least this share of their time not computing
 WORK_PAYS_OFF_S = 25e-6  # per-record read + transform time above which threads share it
 
-# What the stage yields per chunk: (start, record_keys, positions, survivors, error), where
-# positions and survivors are the records that passed the filters and `error` is None or the
-# exception a transform raised (the survivors are then those before the failing record).
-ChunkResult = tuple[int, np.ndarray, Sequence[int], list, BaseException | None]
+class ChunkResult(NamedTuple):
+    """What the stage yields per chunk: the survivors (`TransformedRecords`) of the chunk
+    of positions `[start, start + len(record_keys))`, and `error`, None or the exception a
+    transform raised (the survivors are then those before the failing record)."""
+
+    start: int
+    record_keys: np.ndarray
+    positions: Sequence[int]
+    survivors: list
+    error: BaseException | None
 
 
 def _in_us(seconds: float) -> str:
@@ -252,7 +258,7 @@ class ChunkProcessor:
             self._threads, self.decision = self._choose_threads(waited_s, total_s,
                                                                 len(first[1]))
             yield result
-            if result[-1] is not None:
+            if result.error is not None:
                 return
         if self._threads > 1:
             yield from self._on_threads(chunks)
@@ -268,8 +274,8 @@ class ChunkProcessor:
         waited = share * off_cpu
         if waited < WAITING_SHARE * (waited + busy):
             waited = 0.0  # mostly computing (a busy machine also stretches the wall time)
-        result = (start, keys, *self._pipeline.transform_records(start, keys, records, run,
-                                                                 self._stop))
+        result = ChunkResult(start, keys, *self._pipeline.transform_records(
+            start, keys, records, run, self._stop))
         return result, waited, time.perf_counter() - started
 
     def _choose_threads(self, waited_s: float, total_s: float,
@@ -300,8 +306,8 @@ class ChunkProcessor:
 
     def _inline(self, start: int, keys: np.ndarray, run: PipelineRun) -> ChunkResult:
         records = read_records(self._source, keys)
-        return (start, keys, *self._pipeline.transform_records(start, keys, records, run,
-                                                               self._stop))
+        return ChunkResult(start, keys, *self._pipeline.transform_records(
+            start, keys, records, run, self._stop))
 
     def _thread_run(self) -> PipelineRun:
         run = getattr(self._local, "run", None)
@@ -309,7 +315,8 @@ class ChunkProcessor:
             run = self._local.run = self._pipeline.start_run()
         return run
 
-    def _part(self, start: int, keys: np.ndarray, records: Sequence | None):
+    def _task(self, start: int, keys: np.ndarray,
+              records: Sequence | None) -> TransformedRecords:
         """One pool task: read (unless the chunk was read in one batched call) and
         transform a run of consecutive records."""
         if records is None:
@@ -333,7 +340,7 @@ class ChunkProcessor:
         records = read_records(self._source, keys) if self._batched_read else None
         tasks = max(1, min(self._threads, len(keys) // MIN_RECORDS_PER_TASK))
         bounds = np.linspace(0, len(keys), tasks + 1).astype(int)
-        return [(start + low, pool.submit(self._part, start + low, keys[low:high],
+        return [(start + low, pool.submit(self._task, start + low, keys[low:high],
                                           None if records is None else records[low:high]))
                 for low, high in itertools.pairwise(bounds)]
 
@@ -348,28 +355,28 @@ class ChunkProcessor:
                 records_in_flight -= len(in_flight[0][1])
                 result = self._collect(*in_flight.popleft())
                 yield result
-                if result[-1] is not None:
+                if result.error is not None:
                     return
         while in_flight:
             result = self._collect(*in_flight.popleft())
             yield result
-            if result[-1] is not None:
+            if result.error is not None:
                 return
 
     @staticmethod
-    def _collect(start: int, keys: np.ndarray, parts) -> ChunkResult:
-        """Join a chunk's parts in order; stop at the first part whose transform raised."""
+    def _collect(start: int, keys: np.ndarray, tasks) -> ChunkResult:
+        """Join a chunk's tasks in order; stop at the first task whose transform raised."""
         positions: list[int] = []
         survivors: list[Any] = []
-        for _, future in parts:
-            part_positions, part_survivors, error = future.result()
-            positions.extend(part_positions)
-            survivors.extend(part_survivors)
-            if error is not None:
-                return start, keys, positions, survivors, error
-        return start, keys, positions, survivors, None
+        for _, future in tasks:
+            done: TransformedRecords = future.result()
+            positions.extend(done.positions)
+            survivors.extend(done.survivors)
+            if done.error is not None:
+                return ChunkResult(start, keys, positions, survivors, done.error)
+        return ChunkResult(start, keys, positions, survivors, None)
 
     def close(self) -> None:
-        """Cancel the parts not started yet; a part already running finishes its records."""
+        """Cancel the tasks not started yet; a task already running finishes its records."""
         if self._finalizer is not None:
             self._finalizer()

@@ -3,9 +3,9 @@
 Python threads share one interpreter lock, so CPU-bound transforms (decoding, augmenting) do
 not run in parallel in threads. Processes do. The plan:
 
-- The stream is cut into *units*: consecutive chunks of positions (a whole number of batches
-  when no filter runs before `Batch`). Unit `u` goes to worker `u % worker_count`, and the
-  main process collects units in order `0, 1, 2, ...`. Which worker computes a unit never
+- The stream is cut into chunks of consecutive positions (a whole number of batches when no
+  filter runs before `Batch`). Chunk `c` goes to worker `c % worker_count`, and the main
+  process collects chunks in order `0, 1, 2, ...`. Which worker computes a chunk never
   changes its contents, because every record's randomness depends only on its position. So
   the batches are identical to `worker_count=0`, whatever the worker count.
 - On Linux, workers are forked from a *fork server* (`forkserver`): a small process that
@@ -20,7 +20,7 @@ not run in parallel in threads. Processes do. The plan:
   notebook cell or inside a function work. Workers never import JAX.
 - Large arrays held by the source or the transforms are copied once into shared memory and
   mapped by every worker (arrays that view a file are mapped from the file), instead of
-  being pickled to each of them (`shared_arrays.py`). What a worker does with its units is in
+  being pickled to each of them (`shared_arrays.py`). What a worker does with its chunks is in
   `worker_process.py`; results come back through shared memory (`transport.py`).
 - A worker that raises sends its exception back; one that dies is noticed through its
   process sentinel. Nothing waits forever, and closing the iterator, by any route, stops the
@@ -51,7 +51,7 @@ from course_lib import allocator
 from course_lib.shared_arrays import MIN_SHARED_BYTES, SharedArrays
 from course_lib.stream import chunk_bounds, chunk_size_for
 from course_lib.transport import SlotOwner
-from course_lib.worker_process import worker_main
+from course_lib.worker_process import Finished, Task, worker_main
 
 # The fork server on Linux, as Python itself chooses from 3.14 on; elsewhere a fresh
 # interpreter each (macOS system libraries are not safe to use in a forked child).
@@ -223,7 +223,7 @@ def _main_module_hidden():
 # Settings a worker starts with, unless the user set them. Each worker is one of several
 # processes sharing the cores, so the math libraries' extra threads only compete (and cost
 # start-up time). And glibc's malloc would hand the memory of every freed batch back to the
-# kernel and fault it in, zeroed, again for the next unit; a fixed threshold keeps it for reuse.
+# kernel and fault it in, zeroed, again for the next chunk; a fixed threshold keeps it for reuse.
 _WORKER_ENVIRONMENT = {
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
@@ -293,7 +293,7 @@ def _note_more_workers_than_cores(worker_count: int) -> None:
 
 
 class WorkerPool:
-    """Starts the workers, hands out units, and tears everything down exactly once."""
+    """Starts the workers, hands out chunks, and tears everything down exactly once."""
 
     def __init__(self, loader, slots_per_worker: int):
         self.worker_count = loader.worker_count
@@ -336,11 +336,12 @@ class WorkerPool:
             except (BrokenPipeError, ConnectionResetError):
                 raise self._died(index, start=None) from None
 
-    def submit(self, unit: int, start: int, stop: int, is_last: bool) -> None:
-        worker = unit % self.worker_count
-        slot_name = self.slots.slot(worker, unit)
-        self._send(worker, (unit, start, stop, is_last, slot_name, self.slots.to_unmap(worker)),
-                   start)
+    def submit(self, chunk: int, start: int, stop: int, is_last: bool) -> None:
+        """Send chunk number `chunk` (positions `[start, stop)`) to its worker."""
+        worker = chunk % self.worker_count
+        slot_name = self.slots.slot(worker, chunk)
+        self._send(worker, Task(chunk, start, stop, is_last, slot_name,
+                                self.slots.to_unmap(worker)), start)
 
     def _send(self, worker: int, message, start: int) -> None:
         """Send to a worker; a broken pipe means it died, which is a WorkerError too."""
@@ -373,11 +374,16 @@ class WorkerPool:
                 continue
             raise self._died(worker, start)
 
-    def collect(self, unit: int, start: int):
-        """Wait for `unit`'s result (growing its slot if asked) and return it."""
-        worker = unit % self.worker_count
+    def collect(self, chunk: int, start: int):
+        """Wait for chunk number `chunk`'s result (growing its slot if asked); return it."""
+        worker = chunk % self.worker_count
         while True:
             message = self._receive(worker, start)
+            if isinstance(message, Finished):
+                assert message.chunk == chunk, (
+                    f"worker {worker} answered chunk {message.chunk}, not {chunk}")
+                return self.slots.read(chunk, message.slot_name, message.skeleton,
+                                       message.layout)
             if message[0] == "grow":
                 name = self.slots.grow(worker, message[1], message[2])
                 if not name and not self._noted_full_shm:
@@ -387,15 +393,11 @@ class WorkerPool:
                           "container with a larger --shm-size, e.g. --shm-size=1g.",
                           file=sys.stderr)
                 self._send(worker, ("slot", name), start)
-            elif message[0] == "error":
+            else:  # ("error", the pickled exception, its traceback as text)
                 _, pickled, text = message
                 error = cloudpickle.loads(pickled)
                 error.add_note(f"Traceback in worker {worker}:\n{text}")
                 raise error
-            else:
-                _, done_unit, slot_name, skeleton, layout = message
-                assert done_unit == unit, f"worker {worker} answered unit {done_unit}, not {unit}"
-                return self.slots.read(unit, slot_name, skeleton, layout)
 
     def _close_at_exit(self) -> None:
         self.close()
@@ -443,54 +445,50 @@ def worker_elements(loader, next_index: int, skip_batches: int = 0):
 
     The workers start when the generator is first advanced; the loader does that at once
     (the first `yield` hands back nothing), so start-up errors surface at `iter(loader)`.
-    Sending it `PREFETCH` there hands the workers their first units and yields nothing
+    Sending it `PREFETCH` there hands the workers their first chunks and yields nothing
     again (`DataLoaderIterator.start_prefetch`).
     """
     pipeline = loader.pipeline
     depth = loader.worker_buffer_size + 1
-    # Slots per worker: one for each unit in flight, and two for batches the training loop
+    # Slots per worker: one for each chunk in flight, and two for batches the training loop
     # still holds (the one it is working on, and one a prefetcher has read ahead), so that
     # slots are reused rather than retired and replaced (transport.py).
     pool = WorkerPool(loader, slots_per_worker=depth + 2)
     try:
         request = yield None
-        units = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
+        chunks = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
         submitted: collections.deque = collections.deque()
         run = pipeline.start_run(loader.sampler)  # this iterator's own generators
-        batcher = pipeline.start_batcher(run, skip_batches=skip_batches)
+        tail = pipeline.start_tail(run, skip_batches=skip_batches)
         end = next_index
 
-        def submit_more(unit_id: int) -> int:
+        def submit_more(chunk_id: int) -> int:
             while len(submitted) < pool.worker_count * depth:
-                unit = next(units, None)
-                if unit is None:
+                chunk = next(chunks, None)
+                if chunk is None:
                     break
-                pool.submit(unit_id, *unit)
-                submitted.append((unit_id, *unit))
-                unit_id += 1
-            return unit_id
+                pool.submit(chunk_id, *chunk)
+                submitted.append((chunk_id, *chunk))
+                chunk_id += 1
+            return chunk_id
 
-        unit_id = 0
+        chunk_id = 0
         if request is PREFETCH:
-            unit_id = submit_more(unit_id)
+            chunk_id = submit_more(chunk_id)
             yield None
         while True:
-            unit_id = submit_more(unit_id)
+            chunk_id = submit_more(chunk_id)
             if not submitted:
                 break
             current, start, end, _ = submitted.popleft()
             kind, result = pool.collect(current, start)
-            if kind == "records":  # filters ran: notice one that keeps nothing
-                run.count_kept(end - start, len(result[1]))
-            if kind == "batches":
+            if kind == "batches":  # whole batches, made by the worker's own `Tail`
                 yield from result
-            elif batcher is None:
-                positions, survivors = result
-                for position, record in zip(positions, survivors, strict=True):
-                    yield record, position + 1
-            else:
-                yield from batcher.extend(*result)
-        if batcher is not None:
-            yield from batcher.flush(end)
+                continue
+            positions, survivors = result
+            if pipeline.filters_records:  # notice a filter that keeps nothing
+                run.count_kept(end - start, len(survivors))
+            yield from tail.add(positions, survivors)
+        yield from tail.finish(end)
     finally:
         pool.close()
