@@ -8,15 +8,17 @@ For every position of the stream (0, 1, 2, ...):
 4. the **batcher** groups surviving records, and the batch-level transforms run on the batch.
 
 The loader owns nothing else: everything it does is one of those four objects. Where they
-run is the only choice:
+run is the only choice, made by one of three executors with the same `next` / `start` /
+`close`:
 
 - `worker_count=0, ReadOptions(num_threads=0)`: all of it in the calling thread, one record
-  after the other, the place to debug with `pdb` or `print`;
+  after the other, the place to debug with `pdb` or `print` (`stream.InCaller`);
 - `worker_count=0` with read threads (the default): steps 1 to 4 on a background thread,
   batches made ahead while the training step runs, once a chunk of records is seen to take
-  at least 2 ms (a cheaper pipeline stays in the calling thread: `read_ahead.py`), with
-  more threads for steps 2 and 3 where a record costs enough (`reader.py`);
-- `worker_count>0`: steps 1 to 4 in worker processes (`workers.py`).
+  at least 2 ms (a cheaper pipeline stays in the calling thread: `read_ahead.ReadAhead`),
+  with more threads for steps 2 and 3 where a record costs enough (`reader.py`);
+- `worker_count>0`: steps 1 to 3 in worker processes, step 4 too when no filter moves the
+  batch borders (`workers.WorkerElements`).
 
 Whichever it is, the batches come back in exactly the same order with the same contents.
 `repr(iterator)` says which it is and the timings that chose it (`ReadOptions` has the rule).
@@ -39,9 +41,9 @@ from course_lib.reader import ChunkProcessor, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
-from course_lib.stream import chunk_size_for, chunks_waiting, flatten, in_process_chunks
+from course_lib.stream import InCaller, chunk_size_for, chunks_waiting, in_process_chunks
 from course_lib.transforms import Batch
-from course_lib.workers import PREFETCH, worker_elements
+from course_lib.workers import WorkerElements
 
 
 class DataLoaderIterator(ClosesOnExit, Iterator):
@@ -65,7 +67,6 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         self._closed = False
         self._failure: str | None = None  # why the last element could not be prepared
         self._holds_allocator = False
-        self._waiting_to_prefetch = False  # workers started, nothing taken or prefetched yet
         if loader.worker_count > 0:
             self._start()  # workers start with the iterator, as in Grain
 
@@ -76,13 +77,11 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         self._elements, self._stage = self._loader._elements_from(self._next_index,
                                                                   self._window_batches_taken)
         self._ahead = self._elements if isinstance(self._elements, ReadAhead) else None
-        self._waiting_to_prefetch = self._loader.worker_count > 0
 
     def __next__(self):
         if self._elements is None:
             self._check_usable()
             self._start()
-        self._waiting_to_prefetch = False
         try:
             element, resume = next(self._elements)
         except StopIteration:
@@ -112,16 +111,12 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         if self._elements is None:
             self._check_usable()
             self._start()
-        if isinstance(self._elements, ReadAhead):
-            self._elements.start()
-        if self._waiting_to_prefetch:
-            self._waiting_to_prefetch = False
-            try:
-                self._elements.send(PREFETCH)
-            except BaseException as error:
-                self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
-                self._stop_elements()
-                raise
+        try:
+            self._elements.start()  # every executor has it: stream.py, read_ahead.py, workers.py
+        except BaseException as error:
+            self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
+            self._stop_elements()
+            raise
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -249,12 +244,11 @@ class DataLoader:
         return self.pipeline.operations
 
     def _elements_from(self, next_index: int, skip_batches: int = 0):
-        """The `(element, next_index)` pairs from `next_index` on, and the per-record stage
-        when it runs in this process (None with workers)."""
-        if self.worker_count > 0:
-            elements = worker_elements(self, next_index, skip_batches)
-            next(elements)  # start the workers now, so start-up errors surface here
-            return elements, None
+        """The executor of the `(element, next_index)` pairs from `next_index` on (one of
+        three, with the same `next` / `start` / `close`), and the per-record stage when it
+        runs in this process (None with workers)."""
+        if self.worker_count > 0:  # the workers start now: start-up errors surface here
+            return WorkerElements(self, next_index, skip_batches), None
         return self._in_process_elements(next_index, skip_batches)
 
     def _in_process_elements(self, next_index: int, skip_batches: int = 0):
@@ -269,7 +263,7 @@ class DataLoader:
         chunks = in_process_chunks(self.sampler, self.pipeline, next_index, processor,
                                    skip_batches, chunk)
         if not reads_ahead:
-            return flatten(chunks), processor
+            return InCaller(chunks), processor
         waiting = chunks_waiting(self.read_options, chunk, self._records_ahead)
         return ReadAhead(chunks, waiting, stop), processor
 

@@ -92,10 +92,20 @@ def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
         processor.close()
 
 
-def flatten(chunks):
-    """The pairs of `in_process_chunks`, one at a time, in the calling thread."""
-    try:
-        for elements in chunks:
-            yield from elements
-    finally:
-        chunks.close()
+class InCaller(Iterator):
+    """The pairs of `in_process_chunks`, one at a time, made in the calling thread when
+    `next()` asks: the executor for `ReadOptions(num_threads=0)`, with the same `next` /
+    `start` / `close` as the others (`read_ahead.ReadAhead`, `workers.WorkerElements`)."""
+
+    def __init__(self, chunks):
+        self._chunks = chunks
+        self._pairs = (pair for elements in chunks for pair in elements)
+
+    def __next__(self):
+        return next(self._pairs)
+
+    def start(self) -> None:
+        """Nothing runs ahead in the calling thread: there is nothing to start."""
+
+    def close(self) -> None:
+        self._chunks.close()

@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Iterator
 from multiprocessing import connection
 from typing import ClassVar
 
@@ -436,59 +437,88 @@ def _note_arrays_not_shared(shared: SharedArrays) -> None:
           "container with a larger --shm-size, e.g. --shm-size=1g.", file=sys.stderr)
 
 
-PREFETCH = "prefetch"  # sent to `worker_elements` to start work before the first element
+class WorkerElements(Iterator):
+    """Iterates `(element, next_index)` pairs computed by worker processes, in stream order:
+    the executor for `worker_count > 0`, with the same `next` / `start` / `close` as the
+    others (`stream.InCaller`, `read_ahead.ReadAhead`). (`skip_batches`: see
+    `bucketing.ResumePoint`.)
 
-
-def worker_elements(loader, next_index: int, skip_batches: int = 0):
-    """Yield `(element, next_index)` pairs computed by worker processes, in stream order.
-    (`skip_batches`: see `bucketing.ResumePoint`.)
-
-    The workers start when the generator is first advanced; the loader does that at once
-    (the first `yield` hands back nothing), so start-up errors surface at `iter(loader)`.
-    Sending it `PREFETCH` there hands the workers their first chunks and yields nothing
-    again (`DataLoaderIterator.start_prefetch`).
+    The workers start here, so start-up errors surface at `iter(loader)`; `start()` hands
+    them their first chunks before the first `next()` (`DataLoaderIterator.start_prefetch`),
+    and `next()` keeps `worker_buffer_size + 1` chunks per worker in flight.
     """
-    pipeline = loader.pipeline
-    depth = loader.worker_buffer_size + 1
-    # Slots per worker: one for each chunk in flight, and two for batches the training loop
-    # still holds (the one it is working on, and one a prefetcher has read ahead), so that
-    # slots are reused rather than retired and replaced (transport.py).
-    pool = WorkerPool(loader, slots_per_worker=depth + 2)
-    try:
-        request = yield None
-        chunks = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
-        submitted: collections.deque = collections.deque()
-        run = pipeline.start_run(loader.sampler)  # this iterator's own generators
-        tail = pipeline.start_tail(run, skip_batches=skip_batches)
-        end = next_index
 
-        def submit_more(chunk_id: int) -> int:
-            while len(submitted) < pool.worker_count * depth:
-                chunk = next(chunks, None)
-                if chunk is None:
-                    break
-                pool.submit(chunk_id, *chunk)
-                submitted.append((chunk_id, *chunk))
-                chunk_id += 1
-            return chunk_id
+    def __init__(self, loader, next_index: int, skip_batches: int = 0):
+        pipeline = loader.pipeline
+        self._depth = loader.worker_buffer_size + 1
+        self._chunks = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
+        self._submitted: collections.deque = collections.deque()  # (number, start, stop)
+        self._next_chunk = 0  # the number of the next chunk to submit
+        self._filters = pipeline.filters_records
+        self._run = pipeline.start_run(loader.sampler)  # this iterator's own generators
+        self._tail = pipeline.start_tail(self._run, skip_batches=skip_batches)
+        self._end = next_index
+        self._current: Iterator = iter(())
+        self._finished = False
+        # Slots per worker: one for each chunk in flight, and two for batches the training
+        # loop still holds (the one it is working on, and one a prefetcher has read ahead),
+        # so that slots are reused rather than retired and replaced (transport.py).
+        self._pool = WorkerPool(loader, slots_per_worker=self._depth + 2)
 
-        chunk_id = 0
-        if request is PREFETCH:
-            chunk_id = submit_more(chunk_id)
-            yield None
-        while True:
-            chunk_id = submit_more(chunk_id)
-            if not submitted:
-                break
-            current, start, end, _ = submitted.popleft()
-            kind, result = pool.collect(current, start)
-            if kind == "batches":  # whole batches, made by the worker's own `Tail`
-                yield from result
-                continue
-            positions, survivors = result
-            if pipeline.filters_records:  # notice a filter that keeps nothing
-                run.count_kept(end - start, len(survivors))
-            yield from tail.add(positions, survivors)
-        yield from tail.finish(end)
-    finally:
-        pool.close()
+    def start(self) -> None:
+        """Hand the workers their first chunks now (does nothing once they have some)."""
+        if not self._finished and not self._submitted:
+            self._guarded(self._submit_more)
+
+    def _submit_more(self) -> None:
+        while len(self._submitted) < self._pool.worker_count * self._depth:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return
+            self._pool.submit(self._next_chunk, *chunk)
+            self._submitted.append((self._next_chunk, *chunk[:2]))
+            self._next_chunk += 1
+
+    def __next__(self):
+        while True:  # a chunk whose records a filter removed completes no element
+            for pair in self._current:
+                return pair
+            if self._finished:
+                raise StopIteration
+            self._current = iter(self._guarded(self._next_elements))
+
+    def _next_elements(self) -> list:
+        """The elements the next chunk completes (maybe none), or the tail's last ones."""
+        self._submit_more()
+        if not self._submitted:  # the end of the stream: stop the workers at once
+            last = self._tail.finish(self._end)
+            self.close()
+            return last
+        number, start, self._end = self._submitted.popleft()
+        kind, result = self._pool.collect(number, start)
+        if kind == "batches":  # whole batches, made by the worker's own `Tail`
+            return result
+        positions, survivors = result
+        if self._filters:  # notice a filter that keeps nothing
+            self._run.count_kept(self._end - start, len(survivors))
+        return self._tail.add(positions, survivors)
+
+    def _guarded(self, step):
+        """Run `step`; on any error stop the workers first (nothing is left running)."""
+        try:
+            return step()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop the workers and unlink every segment. Safe to call twice."""
+        self._finished = True
+        self._current = iter(())
+        self._pool.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            return
