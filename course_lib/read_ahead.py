@@ -44,6 +44,12 @@ BACKGROUND_PAYS_OFF_S = 2e-3  # a chunk at least this slow gets the background t
 JOIN_TIMEOUT_S = 10.0  # a transform still running after close() gets this long to return
 PUT_POLL_S = 0.05  # how often a full queue checks whether the consumer has gone
 
+# Where the next chunk is made, the iterator's one state: the first chunk in the calling
+# thread, then the second, timed, which decides between the calling thread (HERE) and the
+# background thread (ON_THREAD), unless `start()` chose the thread first; DONE once the
+# chunks ran out, failed, or the iterator was closed.
+FIRST, SECOND, HERE, ON_THREAD, DONE = "first", "second", "here", "on thread", "done"
+
 _END = "end"
 _ERROR = "error"
 _CHUNK = "chunk"
@@ -96,9 +102,7 @@ class ReadAhead(Iterator):
         # thread stops at the next record rather than at the end of its chunk.
         self._stop = stop if stop is not None else threading.Event()
         self._current: Iterator = iter(())
-        self._finished = False
-        self._inline: bool | None = None  # decided on the second chunk
-        self._probed = False  # the first chunk was made (untimed)
+        self._mode = FIRST  # where the next chunk is made: see the constants above
         self._thread: threading.Thread | None = None
         self.decision = (f"batch thread not decided yet: the second chunk will be timed "
                          f"against {BACKGROUND_PAYS_OFF_S * 1e3:g} ms")
@@ -111,27 +115,26 @@ class ReadAhead(Iterator):
     def start(self) -> None:
         """Make the chunks on the background thread from now on (does nothing once
         started, decided or finished)."""
-        if self._thread is None and not self._inline and not self._finished:
+        if self._mode in (FIRST, SECOND):
             self.decision = "on the batch thread: started on request, without timing a chunk"
             self._start_thread()
 
     def _start_thread(self) -> None:
-        if self._thread is None and not self._inline and not self._finished:
-            self._inline = False
-            self._thread = threading.Thread(
-                target=_produce, args=(self._chunks, self._ready, self._stop),
-                name=THREAD_NAME, daemon=True)
-            self._thread.start()
-            _live.add(self)
+        self._mode = ON_THREAD
+        self._thread = threading.Thread(
+            target=_produce, args=(self._chunks, self._ready, self._stop),
+            name=THREAD_NAME, daemon=True)
+        self._thread.start()
+        _live.add(self)
 
     def __next__(self):
         for pair in self._current:
             return pair
-        if self._finished:
+        if self._mode == DONE:
             raise StopIteration
-        if self._inline is None:
+        if self._mode in (FIRST, SECOND):
             self._current = iter(self._first_chunks())
-        elif self._inline:
+        elif self._mode == HERE:
             self._current = iter(self._next_chunk_here())
         else:
             self._current = iter(self._next_chunk_from_thread())
@@ -140,8 +143,8 @@ class ReadAhead(Iterator):
     def _first_chunks(self) -> list:
         """The first chunk, then the second, timed: the first pays one-time costs (the
         first reads, the first calls of each transform), so it would overstate a chunk."""
-        if not self._probed:
-            self._probed = True
+        if self._mode == FIRST:
+            self._mode = SECOND
             return self._next_chunk_here()
         started = time.perf_counter()
         chunk = self._next_chunk_here()
@@ -153,23 +156,23 @@ class ReadAhead(Iterator):
             self._start_thread()
         else:
             self.decision = f"in the caller's thread: {figures}, under {threshold * 1e3:g} ms"
-            self._inline = True
+            self._mode = HERE
         return chunk
 
     def _next_chunk_here(self) -> list:
         try:
             return next(self._chunks)
         except BaseException:
-            if self._inline is None and self._thread is None:
+            if self._mode in (FIRST, SECOND):
                 self.decision = "in the caller's thread: there was no second chunk to time"
-            self._finished = True
+            self._mode = DONE
             raise
 
     def _next_chunk_from_thread(self) -> list:
         kind, value = self._ready.get()  # Ctrl-C interrupts this wait
         if kind == _CHUNK:
             return value
-        self._finished = True
+        self._mode = DONE
         if kind == _ERROR:
             raise value
         raise StopIteration
@@ -177,7 +180,7 @@ class ReadAhead(Iterator):
     def close(self) -> None:
         """Stop the thread and wait for it. Safe to call twice."""
         self._stop.set()
-        self._finished = True
+        self._mode = DONE
         self._current = iter(())
         thread = self._thread
         if thread is None:
