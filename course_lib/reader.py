@@ -105,7 +105,7 @@ class ReadOptions:
 
     `repr(iterator)` (or `iterator.execution`) says which shape runs and the measured figures
     that chose it, e.g. "in the caller's thread: the second chunk took 0.03 ms, under 2 ms;
-    no read threads: the first chunk waited 0 µs and took 0.4 µs per record (...)". Threads
+    no read threads: the first chunk waited 0.0 µs and took 0.4 µs per record (...)". Threads
     run your source and transforms: see the README's "Thread safety" for what that asks.
     """
 
