@@ -341,8 +341,8 @@ class WorkerPool:
         """Send chunk number `chunk` (positions `[start, stop)`) to its worker."""
         worker = chunk % self.worker_count
         slot_name = self.slots.slot(worker, chunk)
-        self._send(worker, Task(chunk, start, stop, is_last, slot_name,
-                                self.slots.to_unmap(worker)), start)
+        task = Task(chunk, start, stop, is_last, slot_name, self.slots.to_unmap(worker))
+        self._send(worker, tuple(task), start)  # a plain tuple: see `worker_process.Task`
 
     def _send(self, worker: int, message, start: int) -> None:
         """Send to a worker; a broken pipe means it died, which is a WorkerError too."""
@@ -380,11 +380,11 @@ class WorkerPool:
         worker = chunk % self.worker_count
         while True:
             message = self._receive(worker, start)
-            if isinstance(message, Finished):
-                assert message.chunk == chunk, (
-                    f"worker {worker} answered chunk {message.chunk}, not {chunk}")
-                return self.slots.read(chunk, message.slot_name, message.skeleton,
-                                       message.layout)
+            if message[0] == "ok":
+                done = Finished(*message[1:])
+                assert done.chunk == chunk, (
+                    f"worker {worker} answered chunk {done.chunk}, not {chunk}")
+                return self.slots.read(chunk, done.slot_name, done.skeleton, done.layout)
             if message[0] == "grow":
                 name = self.slots.grow(worker, message[1], message[2])
                 if not name and not self._noted_full_shm:
