@@ -22,7 +22,7 @@ the error notes or the state: all of it is the `DataLoader`'s. That is why every
 worker processes and threads, also after a filter; a state that is one number and restores
 at any worker count; a failing transform raised with its element's index and its own
 traceback (in the calling process at that element; from a worker, at the first element of
-the unit that holds it); nothing left running after `close()`.
+the chunk that holds it); nothing left running after `close()`.
 
 We chose this direction (the Dataset API compiled onto the `DataLoader`'s engine) rather
 than Grain's (since 0.2.13 Grain's `DataLoader` is built on its Dataset API) because the
@@ -200,5 +200,12 @@ class EngineIterator(DatasetIterator):
         if self._elements is not None:
             self._elements.close()
 
+    @property
+    def execution(self) -> str:
+        """Where the engine runs this chain, and why (`DataLoaderIterator.execution`)."""
+        if self._empty:
+            return "nothing to run: the data set is empty"
+        return self._elements.execution
+
     def __repr__(self) -> str:
-        return f"EngineIterator({self._loader!r})"
+        return f"EngineIterator({self._loader!r}, execution={self.execution!r})"

@@ -27,7 +27,7 @@ class MultiprocessingOptions:
 
     Args:
       num_workers: worker processes; 0 runs everything in this process.
-      per_worker_buffer_size: units of work each worker may have in flight.
+      per_worker_buffer_size: chunks of work each worker may have in flight.
       enable_profiling: accepted for Grain compatibility; course_lib has no profiler here.
     """
 

@@ -8,17 +8,20 @@ For every position of the stream (0, 1, 2, ...):
 4. the **batcher** groups surviving records, and the batch-level transforms run on the batch.
 
 The loader owns nothing else: everything it does is one of those four objects. Where they
-run is the only choice:
+run is the only choice, made by one of three executors with the same `next` / `start` /
+`close`:
 
 - `worker_count=0, ReadOptions(num_threads=0)`: all of it in the calling thread, one record
-  after the other, the place to debug with `pdb` or `print`;
+  after the other, the place to debug with `pdb` or `print` (`stream.InCaller`);
 - `worker_count=0` with read threads (the default): steps 1 to 4 on a background thread,
   batches made ahead while the training step runs, once a chunk of records is seen to take
-  at least 2 ms (a cheaper pipeline stays in the calling thread: `read_ahead.py`), with
-  more threads for steps 2 and 3 where a record costs enough (`reader.py`);
-- `worker_count>0`: steps 1 to 4 in worker processes (`workers.py`).
+  at least 2 ms (a cheaper pipeline stays in the calling thread: `read_ahead.ReadAhead`),
+  with more threads for steps 2 and 3 where a record costs enough (`reader.py`);
+- `worker_count>0`: steps 1 to 3 in worker processes, step 4 too when no filter moves the
+  batch borders (`workers.WorkerElements`).
 
 Whichever it is, the batches come back in exactly the same order with the same contents.
+`repr(iterator)` says which it is and the timings that chose it (`ReadOptions` has the rule).
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ from course_lib.reader import ChunkProcessor, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
-from course_lib.stream import chunk_size_for, chunks_waiting, flatten, in_process_groups
+from course_lib.stream import InCaller, chunk_size_for, chunks_waiting, in_process_chunks
 from course_lib.transforms import Batch
-from course_lib.workers import PREFETCH, worker_elements
+from course_lib.workers import WorkerElements
 
 
 class DataLoaderIterator(ClosesOnExit, Iterator):
@@ -57,10 +60,13 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         self._next_index = next_index
         self._window_batches_taken = 0  # only BucketByLength: see bucketing.ResumePoint
         self._elements = None
+        # In process, kept after close() so that `execution` still tells what ran: the
+        # per-record stage, and the batch thread's read-ahead where read threads may run.
+        self._stage: ChunkProcessor | None = None
+        self._ahead: ReadAhead | None = None
         self._closed = False
         self._failure: str | None = None  # why the last element could not be prepared
         self._holds_allocator = False
-        self._waiting_to_prefetch = False  # workers started, nothing taken or prefetched yet
         if loader.worker_count > 0:
             self._start()  # workers start with the iterator, as in Grain
 
@@ -68,15 +74,14 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         if not self._holds_allocator:  # freed memory is kept for reuse: allocator.py
             allocator.loader_started()
             self._holds_allocator = True
-        self._elements = self._loader._elements_from(self._next_index,
-                                                     self._window_batches_taken)
-        self._waiting_to_prefetch = self._loader.worker_count > 0
+        self._elements, self._stage = self._loader._elements_from(self._next_index,
+                                                                  self._window_batches_taken)
+        self._ahead = self._elements if isinstance(self._elements, ReadAhead) else None
 
     def __next__(self):
         if self._elements is None:
             self._check_usable()
             self._start()
-        self._waiting_to_prefetch = False
         try:
             element, resume = next(self._elements)
         except StopIteration:
@@ -106,16 +111,12 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         if self._elements is None:
             self._check_usable()
             self._start()
-        if isinstance(self._elements, ReadAhead):
-            self._elements.start()
-        if self._waiting_to_prefetch:
-            self._waiting_to_prefetch = False
-            try:
-                self._elements.send(PREFETCH)
-            except BaseException as error:
-                self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
-                self._stop_elements()
-                raise
+        try:
+            self._elements.start()  # every executor has it: stream.py, read_ahead.py, workers.py
+        except BaseException as error:
+            self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
+            self._stop_elements()
+            raise
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -158,6 +159,25 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
                 self._holds_allocator = False
                 allocator.loader_stopped()
 
+    @property
+    def execution(self) -> str:
+        """Where this iterator's work runs, and why, in words: worker processes, or in this
+        process the batch thread's choice (the second chunk timed against 2 ms) and the
+        read threads' (the first chunk's cost per record against 200 µs of waiting or 25 µs
+        in all), with the measured figures. For debugging: see `ReadOptions` for the rule."""
+        loader = self._loader
+        if loader.worker_count > 0:
+            return (f"in worker processes (worker_count={loader.worker_count}); each "
+                    "times its own first chunk to choose its read threads")
+        if self._stage is None:
+            return "not started: chosen on the first chunks, at the first next()"
+        if not loader.read_options.reads_ahead:
+            return f"in the caller's thread, no batch thread and {self._stage.decision}"
+        return f"{self._ahead.decision}; {self._stage.decision}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} at index {self._next_index}: {self.execution}>"
+
     def __str__(self) -> str:
         """The iterator and its state, as Grain prints its iterators."""
         state = json.dumps(json.loads(self.get_state()), indent=4)
@@ -172,7 +192,7 @@ class DataLoader:
       sampler: an `IndexSampler` (order, epochs, shard and seed).
       operations: transforms and at most one `Batch`, applied in order.
       worker_count: 0 runs everything in this process; N > 0 uses N worker processes.
-      worker_buffer_size: per worker, how many units of work may be in flight.
+      worker_buffer_size: per worker, how many chunks of work may be in flight.
       shard_options: the shard, as Grain's `DataLoader` takes it; course_lib reads the shard
         from the sampler, so this may be left out, and if given must equal the sampler's.
       read_options: threads and read-ahead, in this process and in each worker: see
@@ -224,26 +244,28 @@ class DataLoader:
         return self.pipeline.operations
 
     def _elements_from(self, next_index: int, skip_batches: int = 0):
-        if self.worker_count > 0:
-            elements = worker_elements(self, next_index, skip_batches)
-            next(elements)  # start the workers now, so start-up errors surface here
-            return elements
+        """The executor of the `(element, next_index)` pairs from `next_index` on (one of
+        three, with the same `next` / `start` / `close`), and the per-record stage when it
+        runs in this process (None with workers)."""
+        if self.worker_count > 0:  # the workers start now: start-up errors surface here
+            return WorkerElements(self, next_index, skip_batches), None
         return self._in_process_elements(next_index, skip_batches)
 
     def _in_process_elements(self, next_index: int, skip_batches: int = 0):
         """Steps 1 to 4 of the module docstring, in this process: in the calling thread
-        with `ReadOptions(num_threads=0)`, else on a background thread (`read_ahead.py`)."""
+        with `ReadOptions(num_threads=0)`, else on a background thread (`read_ahead.py`);
+        also the per-record stage, whose `decision` the iterator reports."""
         reads_ahead = self.read_options.reads_ahead
         stop = threading.Event() if reads_ahead else None
         processor = ChunkProcessor(self.data_source, self.pipeline, self.read_options,
                                    stop=stop)
         chunk = chunk_size_for(self.pipeline, self._chunk_bound(reads_ahead))
-        groups = in_process_groups(self.sampler, self.pipeline, next_index, processor,
+        chunks = in_process_chunks(self.sampler, self.pipeline, next_index, processor,
                                    skip_batches, chunk)
         if not reads_ahead:
-            return flatten(groups)
+            return InCaller(chunks), processor
         waiting = chunks_waiting(self.read_options, chunk, self._records_ahead)
-        return ReadAhead(groups, waiting, stop)
+        return ReadAhead(chunks, waiting, stop), processor
 
     def _chunk_bound(self, reads_ahead: bool) -> int | None:
         """At most how many records a chunk may hold: no bound for a `DataLoader`. A Dataset

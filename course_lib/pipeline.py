@@ -5,11 +5,13 @@ then `Batch`, then transforms that see whole batches. `Pipeline` checks the reci
 offers the three steps every execution strategy needs:
 
 1. `transform_records(start, record_keys, records, run)`: run the per-record part on records.
-2. `Batcher`: group surviving records into batches, in stream order.
+2. `Tail`: turn the surviving records, chunk after chunk in stream order, into the elements
+   handed out: whole batches (`Batcher`, or the packer or grouper that comes last), or the
+   records themselves when nothing batches.
 3. `finish_batch(records, first_position, run)`: stack a batch and run the batch-level part.
 
-The in-process loader and the worker processes both use exactly these functions, which is why
-their output is identical.
+The in-process loader and the worker processes both use exactly these, which is why their
+output is identical.
 
 A `Pipeline` is shared by every iterator of its loader, so it holds nothing that changes while
 records flow. What does change, the random generators being rewound record after record, lives
@@ -20,7 +22,7 @@ threads then never rewind each other's generator in the middle of a draw.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from course_lib.bucketing import BucketByLength
 from course_lib.packing import PackAndBatchOperation
@@ -38,6 +40,14 @@ if TYPE_CHECKING:
     from course_lib.sampler import IndexSampler
 
 DROPPED = object()  # what `Pipeline._apply` returns for a record a filter removed
+
+
+class TransformedRecords(NamedTuple):
+    """What `Pipeline.transform_records` returns for a run of consecutive records."""
+
+    positions: Sequence[int]  # the stream positions of the survivors
+    survivors: list  # the records the filters kept, transformed, in order
+    error: BaseException | None  # what a transform raised (the survivors come before it)
 
 
 class Stopped(Exception):
@@ -108,7 +118,11 @@ class Pipeline:
         """The window of a last `BucketByLength`, whose state has a second number; else None."""
         return self.packer.window_batches if isinstance(self.packer, BucketByLength) else None
 
-    def start_batcher(self, run: PipelineRun, stack=None, skip_batches: int = 0):
+    def start_tail(self, run: PipelineRun, skip_batches: int = 0) -> Tail:
+        """This iterator's `Tail`, over `start_batcher(run, skip_batches)`."""
+        return Tail(self.start_batcher(run, skip_batches))
+
+    def start_batcher(self, run: PipelineRun, skip_batches: int = 0):
         """What groups this iterator's records into batches, in stream order: a `Batcher`,
         the packer of a `PackAndBatchOperation`, the grouper of a `BucketByLength` (which
         skips the first `skip_batches` batches of its first window), or None when nothing
@@ -120,7 +134,7 @@ class Pipeline:
                              "every other batching resumes from next_index alone.")
         if self.packer is not None:
             return self.packer.start()
-        return Batcher(self, run, stack) if self.batch is not None else None
+        return Batcher(self, run) if self.batch is not None else None
 
     def filter_names(self) -> list[str]:
         return [type(op).__name__ for op in self.operations[:len(self.record_ops)]
@@ -146,11 +160,12 @@ class Pipeline:
         return element
 
     def transform_records(self, start: int, record_keys: Sequence[int],
-                          records: Sequence[Any], run: PipelineRun, stop=None):
+                          records: Sequence[Any], run: PipelineRun,
+                          stop=None) -> TransformedRecords:
         """Apply the per-record operations to records read for positions `start, start+1,
-        ...`; return `(positions, survivors, error)`: the survivors' positions, the
-        survivors, in order, and None, or, when a transform raised, the survivors before
-        that record and the exception.
+        ...`; return `TransformedRecords(positions, survivors, error)`: the survivors'
+        positions, the survivors, in order, and None, or, when a transform raised, the
+        survivors before that record and the exception.
 
         Returning the records done before a failure lets the loader hand out the batches
         that precede it and raise at the batch the failing record belongs to. The exception
@@ -161,20 +176,21 @@ class Pipeline:
         iterator, is checked before each record.
         """
         if not self.record_ops:  # nothing to do per record: keep the chunk as it was read
-            return range(start, start + len(records)), records, None
+            return TransformedRecords(range(start, start + len(records)), records, None)
         rngs = run.record_rng
         ops, apply = self.record_ops, self._apply
         keep_all = not self.filters_records
         positions, survivors = [], []
         for position, record in enumerate(records, start):
             if stop is not None and stop.is_set():
-                return (range(start, position) if keep_all else positions), survivors, Stopped()
+                done = range(start, position) if keep_all else positions
+                return TransformedRecords(done, survivors, Stopped())
             try:
                 record = apply(ops, record, position, rngs)
             except Exception as error:
                 error.add_note(_record_note(position, record_keys[position - start]))
                 done = range(start, position) if keep_all else positions
-                return done, survivors, error
+                return TransformedRecords(done, survivors, error)
             except BaseException as error:  # Ctrl-C or sys.exit(): stop now, not later
                 error.add_note(_record_note(position, record_keys[position - start]))
                 raise
@@ -184,8 +200,8 @@ class Pipeline:
                 positions.append(position)
                 survivors.append(record)
         if keep_all:
-            return range(start, start + len(survivors)), survivors, None
-        return positions, survivors, None
+            return TransformedRecords(range(start, start + len(survivors)), survivors, None)
+        return TransformedRecords(positions, survivors, None)
 
     def finish_batch(self, records: Sequence[Any], first_position: int, run: PipelineRun,
                      stack=None):
@@ -258,6 +274,32 @@ class Batcher:
         del self._records[:count], self._positions[:count]
         return (self._pipeline.finish_batch(records, first_position, self._run, self._stack),
                 next_index)
+
+
+class Tail:
+    """The sequential tail of a pipeline: turns the records that survived the per-record
+    stage, chunk after chunk in stream order, into `(element, next_index)` pairs, the one
+    place where records become what the consumer is handed.
+
+    `batcher` is what `Pipeline.start_batcher` gives (a `Batcher`, a packer, a grouper by
+    length) or None, when every record is an element of its own. Whichever executor ran the
+    chunk (the caller, the batch thread, a worker) hands its survivors to `add`, and at the
+    end of the stream `finish` hands out the partial batch.
+    """
+
+    def __init__(self, batcher):
+        self._batcher = batcher
+
+    def add(self, positions: Sequence[int], survivors: Sequence[Any]) -> list[tuple[Any, Any]]:
+        """The elements that the survivors of one chunk complete, in order."""
+        if self._batcher is None:
+            return [(record, position + 1)
+                    for position, record in zip(positions, survivors, strict=True)]
+        return self._batcher.extend(positions, survivors)
+
+    def finish(self, next_index: int) -> list[tuple[Any, Any]]:
+        """At the end of the stream (`next_index` is its end): what is still held."""
+        return [] if self._batcher is None else self._batcher.flush(next_index)
 
 
 class PipelineRun:

@@ -44,9 +44,15 @@ BACKGROUND_PAYS_OFF_S = 2e-3  # a chunk at least this slow gets the background t
 JOIN_TIMEOUT_S = 10.0  # a transform still running after close() gets this long to return
 PUT_POLL_S = 0.05  # how often a full queue checks whether the consumer has gone
 
+# Where the next chunk is made, the iterator's one state: the first chunk in the calling
+# thread, then the second, timed, which decides between the calling thread (HERE) and the
+# background thread (ON_THREAD), unless `start()` chose the thread first; DONE once the
+# chunks ran out, failed, or the iterator was closed.
+FIRST, SECOND, HERE, ON_THREAD, DONE = "first", "second", "here", "on thread", "done"
+
 _END = "end"
 _ERROR = "error"
-_GROUP = "group"
+_CHUNK = "chunk"
 
 _live: weakref.WeakSet = weakref.WeakSet()
 
@@ -63,21 +69,21 @@ def offer(ready: queue.Queue, item, stop: threading.Event) -> bool:
     return False
 
 
-def _produce(groups: Iterator[list], ready: queue.Queue, stop: threading.Event) -> None:
+def _produce(chunks: Iterator[list], ready: queue.Queue, stop: threading.Event) -> None:
     """The background thread: run the pipeline, queue what it makes, in order."""
     try:
-        for group in groups:
-            if not offer(ready, (_GROUP, group), stop):
+        for chunk in chunks:
+            if not offer(ready, (_CHUNK, chunk), stop):
                 return
         offer(ready, (_END, None), stop)
     except BaseException as error:  # handed to the consumer, raised there
         offer(ready, (_ERROR, error), stop)
     finally:
-        groups.close()  # a generator is closed by the thread that runs it
+        chunks.close()  # a generator is closed by the thread that runs it
 
 
 class ReadAhead(Iterator):
-    """Iterates `(element, next_index)` pairs that a background thread makes from `groups`
+    """Iterates `(element, next_index)` pairs that a background thread makes from `chunks`
     (an iterator of lists of pairs, one list per chunk of the stream).
 
     A thread costs a hand-off per chunk and competes for the interpreter lock, which a chunk
@@ -85,21 +91,21 @@ class ReadAhead(Iterator):
     back. So the first two chunks are made here, in the calling thread, and the second is
     timed: the thread starts only if it took at least `BACKGROUND_PAYS_OFF_S`; otherwise
     every chunk is made in the calling thread, as with `num_threads=0`. `start()` starts the
-    thread at once.
+    thread at once. `decision` says in words which it is and the figure that chose it.
     """
 
-    def __init__(self, groups: Iterator[list], max_ready: int,
+    def __init__(self, chunks: Iterator[list], max_ready: int,
                  stop: threading.Event | None = None):
-        self._groups = groups
+        self._chunks = chunks
         self._ready: queue.Queue = queue.Queue(maxsize=max(1, max_ready))
         # Set by close(); the per-record stage checks it too, so that a closed iterator's
         # thread stops at the next record rather than at the end of its chunk.
         self._stop = stop if stop is not None else threading.Event()
         self._current: Iterator = iter(())
-        self._finished = False
-        self._inline: bool | None = None  # decided on the second chunk
-        self._probed = False  # the first chunk was made (untimed)
+        self._mode = FIRST  # where the next chunk is made: see the constants above
         self._thread: threading.Thread | None = None
+        self.decision = (f"batch thread not decided yet: the second chunk will be timed "
+                         f"against {BACKGROUND_PAYS_OFF_S * 1e3:g} ms")
 
     @property
     def in_background(self) -> bool:
@@ -109,53 +115,64 @@ class ReadAhead(Iterator):
     def start(self) -> None:
         """Make the chunks on the background thread from now on (does nothing once
         started, decided or finished)."""
-        if self._thread is None and not self._inline and not self._finished:
-            self._inline = False
-            self._thread = threading.Thread(
-                target=_produce, args=(self._groups, self._ready, self._stop),
-                name=THREAD_NAME, daemon=True)
-            self._thread.start()
-            _live.add(self)
+        if self._mode in (FIRST, SECOND):
+            self.decision = "on the batch thread: started on request, without timing a chunk"
+            self._start_thread()
+
+    def _start_thread(self) -> None:
+        self._mode = ON_THREAD
+        self._thread = threading.Thread(
+            target=_produce, args=(self._chunks, self._ready, self._stop),
+            name=THREAD_NAME, daemon=True)
+        self._thread.start()
+        _live.add(self)
 
     def __next__(self):
         for pair in self._current:
             return pair
-        if self._finished:
+        if self._mode == DONE:
             raise StopIteration
-        if self._inline is None:
-            self._current = iter(self._first_groups())
-        elif self._inline:
-            self._current = iter(self._next_group_here())
+        if self._mode in (FIRST, SECOND):
+            self._current = iter(self._first_chunks())
+        elif self._mode == HERE:
+            self._current = iter(self._next_chunk_here())
         else:
-            self._current = iter(self._next_group_from_thread())
+            self._current = iter(self._next_chunk_from_thread())
         return next(self._current)
 
-    def _first_groups(self) -> list:
+    def _first_chunks(self) -> list:
         """The first chunk, then the second, timed: the first pays one-time costs (the
         first reads, the first calls of each transform), so it would overstate a chunk."""
-        if not self._probed:
-            self._probed = True
-            return self._next_group_here()
+        if self._mode == FIRST:
+            self._mode = SECOND
+            return self._next_chunk_here()
         started = time.perf_counter()
-        group = self._next_group_here()
-        if time.perf_counter() - started >= BACKGROUND_PAYS_OFF_S:
-            self.start()
+        chunk = self._next_chunk_here()
+        took = time.perf_counter() - started
+        threshold = BACKGROUND_PAYS_OFF_S
+        figures = f"the second chunk took {took * 1e3:.2f} ms"
+        if took >= threshold:
+            self.decision = f"on the batch thread: {figures}, at least {threshold * 1e3:g} ms"
+            self._start_thread()
         else:
-            self._inline = True
-        return group
+            self.decision = f"in the caller's thread: {figures}, under {threshold * 1e3:g} ms"
+            self._mode = HERE
+        return chunk
 
-    def _next_group_here(self) -> list:
+    def _next_chunk_here(self) -> list:
         try:
-            return next(self._groups)
+            return next(self._chunks)
         except BaseException:
-            self._finished = True
+            if self._mode in (FIRST, SECOND):
+                self.decision = "in the caller's thread: there was no second chunk to time"
+            self._mode = DONE
             raise
 
-    def _next_group_from_thread(self) -> list:
+    def _next_chunk_from_thread(self) -> list:
         kind, value = self._ready.get()  # Ctrl-C interrupts this wait
-        if kind == _GROUP:
+        if kind == _CHUNK:
             return value
-        self._finished = True
+        self._mode = DONE
         if kind == _ERROR:
             raise value
         raise StopIteration
@@ -163,11 +180,11 @@ class ReadAhead(Iterator):
     def close(self) -> None:
         """Stop the thread and wait for it. Safe to call twice."""
         self._stop.set()
-        self._finished = True
+        self._mode = DONE
         self._current = iter(())
         thread = self._thread
         if thread is None:
-            self._groups.close()  # never handed to a thread: close it here
+            self._chunks.close()  # never handed to a thread: close it here
             return
         self._drain()
         if thread.is_alive() and thread is not threading.current_thread():

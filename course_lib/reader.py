@@ -2,8 +2,8 @@
 
 For every chunk of positions the stage reads the records from the source and runs the
 operations that come before `Batch` (maps, random maps, filters) on each of them. It can do
-that in the calling thread, or hand parts of each chunk to a pool of threads and collect the
-parts in order. Threads pay off in two cases:
+that in the calling thread, or split each chunk into tasks for a pool of threads and collect
+the tasks' records in order. Threads pay off in two cases:
 
 - **Reads that wait** (network disks, cold storage): a thread waiting for I/O gives the
   interpreter lock away, so many threads overlap many waits. Such a source gets up to
@@ -26,7 +26,7 @@ waiting at least `THREADS_PAY_OFF_S` in its read, or reading and transforming at
 A cheap record (an in-memory array, a small cached file with a light transform) stays inline.
 
 However many threads run, every record gets the same random generator (it depends only on
-the record's position, `randomness.py`) and the parts come back in stream order, so the
+the record's position, `randomness.py`) and the tasks come back in stream order, so the
 records are the same as `num_threads=0` gives, in the same order.
 """
 
@@ -42,7 +42,7 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -56,7 +56,7 @@ except ImportError:  # Windows
     _RUSAGE_THREAD = None
 
 if TYPE_CHECKING:
-    from course_lib.pipeline import Pipeline, PipelineRun
+    from course_lib.pipeline import Pipeline, PipelineRun, TransformedRecords
 
 logger = logging.getLogger("course_lib")
 
@@ -88,6 +88,25 @@ class ReadOptions:
         nothing ahead (everything runs in the calling thread, as with `num_threads=0`).
         Below `num_threads` (and not 0) some threads have nothing to do: a warning says so,
         as in Grain.
+
+    Which shape a pipeline gets is decided at run time by two timings, in each process:
+
+    - the batch thread (`worker_count=0` only): the first two chunks are made in the calling
+      thread and the second is timed; it starts if that chunk took at least 2 ms
+      (`read_ahead.BACKGROUND_PAYS_OFF_S`), else everything stays in the caller's thread.
+      The 2 ms is per chunk (64 records or more, a whole number of batches), not per batch;
+      `start_prefetch()` starts the thread without the timing;
+    - the read threads: the first chunk is read and transformed inline and timed; threads
+      run from then on if its reads waited at least 200 µs per record
+      (`reader.THREADS_PAY_OFF_S`; all `num_threads`, unless the source reads a chunk in one
+      `__getitems__` call), or if reading and transforming took at least 25 µs per record
+      with per-record transforms (`reader.WORK_PAYS_OFF_S`; this process's share of the
+      cores, and none when that share is one).
+
+    `repr(iterator)` (or `iterator.execution`) says which shape runs and the measured figures
+    that chose it, e.g. "in the caller's thread: the second chunk took 0.03 ms, under 2 ms;
+    no read threads: the first chunk waited 0.0 µs and took 0.4 µs per record (...)". Threads
+    run your source and transforms: see the README's "Thread safety" for what that asks.
     """
 
     num_threads: int = 16
@@ -183,14 +202,29 @@ THREADS_PAY_OFF_S = 200e-6  # per-record wait while reading above which threads 
 WAITING_SHARE = 0.75  # reads that wait spend at least this share of their time not computing
 WORK_PAYS_OFF_S = 25e-6  # per-record read + transform time above which threads share it
 
-# What the stage yields per chunk: (start, record_keys, positions, survivors, error), where
-# positions and survivors are the records that passed the filters and `error` is None or the
-# exception a transform raised (the survivors are then those before the failing record).
-ChunkResult = tuple[int, np.ndarray, Sequence[int], list, BaseException | None]
+class ChunkResult(NamedTuple):
+    """What the stage yields per chunk: the survivors (`TransformedRecords`) of the chunk
+    of positions `[start, start + len(record_keys))`, and `error`, None or the exception a
+    transform raised (the survivors are then those before the failing record)."""
+
+    start: int
+    record_keys: np.ndarray
+    positions: Sequence[int]
+    survivors: list
+    error: BaseException | None
+
+
+def _in_us(seconds: float) -> str:
+    """A per-record time for `ChunkProcessor.decision`: "0.4 µs", "378 µs", "1090 µs"."""
+    microseconds = seconds * 1e6
+    return f"{microseconds:.1f} µs" if microseconds < 10 else f"{microseconds:.0f} µs"
 
 
 class ChunkProcessor:
-    """Reads and transforms chunks of records in stream order; see the module docstring."""
+    """Reads and transforms chunks of records in stream order; see the module docstring.
+
+    `decision` says in words how many read threads run and which figures of the first chunk
+    chose them (a loader iterator's `execution` shows it)."""
 
     def __init__(self, source, pipeline: Pipeline, read_options: ReadOptions,
                  worker_count: int = 0, stop: threading.Event | None = None):
@@ -201,6 +235,7 @@ class ChunkProcessor:
         self._worker_count = worker_count
         self._batched_read = hasattr(source, "__getitems__")
         self._threads: int | None = None  # decided on the first chunk
+        self.decision = "read threads not chosen yet: the first chunk will be timed"
         self._pool: ThreadPoolExecutor | None = None
         self._finalizer = None
         self._local = threading.local()  # each pool thread's own random generators
@@ -220,9 +255,10 @@ class ChunkProcessor:
             if first is None:
                 return
             result, waited_s, total_s = self._timed(*first, run)
-            self._threads = self._choose_threads(waited_s, total_s, len(first[1]))
+            self._threads, self.decision = self._choose_threads(waited_s, total_s,
+                                                                len(first[1]))
             yield result
-            if result[-1] is not None:
+            if result.error is not None:
                 return
         if self._threads > 1:
             yield from self._on_threads(chunks)
@@ -238,24 +274,40 @@ class ChunkProcessor:
         waited = share * off_cpu
         if waited < WAITING_SHARE * (waited + busy):
             waited = 0.0  # mostly computing (a busy machine also stretches the wall time)
-        result = (start, keys, *self._pipeline.transform_records(start, keys, records, run,
-                                                                 self._stop))
+        result = ChunkResult(start, keys, *self._pipeline.transform_records(
+            start, keys, records, run, self._stop))
         return result, waited, time.perf_counter() - started
 
-    def _choose_threads(self, waited_s: float, total_s: float, count: int) -> int:
+    def _choose_threads(self, waited_s: float, total_s: float,
+                        count: int) -> tuple[int, str]:
+        """The thread count for the first chunk's figures, and why, in words (`decision`):
+        the measured cost per record against `THREADS_PAY_OFF_S` and `WORK_PAYS_OFF_S`."""
         options = self._options
-        if options.num_threads == 0 or options.prefetch_buffer_size == 0 or count == 0:
-            return 1
-        if waited_s / count >= THREADS_PAY_OFF_S and not self._batched_read:
-            return options.num_threads  # waiting: threads overlap the waits
-        if total_s / count >= WORK_PAYS_OFF_S and self._pipeline.record_ops:
-            return threads_for_work(options.num_threads, self._worker_count)
-        return 1
+        if options.num_threads == 0 or options.prefetch_buffer_size == 0:
+            return 1, (f"no read threads: ReadOptions(num_threads={options.num_threads}, "
+                       f"prefetch_buffer_size={options.prefetch_buffer_size})")
+        if count == 0:
+            return 1, "no read threads: the first chunk was empty"
+        waited, took = waited_s / count, total_s / count
+        measured = (f"the first chunk waited {_in_us(waited)} and took {_in_us(took)} "
+                    f"per record (threads from {THREADS_PAY_OFF_S * 1e6:.0f} µs waiting in "
+                    f"reads of one record at a time, or {WORK_PAYS_OFF_S * 1e6:.0f} µs in all "
+                    "with per-record transforms"
+                    f"{'; this source reads a chunk in one call' if self._batched_read else ''})")
+        if waited >= THREADS_PAY_OFF_S and not self._batched_read:
+            return options.num_threads, f"{options.num_threads} read threads: {measured}"
+        if took >= WORK_PAYS_OFF_S and self._pipeline.record_ops:
+            threads = threads_for_work(options.num_threads, self._worker_count)
+            share = f", capped at this process's share of the cores ({threads})"
+            if threads == 1:
+                return 1, f"no read threads: {measured}{share}"
+            return threads, f"{threads} read threads: {measured}{share}"
+        return 1, f"no read threads: {measured}"
 
     def _inline(self, start: int, keys: np.ndarray, run: PipelineRun) -> ChunkResult:
         records = read_records(self._source, keys)
-        return (start, keys, *self._pipeline.transform_records(start, keys, records, run,
-                                                               self._stop))
+        return ChunkResult(start, keys, *self._pipeline.transform_records(
+            start, keys, records, run, self._stop))
 
     def _thread_run(self) -> PipelineRun:
         run = getattr(self._local, "run", None)
@@ -263,7 +315,8 @@ class ChunkProcessor:
             run = self._local.run = self._pipeline.start_run()
         return run
 
-    def _part(self, start: int, keys: np.ndarray, records: Sequence | None):
+    def _task(self, start: int, keys: np.ndarray,
+              records: Sequence | None) -> TransformedRecords:
         """One pool task: read (unless the chunk was read in one batched call) and
         transform a run of consecutive records."""
         if records is None:
@@ -287,7 +340,7 @@ class ChunkProcessor:
         records = read_records(self._source, keys) if self._batched_read else None
         tasks = max(1, min(self._threads, len(keys) // MIN_RECORDS_PER_TASK))
         bounds = np.linspace(0, len(keys), tasks + 1).astype(int)
-        return [(start + low, pool.submit(self._part, start + low, keys[low:high],
+        return [(start + low, pool.submit(self._task, start + low, keys[low:high],
                                           None if records is None else records[low:high]))
                 for low, high in itertools.pairwise(bounds)]
 
@@ -302,28 +355,28 @@ class ChunkProcessor:
                 records_in_flight -= len(in_flight[0][1])
                 result = self._collect(*in_flight.popleft())
                 yield result
-                if result[-1] is not None:
+                if result.error is not None:
                     return
         while in_flight:
             result = self._collect(*in_flight.popleft())
             yield result
-            if result[-1] is not None:
+            if result.error is not None:
                 return
 
     @staticmethod
-    def _collect(start: int, keys: np.ndarray, parts) -> ChunkResult:
-        """Join a chunk's parts in order; stop at the first part whose transform raised."""
+    def _collect(start: int, keys: np.ndarray, tasks) -> ChunkResult:
+        """Join a chunk's tasks in order; stop at the first task whose transform raised."""
         positions: list[int] = []
         survivors: list[Any] = []
-        for _, future in parts:
-            part_positions, part_survivors, error = future.result()
-            positions.extend(part_positions)
-            survivors.extend(part_survivors)
-            if error is not None:
-                return start, keys, positions, survivors, error
-        return start, keys, positions, survivors, None
+        for _, future in tasks:
+            done: TransformedRecords = future.result()
+            positions.extend(done.positions)
+            survivors.extend(done.survivors)
+            if done.error is not None:
+                return ChunkResult(start, keys, positions, survivors, done.error)
+        return ChunkResult(start, keys, positions, survivors, None)
 
     def close(self) -> None:
-        """Cancel the parts not started yet; a part already running finishes its records."""
+        """Cancel the tasks not started yet; a task already running finishes its records."""
         if self._finalizer is not None:
             self._finalizer()

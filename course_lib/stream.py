@@ -4,7 +4,7 @@ The sampler defines an endless (or finite) stream of positions 0, 1, 2, ... Work
 chunk of consecutive positions at a time: the sampler computes a chunk's record keys in one
 vectorised call, the reader fetches its records in one batched read, and the pipeline
 transforms them together. Chunks hold a whole number of batches, so that a worker process
-handed one chunk (a *unit*, in `workers.py`) returns whole batches.
+handed one chunk returns whole batches.
 
 Both the in-process loader (`loader.py`) and the worker processes (`workers.py`) cut the
 stream the same way, which is one reason their batches are identical.
@@ -27,10 +27,10 @@ def chunk_size_for(pipeline: Pipeline, max_records: int | None = None) -> int:
     """A whole number of batches, at least `MIN_CHUNK_RECORDS` records; with `max_records`
     (a Dataset chain's bound: `dataset_engine.records_ahead`), at most that many, but at
     least one batch."""
-    unit = 1 if pipeline.batch is None else pipeline.batch.batch_size
-    size = unit * max(1, -(-MIN_CHUNK_RECORDS // unit))
+    batch_size = 1 if pipeline.batch is None else pipeline.batch.batch_size
+    size = batch_size * max(1, -(-MIN_CHUNK_RECORDS // batch_size))
     if max_records is not None:
-        size = min(size, unit * max(1, max_records // unit))
+        size = min(size, batch_size * max(1, max_records // batch_size))
     return size
 
 
@@ -61,46 +61,51 @@ def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
         yield chunk_start, sampler.record_keys(chunk_start, chunk_stop)
 
 
-def in_process_groups(sampler: IndexSampler, pipeline: Pipeline, start: int,
+def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
                       processor: ChunkProcessor, skip_batches: int = 0,
                       chunk_size: int | None = None):
-    """Yield lists of `(element, next_index)` pairs, one list per chunk of the stream
-    (`chunk_size` records, by default `chunk_size_for(pipeline)`): read and transform
-    (`processor`), then batch. (`skip_batches`: see `bucketing.ResumePoint`.)
+    """Yield, per chunk of the stream (`chunk_size` records, by default
+    `chunk_size_for(pipeline)`), the list of `(element, next_index)` pairs it completes:
+    read and transform (`processor`), then the pipeline's `Tail` (batching). (`skip_batches`:
+    see `bucketing.ResumePoint`.)
 
     A transform's exception is raised after the elements made from the records before it,
     so the consumer meets it at the element the failing record belongs to."""
     run = pipeline.start_run(sampler)  # this iterator's own generators
-    batcher = pipeline.start_batcher(run, skip_batches=skip_batches)
+    tail = pipeline.start_tail(run, skip_batches=skip_batches)
     end = start
     chunks = stream_chunks(sampler, start, chunk_size or chunk_size_for(pipeline))
     try:
-        for chunk_start, record_keys, positions, survivors, error in processor.process(chunks,
-                                                                                        run):
-            end = chunk_start + len(record_keys)
-            if batcher is None:
-                group = [(record, position + 1)
-                         for position, record in zip(positions, survivors, strict=True)]
-            else:
-                group = batcher.extend(positions, survivors)
-            if group:
-                yield group
-            if error is not None:
-                raise error
+        for chunk in processor.process(chunks, run):
+            end = chunk.start + len(chunk.record_keys)
+            elements = tail.add(chunk.positions, chunk.survivors)
+            if elements:
+                yield elements
+            if chunk.error is not None:
+                raise chunk.error
             if pipeline.filters_records:
-                run.count_kept(len(record_keys), len(survivors))
-        if batcher is not None:
-            group = batcher.flush(end)
-            if group:
-                yield group
+                run.count_kept(len(chunk.record_keys), len(chunk.survivors))
+        elements = tail.finish(end)
+        if elements:
+            yield elements
     finally:
         processor.close()
 
 
-def flatten(groups):
-    """The pairs of `in_process_groups`, one at a time, in the calling thread."""
-    try:
-        for group in groups:
-            yield from group
-    finally:
-        groups.close()
+class InCaller(Iterator):
+    """The pairs of `in_process_chunks`, one at a time, made in the calling thread when
+    `next()` asks: the executor for `ReadOptions(num_threads=0)`, with the same `next` /
+    `start` / `close` as the others (`read_ahead.ReadAhead`, `workers.WorkerElements`)."""
+
+    def __init__(self, chunks):
+        self._chunks = chunks
+        self._pairs = (pair for elements in chunks for pair in elements)
+
+    def __next__(self):
+        return next(self._pairs)
+
+    def start(self) -> None:
+        """Nothing runs ahead in the calling thread: there is nothing to start."""
+
+    def close(self) -> None:
+        self._chunks.close()

@@ -183,7 +183,7 @@ class InterleaveIterDataset(IterDataset):
 
 # -- a background thread --------------------------------------------------------------------
 def _one_by_one(parent: DatasetIterator):
-    """The parent's elements as `read_ahead`'s groups: `[(element, state after it)]`."""
+    """The parent's elements as `read_ahead`'s chunks: `[(element, state after it)]`."""
     for element in parent:
         yield [(element, parent.get_state())]
 

@@ -7,7 +7,7 @@ pickle protocol 5, which hands every contiguous array's data out of band; data a
 the slot stays where it is, anything else is copied in. The main process rebuilds the
 result around views of the slot: the batch the training loop gets *is* the shared memory.
 
-Each worker has a few slots (`SlotOwner`). A unit is written into a free one: a slot that
+Each worker has a few slots (`SlotOwner`). A chunk is written into a free one: a slot that
 nothing in the main process refers to any more (its reference count says so). While the
 training loop holds a few batches (a prefetcher does), their slots are not free and the
 worker is given another one. Past a few per worker, the oldest slot still held is retired:
@@ -128,7 +128,7 @@ def needed_bytes(buffers: list[pickle.PickleBuffer]) -> int:
 
 
 class SlotArena:
-    """Hands out arrays inside a slot, one after the other, while a worker builds a unit.
+    """Hands out arrays inside a slot, one after the other, while a worker builds a chunk.
 
     Batches stacked into these arrays are already where the main process will read them, so
     sending them back copies nothing (see `SlotWriter.write`).
@@ -163,8 +163,8 @@ class SlotWriter:
         return slot
 
     def arena(self, slot_name: str) -> SlotArena | None:
-        """Where the next unit's batches can be stacked; None before the first slot exists,
-        or while an array from an earlier unit (kept by a transform, say) still views it."""
+        """Where the next chunk's batches can be stacked; None before the first slot exists,
+        or while an array from an earlier chunk (kept by a transform, say) still views it."""
         if not slot_name:
             return None
         slot = self._slot(slot_name)
@@ -237,9 +237,9 @@ class _Slot:
 class SlotOwner:
     """Creates, hands out, reuses, retires and finally unlinks the slots of all workers.
 
-    Each worker has a few slots of its own, at most `slots_per_worker`. A unit is given one
-    that is free: no other unit is waiting to be written into it, and no result the training
-    loop holds views it. When none is free, the unit gets none and the worker asks for a new
+    Each worker has a few slots of its own, at most `slots_per_worker`. A chunk is given one
+    that is free: no other chunk is waiting to be written into it, and no result the training
+    loop holds views it. When none is free, the chunk gets none and the worker asks for a new
     one (`grow`); at the cap, a slot still held is retired to make room.
     """
 
@@ -249,19 +249,19 @@ class SlotOwner:
     prefix: str = field(default_factory=lambda: "ftb" + secrets.token_hex(4))
     _slots: dict[int, list[_Slot]] = field(default_factory=dict)  # a worker's, oldest first
     _by_name: dict[str, _Slot] = field(default_factory=dict)
-    _claimed: dict[int, _Slot] = field(default_factory=dict)  # unit -> the slot it writes into
+    _claimed: dict[int, _Slot] = field(default_factory=dict)  # chunk -> the slot it writes into
     _retired: list[weakref.ref] = field(default_factory=list)
     _to_unmap: dict[int, list[str]] = field(default_factory=dict)
     _created: int = 0
 
-    def slot(self, worker: int, unit: int) -> str:
-        """The name of a free slot of `worker` for `unit` to write into, or "" when none is
+    def slot(self, worker: int, chunk: int) -> str:
+        """The name of a free slot of `worker` for `chunk` to write into, or "" when none is
         free (the worker then asks to `grow` one)."""
         slots = self._slots.setdefault(worker, [])
         claimed = set(map(id, self._claimed.values()))
         for slot in slots:
             if id(slot) not in claimed and not slot.in_use():
-                self._claimed[unit] = slot
+                self._claimed[chunk] = slot
                 return slot.name
         held = next((slot for slot in slots if id(slot) not in claimed), None)
         if held is not None and len(slots) >= self.slots_per_worker:  # make room: retire it
@@ -279,11 +279,11 @@ class SlotOwner:
         self._retired = [ref for ref in self._retired if ref() is not None]
         return len(self._retired)
 
-    def grow(self, worker: int, unit: int, nbytes: int) -> str:
-        """Give `unit` a new slot of at least `nbytes` (with headroom for later growth) in
+    def grow(self, worker: int, chunk: int, nbytes: int) -> str:
+        """Give `chunk` a new slot of at least `nbytes` (with headroom for later growth) in
         place of the one too small for it, and return its name; "" when /dev/shm has no
         room for it (the worker then sends the result through its pipe)."""
-        too_small = self._claimed.pop(unit, None)
+        too_small = self._claimed.pop(chunk, None)
         if too_small is not None:
             self._release(worker, too_small)
         self._created += 1
@@ -293,14 +293,14 @@ class SlotOwner:
         except SharedMemoryFull:
             return ""
         self._slots.setdefault(worker, []).append(slot)
-        self._by_name[slot.name] = self._claimed[unit] = slot
+        self._by_name[slot.name] = self._claimed[chunk] = slot
         return slot.name
 
-    def read(self, unit: int, slot_name: str, skeleton: bytes, layout: list):
-        """Rebuild `unit`'s result around views of its slot (no copy of the array data), or
+    def read(self, chunk: int, slot_name: str, skeleton: bytes, layout: list):
+        """Rebuild `chunk`'s result around views of its slot (no copy of the array data), or
         around copies while too many retired slots are held (see the module docstring).
         Without a slot, `layout` holds the array data itself (it came through the pipe)."""
-        self._claimed.pop(unit, None)  # free again once the result's arrays are
+        self._claimed.pop(chunk, None)  # free again once the result's arrays are
         if not slot_name or not layout:  # in the pipe, or nothing went out of band
             return pickle.loads(skeleton, buffers=layout)
         base = self._by_name[slot_name].base

@@ -3,9 +3,9 @@
 Python threads share one interpreter lock, so CPU-bound transforms (decoding, augmenting) do
 not run in parallel in threads. Processes do. The plan:
 
-- The stream is cut into *units*: consecutive chunks of positions (a whole number of batches
-  when no filter runs before `Batch`). Unit `u` goes to worker `u % worker_count`, and the
-  main process collects units in order `0, 1, 2, ...`. Which worker computes a unit never
+- The stream is cut into chunks of consecutive positions (a whole number of batches when no
+  filter runs before `Batch`). Chunk `c` goes to worker `c % worker_count`, and the main
+  process collects chunks in order `0, 1, 2, ...`. Which worker computes a chunk never
   changes its contents, because every record's randomness depends only on its position. So
   the batches are identical to `worker_count=0`, whatever the worker count.
 - On Linux, workers are forked from a *fork server* (`forkserver`): a small process that
@@ -20,7 +20,7 @@ not run in parallel in threads. Processes do. The plan:
   notebook cell or inside a function work. Workers never import JAX.
 - Large arrays held by the source or the transforms are copied once into shared memory and
   mapped by every worker (arrays that view a file are mapped from the file), instead of
-  being pickled to each of them (`shared_arrays.py`). What a worker does with its units is in
+  being pickled to each of them (`shared_arrays.py`). What a worker does with its chunks is in
   `worker_process.py`; results come back through shared memory (`transport.py`).
 - A worker that raises sends its exception back; one that dies is noticed through its
   process sentinel. Nothing waits forever, and closing the iterator, by any route, stops the
@@ -41,6 +41,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Iterator
 from multiprocessing import connection
 from typing import ClassVar
 
@@ -51,7 +52,7 @@ from course_lib import allocator
 from course_lib.shared_arrays import MIN_SHARED_BYTES, SharedArrays
 from course_lib.stream import chunk_bounds, chunk_size_for
 from course_lib.transport import SlotOwner
-from course_lib.worker_process import worker_main
+from course_lib.worker_process import Finished, Task, worker_main
 
 # The fork server on Linux, as Python itself chooses from 3.14 on; elsewhere a fresh
 # interpreter each (macOS system libraries are not safe to use in a forked child).
@@ -223,7 +224,7 @@ def _main_module_hidden():
 # Settings a worker starts with, unless the user set them. Each worker is one of several
 # processes sharing the cores, so the math libraries' extra threads only compete (and cost
 # start-up time). And glibc's malloc would hand the memory of every freed batch back to the
-# kernel and fault it in, zeroed, again for the next unit; a fixed threshold keeps it for reuse.
+# kernel and fault it in, zeroed, again for the next chunk; a fixed threshold keeps it for reuse.
 _WORKER_ENVIRONMENT = {
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
@@ -293,7 +294,7 @@ def _note_more_workers_than_cores(worker_count: int) -> None:
 
 
 class WorkerPool:
-    """Starts the workers, hands out units, and tears everything down exactly once."""
+    """Starts the workers, hands out chunks, and tears everything down exactly once."""
 
     def __init__(self, loader, slots_per_worker: int):
         self.worker_count = loader.worker_count
@@ -336,11 +337,12 @@ class WorkerPool:
             except (BrokenPipeError, ConnectionResetError):
                 raise self._died(index, start=None) from None
 
-    def submit(self, unit: int, start: int, stop: int, is_last: bool) -> None:
-        worker = unit % self.worker_count
-        slot_name = self.slots.slot(worker, unit)
-        self._send(worker, (unit, start, stop, is_last, slot_name, self.slots.to_unmap(worker)),
-                   start)
+    def submit(self, chunk: int, start: int, stop: int, is_last: bool) -> None:
+        """Send chunk number `chunk` (positions `[start, stop)`) to its worker."""
+        worker = chunk % self.worker_count
+        slot_name = self.slots.slot(worker, chunk)
+        task = Task(chunk, start, stop, is_last, slot_name, self.slots.to_unmap(worker))
+        self._send(worker, tuple(task), start)  # a plain tuple: see `worker_process.Task`
 
     def _send(self, worker: int, message, start: int) -> None:
         """Send to a worker; a broken pipe means it died, which is a WorkerError too."""
@@ -373,11 +375,16 @@ class WorkerPool:
                 continue
             raise self._died(worker, start)
 
-    def collect(self, unit: int, start: int):
-        """Wait for `unit`'s result (growing its slot if asked) and return it."""
-        worker = unit % self.worker_count
+    def collect(self, chunk: int, start: int):
+        """Wait for chunk number `chunk`'s result (growing its slot if asked); return it."""
+        worker = chunk % self.worker_count
         while True:
             message = self._receive(worker, start)
+            if message[0] == "ok":
+                done = Finished(*message[1:])
+                assert done.chunk == chunk, (
+                    f"worker {worker} answered chunk {done.chunk}, not {chunk}")
+                return self.slots.read(chunk, done.slot_name, done.skeleton, done.layout)
             if message[0] == "grow":
                 name = self.slots.grow(worker, message[1], message[2])
                 if not name and not self._noted_full_shm:
@@ -387,15 +394,11 @@ class WorkerPool:
                           "container with a larger --shm-size, e.g. --shm-size=1g.",
                           file=sys.stderr)
                 self._send(worker, ("slot", name), start)
-            elif message[0] == "error":
+            else:  # ("error", the pickled exception, its traceback as text)
                 _, pickled, text = message
                 error = cloudpickle.loads(pickled)
                 error.add_note(f"Traceback in worker {worker}:\n{text}")
                 raise error
-            else:
-                _, done_unit, slot_name, skeleton, layout = message
-                assert done_unit == unit, f"worker {worker} answered unit {done_unit}, not {unit}"
-                return self.slots.read(unit, slot_name, skeleton, layout)
 
     def _close_at_exit(self) -> None:
         self.close()
@@ -434,63 +437,88 @@ def _note_arrays_not_shared(shared: SharedArrays) -> None:
           "container with a larger --shm-size, e.g. --shm-size=1g.", file=sys.stderr)
 
 
-PREFETCH = "prefetch"  # sent to `worker_elements` to start work before the first element
+class WorkerElements(Iterator):
+    """Iterates `(element, next_index)` pairs computed by worker processes, in stream order:
+    the executor for `worker_count > 0`, with the same `next` / `start` / `close` as the
+    others (`stream.InCaller`, `read_ahead.ReadAhead`). (`skip_batches`: see
+    `bucketing.ResumePoint`.)
 
-
-def worker_elements(loader, next_index: int, skip_batches: int = 0):
-    """Yield `(element, next_index)` pairs computed by worker processes, in stream order.
-    (`skip_batches`: see `bucketing.ResumePoint`.)
-
-    The workers start when the generator is first advanced; the loader does that at once
-    (the first `yield` hands back nothing), so start-up errors surface at `iter(loader)`.
-    Sending it `PREFETCH` there hands the workers their first units and yields nothing
-    again (`DataLoaderIterator.start_prefetch`).
+    The workers start here, so start-up errors surface at `iter(loader)`; `start()` hands
+    them their first chunks before the first `next()` (`DataLoaderIterator.start_prefetch`),
+    and `next()` keeps `worker_buffer_size + 1` chunks per worker in flight.
     """
-    pipeline = loader.pipeline
-    depth = loader.worker_buffer_size + 1
-    # Slots per worker: one for each unit in flight, and two for batches the training loop
-    # still holds (the one it is working on, and one a prefetcher has read ahead), so that
-    # slots are reused rather than retired and replaced (transport.py).
-    pool = WorkerPool(loader, slots_per_worker=depth + 2)
-    try:
-        request = yield None
-        units = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
-        submitted: collections.deque = collections.deque()
-        run = pipeline.start_run(loader.sampler)  # this iterator's own generators
-        batcher = pipeline.start_batcher(run, skip_batches=skip_batches)
-        end = next_index
 
-        def submit_more(unit_id: int) -> int:
-            while len(submitted) < pool.worker_count * depth:
-                unit = next(units, None)
-                if unit is None:
-                    break
-                pool.submit(unit_id, *unit)
-                submitted.append((unit_id, *unit))
-                unit_id += 1
-            return unit_id
+    def __init__(self, loader, next_index: int, skip_batches: int = 0):
+        pipeline = loader.pipeline
+        self._depth = loader.worker_buffer_size + 1
+        self._chunks = chunk_bounds(loader.sampler, next_index, chunk_size_for(pipeline))
+        self._submitted: collections.deque = collections.deque()  # (number, start, stop)
+        self._next_chunk = 0  # the number of the next chunk to submit
+        self._filters = pipeline.filters_records
+        self._run = pipeline.start_run(loader.sampler)  # this iterator's own generators
+        self._tail = pipeline.start_tail(self._run, skip_batches=skip_batches)
+        self._end = next_index
+        self._current: Iterator = iter(())
+        self._finished = False
+        # Slots per worker: one for each chunk in flight, and two for batches the training
+        # loop still holds (the one it is working on, and one a prefetcher has read ahead),
+        # so that slots are reused rather than retired and replaced (transport.py).
+        self._pool = WorkerPool(loader, slots_per_worker=self._depth + 2)
 
-        unit_id = 0
-        if request is PREFETCH:
-            unit_id = submit_more(unit_id)
-            yield None
-        while True:
-            unit_id = submit_more(unit_id)
-            if not submitted:
-                break
-            current, start, end, _ = submitted.popleft()
-            kind, result = pool.collect(current, start)
-            if kind == "records":  # filters ran: notice one that keeps nothing
-                run.count_kept(end - start, len(result[1]))
-            if kind == "batches":
-                yield from result
-            elif batcher is None:
-                positions, survivors = result
-                for position, record in zip(positions, survivors, strict=True):
-                    yield record, position + 1
-            else:
-                yield from batcher.extend(*result)
-        if batcher is not None:
-            yield from batcher.flush(end)
-    finally:
-        pool.close()
+    def start(self) -> None:
+        """Hand the workers their first chunks now (does nothing once they have some)."""
+        if not self._finished and not self._submitted:
+            self._guarded(self._submit_more)
+
+    def _submit_more(self) -> None:
+        while len(self._submitted) < self._pool.worker_count * self._depth:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return
+            self._pool.submit(self._next_chunk, *chunk)
+            self._submitted.append((self._next_chunk, *chunk[:2]))
+            self._next_chunk += 1
+
+    def __next__(self):
+        while True:  # a chunk whose records a filter removed completes no element
+            for pair in self._current:
+                return pair
+            if self._finished:
+                raise StopIteration
+            self._current = iter(self._guarded(self._next_elements))
+
+    def _next_elements(self) -> list:
+        """The elements the next chunk completes (maybe none), or the tail's last ones."""
+        self._submit_more()
+        if not self._submitted:  # the end of the stream: stop the workers at once
+            last = self._tail.finish(self._end)
+            self.close()
+            return last
+        number, start, self._end = self._submitted.popleft()
+        kind, result = self._pool.collect(number, start)
+        if kind == "batches":  # whole batches, made by the worker's own `Tail`
+            return result
+        positions, survivors = result
+        if self._filters:  # notice a filter that keeps nothing
+            self._run.count_kept(self._end - start, len(survivors))
+        return self._tail.add(positions, survivors)
+
+    def _guarded(self, step):
+        """Run `step`; on any error stop the workers first (nothing is left running)."""
+        try:
+            return step()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Stop the workers and unlink every segment. Safe to call twice."""
+        self._finished = True
+        self._current = iter(())
+        self._pool.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            return

@@ -26,6 +26,7 @@ from course_lib import (
     ShardOptions,
     load,
 )
+from course_lib.pipeline import Pipeline
 from course_lib.randomness import record_rng
 
 INLINE = ReadOptions(num_threads=0)
@@ -446,3 +447,22 @@ def test_a_source_with_fast_reads_is_read_inline_without_threads():
     assert records == list(range(300))
     assert not set(_reader_threads()) - before, "fast reads should not start read threads"
     iterator.close()
+
+
+# -- the tail: where records become elements, for every executor ---------------------------------
+def test_the_tail_batches_chunks_across_their_borders_and_hands_out_the_rest_at_the_end():
+    pipeline = Pipeline([Batch(3)], seed=None)
+    tail = pipeline.start_tail(pipeline.start_run())
+    first = tail.add(range(0, 4), [np.int64(i) for i in range(4)])
+    assert [(list(batch), next_index) for batch, next_index in first] == [([0, 1, 2], 3)]
+    second = tail.add(range(4, 6), [np.int64(4), np.int64(5)])
+    assert [(list(batch), next_index) for batch, next_index in second] == [([3, 4, 5], 6)]
+    tail.add(range(6, 7), [np.int64(6)])
+    assert [(list(batch), next_index) for batch, next_index in tail.finish(7)] == [([6], 7)]
+
+
+def test_the_tail_without_batch_hands_out_each_record_with_the_position_after_it():
+    pipeline = Pipeline([], seed=None)
+    tail = pipeline.start_tail(pipeline.start_run())
+    assert tail.add([4, 7], ["a", "b"]) == [("a", 5), ("b", 8)]
+    assert tail.finish(9) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ from tests.sequences import Double as SequenceDouble
 from tests.sequences import assert_same_batches, make_sequences
 
 NUM_RECORDS = 200
+SHIPPED_BACKGROUND_PAYS_OFF_S = read_ahead.BACKGROUND_PAYS_OFF_S
 
 
 class AddNoise(grain.RandomMapTransform):
@@ -292,6 +294,76 @@ def test_start_prefetch_starts_the_thread_whatever_the_cost(monkeypatch):
         assert iterator._elements.in_background
         assert THREAD_NAME in _live_threads()
         _assert_same(list(iterator), _batches(_loader(num_threads=0, num_epochs=1)))
+
+
+# -- the shape is visible ------------------------------------------------------------------------
+@pytest.fixture
+def the_real_batch_thread_rule(monkeypatch):
+    """Undo `background_for_every_pipeline`: the batch thread's 2 ms rule as shipped."""
+    monkeypatch.setattr(read_ahead, "BACKGROUND_PAYS_OFF_S", SHIPPED_BACKGROUND_PAYS_OFF_S)
+
+
+def _execution_after_two_batches(loader) -> str:
+    with iter(loader) as iterator:
+        assert "not started" in repr(iterator)
+        next(iterator), next(iterator)
+        return repr(iterator)
+
+
+def _figure(text: str, pattern: str) -> float:
+    found = re.search(pattern, text)
+    assert found, f"{pattern!r} not in {text!r}"
+    return float(found.group(1))
+
+
+def test_num_threads_0_says_everything_runs_in_the_callers_thread():
+    shown = _execution_after_two_batches(_loader(num_threads=0, num_epochs=1))
+    assert "in the caller's thread, no batch thread" in shown
+    assert "ReadOptions(num_threads=0" in shown
+
+
+def test_a_cheap_pipeline_says_it_stays_in_the_callers_thread_with_its_timed_chunk(
+        the_real_batch_thread_rule):
+    shown = _execution_after_two_batches(_loader(operations=[], batch_size=64, num_epochs=1))
+    assert "in the caller's thread: the second chunk took" in shown
+    assert _figure(shown, r"took ([\d.]+) ms, under 2 ms") < 2
+    assert "no read threads: the first chunk waited" in shown
+
+
+def test_a_slow_pipeline_says_it_runs_on_the_batch_thread_with_its_timed_chunk(
+        the_real_batch_thread_rule):
+    class Sleepy(grain.MapTransform):
+        def map(self, element):
+            time.sleep(0.0001)
+            return element
+
+    shown = _execution_after_two_batches(_loader(operations=[Sleepy()], batch_size=64,
+                                                 num_epochs=1))
+    assert _figure(shown, r"on the batch thread: the second chunk took ([\d.]+) ms, "
+                          r"at least 2 ms") >= 2
+
+
+def test_reads_that_wait_say_how_many_read_threads_and_the_wait_per_record():
+    loader = _loader(CountingSource(64, delay_s=0.001), operations=[Double()], num_threads=8,
+                     num_epochs=1)
+    shown = _execution_after_two_batches(loader)
+    assert "; 8 read threads: the first chunk waited" in shown
+    assert _figure(shown, r"waited ([\d.]+) µs") >= 200
+
+
+def test_start_prefetch_says_it_started_the_batch_thread_without_timing():
+    with iter(_loader(num_epochs=1)) as iterator:
+        iterator.start_prefetch()
+        assert "started on request, without timing a chunk" in iterator.execution
+
+
+def test_worker_processes_and_a_dataset_chain_say_where_they_run():
+    with iter(_loader(worker_count=1, num_epochs=1)) as iterator:
+        assert "in worker processes (worker_count=1)" in repr(iterator)
+    chain = grain.MapDataset.range(10).to_iter_dataset(grain.ReadOptions(num_threads=0))
+    with iter(chain) as iterator:
+        next(iterator)
+        assert "in the caller's thread, no batch thread" in repr(iterator)
 
 
 # -- the state is the consumer's position ---------------------------------------------------------

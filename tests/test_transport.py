@@ -209,7 +209,7 @@ def test_past_the_cap_the_oldest_held_slot_is_retired_and_the_worker_told_to_unm
     owner, writer = endpoints
     held = [_send(owner, writer, _batch(float(value)), worker=1)
             for value in range(owner.slots_per_worker)]
-    assert owner.slot(1, unit=999) == "", "every slot is held: none may be handed out"
+    assert owner.slot(1, chunk=999) == "", "every slot is held: none may be handed out"
     assert owner.to_unmap(1) == (held[0][0],), "the oldest held slot was not retired"
     assert owner.to_unmap(1) == (), "a worker is told once"
     assert not os.path.exists(f"/dev/shm/{held[0][0]}"), "a retired slot kept its name"

@@ -32,7 +32,7 @@ from course_lib import (
 
 SCRIPTS = Path(__file__).parent / "worker_scripts"
 CORES = os.cpu_count() or 1
-NUM_RECORDS = 601  # 9 units of 70 records for Batch(7): every one of 8 workers gets work
+NUM_RECORDS = 601  # 9 chunks of 70 records for Batch(7): every one of 8 workers gets work
 
 
 def _source() -> ArrayDataSource:
@@ -111,6 +111,37 @@ def test_more_workers_than_cores_is_said_once_per_worker_count(capsys, monkeypat
     said = capsys.readouterr().err
     assert said.count(f"worker_count={too_many} is more than") == 1, said
     assert said.count(f"worker_count={too_many + 1} is more than") == 1, said
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("worker_count", "num_threads"), [(0, 0), (0, 16), (2, 16)],
+                         ids=["in the caller", "batch thread", "workers"])
+def test_every_executor_starts_on_request_and_gives_the_same_elements(
+        worker_count, num_threads, assert_same):
+    """The three executors share `next` / `start` / `close`: `start_prefetch()` before,
+    between and after elements changes nothing in what comes out."""
+    loader = DataLoader(data_source=_source(), sampler=IndexSampler(NUM_RECORDS, shuffle=True,
+                                                                    seed=3, num_epochs=2),
+                        operations=_operations("random+filter+batch"),
+                        worker_count=worker_count,
+                        read_options=ReadOptions(num_threads=num_threads))
+    with iter(loader) as iterator:
+        iterator.start_prefetch()
+        iterator.start_prefetch()
+        first = [next(iterator) for _ in range(3)]
+        iterator.start_prefetch()
+        rest = list(iterator)
+    assert_same(first + rest, _reference("random+filter+batch"))
+
+
+@pytest.mark.timeout(30)
+def test_the_workers_stop_when_the_stream_ends_without_close():
+    iterator = iter(_loader("random+filter+batch", 2, num_epochs=1))
+    processes = list(iterator._elements._pool.processes)
+    assert all(process.is_alive() for process in processes)
+    list(iterator)
+    assert not any(process.is_alive() for process in processes)
+    iterator.close()
 
 
 @pytest.mark.timeout(30)
