@@ -3,7 +3,8 @@
 To mix two corpora at 70/30 you could draw a coin per element, but then a resumed run would
 need the coin's state, and a prefix of the stream would only follow the weights on average.
 Grain's rule needs neither: position `k` of the mixed stream is given to a component by
-arithmetic alone, and every prefix holds each component's share, rounded.
+arithmetic alone, and every prefix holds each component's share of the integer weights to
+within one element (component 0's share rounded up, the others' together rounded down).
 
 The rule, for weights `w_0, w_1, ...` (integers), treats the mix as a sequence of splits.
 Among the first `c` elements of the stream, the components after component 0 hold
