@@ -3,8 +3,10 @@
 To mix two corpora at 70/30 you could draw a coin per element, but then a resumed run would
 need the coin's state, and a prefix of the stream would only follow the weights on average.
 Grain's rule needs neither: position `k` of the mixed stream is given to a component by
-arithmetic alone, and every prefix holds each component's share of the integer weights to
-within one element (component 0's share rounded up, the others' together rounded down).
+arithmetic alone, and every prefix follows the integer weights. With two components a prefix
+holds each share to within one element (component 0's rounded up, component 1's down);
+with more, each split rounds again, so component `i`'s count may stray by up to one element
+for each split that decides it (`min(i + 1, n - 1)` of them).
 
 The rule, for weights `w_0, w_1, ...` (integers), treats the mix as a sequence of splits.
 Among the first `c` elements of the stream, the components after component 0 hold
