@@ -932,7 +932,7 @@ def test_grain_chain_sentence_says_what_grain_did_in_each_place_of_mp_prefetch()
     assert "(0→2: KeyError: 'exhausted'; 2→0: KeyError: 'next_index'), for the same cause." \
         in sentence
     assert "Grain gave other batches at 2 workers than at 0" in sentence
-    assert "leaked" not in sentence
+    assert "resource tracker reported no leaked shared memory segment." in sentence
     assert "restored at 2, resumed exactly, where Grain's chain did not" in sentence
     # the same structure: no cause named
     same = variable_length.grain_chain_sentence(chain_report(same_structure=True), True, True)

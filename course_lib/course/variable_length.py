@@ -1258,9 +1258,10 @@ def grain_chain_sentence(report: Mapping[str, Any] | None, ours_same: bool,
              f"Grain gave {same(report['workers'])}, and "
              f"{_chain_resumes(report['workers'], taken, 'The cause is' in main)}."]
     leaked = report.get("leaked_segments", 0)
-    if leaked:
-        parts.append(f"With every batch and iterator released before exit, Python's "
-                     f"resource tracker reported {leaked} leaked shared memory segments.")
+    parts.append(f"With every batch and iterator released before exit, Python's resource "
+                 f"tracker reported {leaked} leaked shared memory segments." if leaked else
+                 "With every batch and iterator released before exit, Python's resource "
+                 "tracker reported no leaked shared memory segment.")
     main_other = report["main"]["resume"]["0->2"] == "equal"
     if ours_same and ours_resumed:
         parts.append("course_lib gave the same batches at 0, 1 and 2 workers and, saved at "
