@@ -175,6 +175,18 @@ def test_every_prefix_of_a_mix_follows_the_weights():
         assert abs(taken[:prefix].count("a") - 0.7 * prefix) <= 1
 
 
+@pytest.mark.parametrize("weights", [(7, 3), (5, 3, 2), (13, 15, 2, 4, 16)])
+def test_a_prefix_strays_from_each_share_by_at_most_one_element_per_deciding_split(weights):
+    from course_lib.mixing import component_at
+
+    total, counts = sum(weights), [0] * len(weights)
+    for position in range(500):
+        counts[component_at(position, weights)[0]] += 1
+        for index, count in enumerate(counts):
+            splits = min(index + 1, len(weights) - 1)
+            assert abs(count - (position + 1) * weights[index] / total) <= splits
+
+
 @pytest.mark.parametrize("weights, message", [
     ([0.5], r"weights=\[0.5\] has 1 entries for 2 data sets.*Pass 2 weights"),
     ([1, 0], r"weights\[1\]=0 must be a positive"),
