@@ -228,7 +228,7 @@ def epoch_traces_sentence(traces: Sequence[int], function: str = "the step") -> 
         return head + (f"{function[0].upper() + function[1:]} never traced: it had been "
                        "compiled for every shape before the first epoch, so no epoch paid a "
                        "compilation.")
-    return head + (f"Every trace came in epoch 1, one per shape; in the {len(traces) - 1} later "
+    return head + (f"Every trace came in epoch 1; in the {len(traces) - 1} later "
                    f"epochs jax.jit's cache held the program{'s' if traces[0] > 1 else ''} and "
                    "nothing was compiled. A loader with one odd shape pays its compilation "
                    "once per process, not once per epoch.")
