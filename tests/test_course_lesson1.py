@@ -562,10 +562,23 @@ def test_short_waits_sentence_counts_the_thin_lines_and_the_turns_of_two_workers
     assert said.startswith("2 workers: 50 of its 100 waits took under 1 ms (the thin lines")
     assert "the other 50 took 12.00 ms on average" in said
     assert "In 100% of consecutive steps a short wait and a long one take turns" in said
-    assert "in a random order, 50 short and 50 long waits would take turns in about 50%" in said
+    assert ("more than the about 50% that 50 short and 50 long waits would give in a random "
+            "order (twice its spread: 10% points)") in said
     blocks = _noisy_profiler([0.0002] * 50 + [0.012] * 50, [0.010] * 100)
     no_turns = bottleneck.short_waits_sentence(blocks, "2 workers", worker_count=2)
-    assert "take turns in 1% of consecutive steps; in a random order" in no_turns
+    assert "take turns in 1% of consecutive steps, not beyond the about 50%" in no_turns
+    # 64 short and 36 long waits: 71% turns against about 46% by chance is a pattern
+    pattern = [0.0002, 0.012] * 35 + [0.0002] * 29 + [0.012]
+    mixed = bottleneck.short_waits_sentence(_noisy_profiler(pattern, [0.010] * 100),
+                                            "2 workers", worker_count=2)
+    assert "as two workers would give" in mixed and "more than the about 46%" in mixed
+    # the same counts in runs of a few: below chance, no pattern
+    near = [0.0002] * 4 + [0.012] * 2
+    blocks_of_few = near * 16 + [0.012] * 4  # 64 short, 36 long, rarely alternating
+    said_near = bottleneck.short_waits_sentence(
+        _noisy_profiler(blocks_of_few, [0.010] * len(blocks_of_few)), "2 workers",
+        worker_count=2)
+    assert "shows no pattern" in said_near
     assert "as two workers would give" not in no_turns
     assert "take turns" not in bottleneck.short_waits_sentence(turns, "a thread")
     none = bottleneck.short_waits_sentence(_profiler(0.012, 0.01, 10), "naive")

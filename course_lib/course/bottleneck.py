@@ -750,16 +750,18 @@ def short_waits_sentence(profiler: Any, name: str, *, under: float = 1e-3,
         turns = float(np.mean(short[1:] != short[:-1]))
         share = float(short.mean())
         chance = 2 * share * (1 - share)  # short and long waits in a random order
-        against = (f"; in a random order, {int(short.sum())} short and "
-                   f"{int((~short).sum())} long waits would take turns in about {chance:.0%}")
-        if turns >= 0.75:  # above any random order's, which is at most 50%
+        spread = float(np.sqrt(chance * (1 - chance) / (waits.size - 1)))
+        random = (f"the about {chance:.0%} that {int(short.sum())} short and "
+                  f"{int((~short).sum())} long waits would give in a random order (twice its "
+                  f"spread: {2 * spread:.0%} points)")
+        if turns > chance + 2 * spread:
             text += (f". In {turns:.0%} of consecutive steps a short wait and a long one "
-                     f"take turns{against}: as two workers would give, each making every "
-                     "other batch")
+                     f"take turns, more than {random}: as two workers would give, each "
+                     "making every other batch")
         else:
             text += (f". Short and long waits take turns in {turns:.0%} of consecutive "
-                     f"steps{against}: this run shows no pattern of the two workers taking "
-                     "turns")
+                     f"steps, not beyond {random}: this run shows no pattern of the two "
+                     "workers taking turns")
     return text + "."
 
 
