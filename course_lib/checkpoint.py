@@ -66,9 +66,12 @@ class IteratorRestore(ocp.args.CheckpointArgs):
 
 
 def checkpoint_manager(directory, *, max_to_keep: int | None = 3) -> ocp.CheckpointManager:
-    """A CheckpointManager for `directory` (created if missing; must be an absolute path)."""
+    """A CheckpointManager for `directory` (created if missing) that keeps the last
+    `max_to_keep` steps (None keeps every one). Orbax 0.12.8 deprecates its own
+    `max_to_keep` option, so the count goes in as `preservation_policy=LatestN(...)`."""
     directory = Path(directory).absolute()
-    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
+    policy = ocp.checkpoint_managers.LatestN(max_to_keep)
+    options = ocp.CheckpointManagerOptions(preservation_policy=policy, create=True)
     return ocp.CheckpointManager(directory, options=options)
 
 
