@@ -457,7 +457,9 @@ def cluster_environment() -> str | None:
     whether the process runs under it (SLURM: `SLURM_JOB_ID`, `SLURM_STEP_NODELIST`,
     `SLURM_NTASKS`, `SLURM_PROCID` and `SLURM_LOCALID` all set). We ask them in JAX's own
     order and skip the opt-in ones (mpi4py), exactly as `initialize()` does with no
-    arguments. The module is private, so a JAX without it means "no cluster found".
+    arguments. The module is private, so a JAX without it means "no cluster found". JAX
+    0.10.2 knows Open MPI only by `OMPI_MCA_orte_hnp_uri`, which `mpirun` sets up to Open MPI
+    4; Open MPI 5's launcher does not, so its copies are caught by `copies_started_elsewhere`.
     """
     try:
         from jax._src.clusters import ClusterEnv
