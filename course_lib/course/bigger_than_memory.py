@@ -607,8 +607,9 @@ def cold_warm_sentence(name: str, cold: Rates, warm: Rates) -> str:
                 f"{1 - disk:.0%} is the format's own work, which a warm cache does not "
                 "remove.")
     if outcome == SLOWER:
-        return (f"{name}: {times}, {format_times(cold_rate / warm_rate)} slower warm: the "
-                "machine was busier during the warm run, which says nothing about the cache.")
+        return (f"{name}: {times}, {format_times(cold_rate / warm_rate)} slower warm, which a "
+                "cache cannot cause: something this run does not measure slowed the warm "
+                "run, so it says nothing about the cache.")
     if outcome == TOO_NOISY_TO_TELL:
         return f"{name}: {times}: too noisy to tell cold from warm; this run names no cause."
     return (f"{name}: {times}, the same within the noise: these reads spent their time on "

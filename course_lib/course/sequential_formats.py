@@ -331,8 +331,8 @@ def disk_added_sentence(runs: Mapping[str, Rates]) -> str:
         judged = verdict(runs[f"{order}, warm"], runs[f"{order}, cold"])
         margin = margin_phrase(rate_comparison(runs[f"{order}, warm"], runs[f"{order}, cold"]))
         how = {TOO_NOISY_TO_TELL: "too noisy to tell",
-               SLOWER: "cold faster: the machine was busier warm"}.get(
-                   judged, "the same within the noise")
+               SLOWER: "cold faster, which a cache cannot cause: something this run does "
+                       "not measure slowed the warm run"}.get(judged, "the same within the noise")
         return f"nothing measurable {where} (cold {cold} against {warm} warm, {how}, {margin})"
 
     head = ("Cold minus warm, what the disk added: "
@@ -341,8 +341,8 @@ def disk_added_sentence(runs: Mapping[str, Rates]) -> str:
                   "so the next records are in memory before they are asked for (ArrayRecord's "
                   "own read-ahead is off here, readahead_buffer_size:0); this lesson infers "
                   "that from the times and does not measure the read-ahead itself.")
-    busier = (", which the kernel's read-ahead cannot explain: the machine was busier during "
-              "the in-order run; run it again.")
+    busier = (", which the kernel's read-ahead cannot explain; something this run does not "
+              "measure slowed the in-order reads, so run it again.")
     if not seen["random"] and not seen["in order"]:
         return (f"{head}: random reads were no slower cold, so this run does not show the "
                 "disk (the pages were not really dropped, or the disk answers from a cache "
