@@ -289,6 +289,24 @@ def test_overlap_bound_sentence_with_many_cores_is_bound_by_the_split_loading():
         bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=0, cores=2)
 
 
+def test_overlap_bound_counts_the_cores_the_baseline_loop_kept_busy():
+    # A step that runs on 1.6 cores: the baseline's work per step is 32.6 ms x 1.6, so the
+    # bound is 26.08 ms over 2 cores, not 16.30 ms; a loop at 20 ms beats only the old bound.
+    naive, overlapped = _profiler(0.025, 0.0076, 20), _profiler(0.0124, 0.0076, 20)
+    measured = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2,
+                                                 busy_cores=1.6)
+    assert "a best case of 26.08 ms" in measured and "1.60 cores busy" in measured
+    assumed = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2)
+    assert "a best case of 16.30 ms" in assumed and "taking that loop to keep one core" in assumed
+    assert "faster than that best case" in measured
+    capped = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2,
+                                               busy_cores=2.03)
+    assert "2.00 cores busy" in capped  # ticks can round past the cores; no more than all
+    with pytest.raises(ValueError, match="busy_cores=0 must be above 0"):
+        bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2,
+                                          busy_cores=0)
+
+
 def test_stand_in_sentence_for_each_outcome():
     real = _steady(1.66, 0.02)
     gained = bottleneck.stand_in_sentence(real, _steady(2.14))
@@ -372,7 +390,8 @@ def test_overlap_bound_sentence_uses_the_halves_of_the_baseline_it_is_given():
     assert "a best case of 12.05 ms" in sentence
     assert "the loader at num_threads=0, its two halves one after the other" in sentence
     # the three bounds are printed, with the one that sets the best case named
-    assert "18.05 ms / 2 = 9.02 ms" in sentence and "24.11 ms / 2 = 12.05 ms" in sentence
+    assert "18.05 ms / 2 = 9.02 ms" in sentence
+    assert "24.11 ms (taking that loop to keep one core busy) / 2 = 12.05 ms" in sentence
     assert "here all the work shared by the 2 cores sets it" in sentence
     # the hidden share alone cannot name what took the rest: the sentence says so
     assert "cannot say what took the rest" in sentence or "reached the best case" in sentence

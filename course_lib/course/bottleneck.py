@@ -508,8 +508,17 @@ def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores:
             "difference.")
 
 
+def _work_phrase(serial_s: float, busy_cores: float | None) -> str:
+    """The baseline's CPU work per step, as the overlap bound states it."""
+    if busy_cores is None:
+        return f"{format_seconds(serial_s)} (taking that loop to keep one core busy)"
+    return (f"{format_seconds(serial_s)} x {busy_cores:.2f} cores busy (its CPU time over its "
+            f"wall time) = {format_seconds(serial_s * busy_cores)} of CPU work")
+
+
 def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
-                           cores: int, baseline_name: str = "the naive loop") -> str:
+                           cores: int, baseline_name: str = "the naive loop",
+                           busy_cores: float | None = None) -> str:
     """How the overlapped loop's time per step compares with the best overlap could give.
 
     Both are `StepProfiler`s; `baseline_name` names the second. Its halves must be those
@@ -518,17 +527,27 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
     alone, at another moment, can disagree with both on a busy machine). With one loading
     process the best case would be the slower half. With `worker_count` workers the loading
     half is itself split across processes, so the best case is `max(step, wait / workers)`;
-    on a CPU-only machine every half also shares `cores`, which makes it at least
-    `(wait + step) / cores`.
+    on a CPU-only machine every half also shares `cores`, which makes it at least the
+    baseline's CPU work per step over the cores. That work is its time per step times
+    `busy_cores`, the cores the baseline loop kept busy on average (its CPU time over its
+    wall time: XLA runs one CPU step on several cores); without a measurement the loop is
+    taken to keep one core busy, and the sentence says so.
     """
     if worker_count < 1 or cores < 1:
         raise ValueError(f"worker_count={worker_count!r} and cores={cores!r} must both be at "
                          "least 1.")
+    if busy_cores is not None and not busy_cores > 0:
+        raise ValueError(f"busy_cores={busy_cores!r} must be above 0: pass the baseline "
+                         "loop's CPU time over its wall time (CpuUse.own_cores), or None.")
+    if busy_cores is not None:
+        busy_cores = min(busy_cores, cores)  # CPU-time ticks can round a little past the cores
     loop, serial = step_period(overlapped), step_period(naive)
     wait_s, step_s = float(naive.wait_times.mean()), float(naive.step_times.mean())
+    used = 1.0 if busy_cores is None else busy_cores
+    work_s = serial.value * used
     bounds = {"the step": step_s,
               f"the loading split between the {worker_count} workers": wait_s / worker_count,
-              f"all the work shared by the {cores} cores": serial.value / cores}
+              f"all the work shared by the {cores} cores": work_s / cores}
     binding = max(bounds, key=bounds.get)
     best = bounds[binding]
     numbers = (f"{format_estimate(loop)} per step (means), against "
@@ -537,8 +556,8 @@ def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
     explain = (f"(the largest of three bounds: the step, {format_seconds(step_s)}; the "
                f"loading split between the {worker_count} workers, {format_seconds(wait_s)} / "
                f"{worker_count} = {format_seconds(wait_s / worker_count)}; all the work shared "
-               f"by the {cores} cores, {format_seconds(serial.value)} / {cores} = "
-               f"{format_seconds(serial.value / cores)}; here {binding} sets it)")
+               f"by the {cores} cores, {_work_phrase(serial.value, busy_cores)} / {cores} = "
+               f"{format_seconds(work_s / cores)}; here {binding} sets it)")
     loop_vs_best = judge(loop, Estimate(best, 0.0, loop.count))
     loop_vs_serial = judge(loop, serial)
     if TOO_NOISY_TO_TELL in (loop_vs_best, loop_vs_serial):
