@@ -25,8 +25,12 @@ def _validated(weights) -> list[Fraction]:
     return [Fraction(weight) for weight in weights]
 
 
-def _split_rule(exact: list[Fraction]):
-    """Split one component off at a time; the count of each is its share rounded up."""
+def _split_rule(exact: list[Fraction] | list[float]):
+    """Split one component off at a time; the count of each is its share rounded up. The
+    last component with weight takes whatever reaches it (with exact shares it always
+    would; with float shares rounding could otherwise pass it by)."""
+    last = max(place for place, weight in enumerate(exact) if weight > 0)
+
     def locate(position: int) -> tuple[int, int]:
         remaining = sum(exact)
         before, through = position, position + 1
@@ -35,7 +39,7 @@ def _split_rule(exact: list[Fraction]):
                 continue
             mine_before = math.ceil(before * weight / remaining)
             mine_through = math.ceil(through * weight / remaining)
-            if mine_through > mine_before:
+            if mine_through > mine_before or component == last:
                 return component, mine_through - 1
             remaining -= weight
             before, through = before - mine_before, through - mine_through
@@ -128,23 +132,7 @@ def index_from_the_share(weights):
 def float_counts(weights):
     """The answer's arithmetic on float shares: a product that should be whole comes out a
     hair above, and math.ceil takes it one too high."""
-    exact = [float(weight) for weight in _validated(weights)]
-    last = max(place for place, weight in enumerate(exact) if weight > 0)
-
-    def locate(position: int) -> tuple[int, int]:
-        remaining = sum(exact)
-        before, through = position, position + 1
-        for component, weight in enumerate(exact):
-            if weight == 0:
-                continue
-            mine_before = math.ceil(before * weight / remaining)
-            mine_through = math.ceil(through * weight / remaining)
-            if mine_through > mine_before or component == last:
-                return component, mine_through - 1
-            remaining -= weight
-            before, through = before - mine_before, through - mine_through
-        raise AssertionError("unreachable")
-    return locate
+    return _split_rule([float(weight) for weight in _validated(weights)])
 
 
 def silent_refusal(weights):
