@@ -748,3 +748,38 @@ def test_plot_worker_scaling_prints_whole_numbers_without_an_offset():
     assert "1,000,000" in labels
     assert ax.yaxis.get_offset_text().get_text() == ""  # no "1e6" above the axis
     plt.close(figure)
+
+
+def test_interleaved_runs_rotate_the_order_so_every_key_takes_every_place():
+    called = []
+
+    def run(key):
+        called.append(key)
+        return len(called)
+
+    fixed = parallel_workers.interleaved_runs(run, "abc", repeats=2, desc="fixed")
+    assert called == list("abcabc") and fixed == {"a": [1, 4], "b": [2, 5], "c": [3, 6]}
+    called.clear()
+    rotated = parallel_workers.interleaved_runs(run, "abc", repeats=4, desc="rotated",
+                                                rotate=True)
+    assert "".join(called) == "abc" "bca" "cab" "abc"
+    # each key's runs in the order of the rounds, and every key once in every place
+    assert rotated == {"a": [1, 6, 8, 10], "b": [2, 4, 9, 11], "c": [3, 5, 7, 12]}
+    places = {key: sorted(called[3 * r: 3 * r + 3].index(key) for r in range(3)) for key in "abc"}
+    assert places == {"a": [0, 1, 2], "b": [0, 1, 2], "c": [0, 1, 2]}
+
+
+def test_plot_worker_scaling_keeps_a_run_above_every_median_inside_the_axes():
+    import matplotlib.pyplot as plt
+
+    # the vectorised line ends at its median, 1,000 records/s; its fastest run, 1,300, is
+    # the highest point of the figure and must not sit on, or beyond, the top of the axes
+    per_record = {0: _repeated([100, 90, 110]), 2: _repeated([150, 140, 170])}
+    figure = parallel_workers.plot_worker_scaling(
+        {"per record": per_record, "vectorised": {0: _repeated([1000, 900, 1300])}},
+        title="In memory", cores=2)
+    ax = figure.axes[0]
+    bottom, top = ax.get_ylim()
+    assert bottom == 0
+    assert top > 1.05 * 1300
+    plt.close(figure)

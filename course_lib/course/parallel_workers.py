@@ -156,8 +156,15 @@ def interleaved_medians(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
 
 
 def interleaved_runs(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
-                     repeats: int, desc: str) -> dict[Any, list]:
+                     repeats: int, desc: str, rotate: bool = False) -> dict[Any, list]:
     """Every run of `interleaved_medians`: `repeats` results of `time_one(key)` per key.
+
+    With `rotate`, each round starts one key later than the one before (a, b, c; then
+    b, c, a; then c, a, b; ...), so that over `len(keys)` rounds every key runs once in
+    every place of a round, first to last: an effect of the place (the first run of a round
+    after a pause, a machine that slows down as a round goes on) falls on every key in
+    turn, not always on the same one. (The cyclic order stays: b follows a whenever b is
+    not first.) Each key's runs stay in the order of the rounds.
 
     A text bar counts the runs and stays, at 100%, once they are done. What the runs print
     to stderr meanwhile (course_lib's note on more workers than cores, say) is held back
@@ -173,8 +180,10 @@ def interleaved_runs(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
         # the bar keeps the stderr it was given before the redirection
         with tqdm(total=repeats * len(runs), desc=desc, leave=True) as bar, \
                 contextlib.redirect_stderr(held):
-            for _ in range(repeats):
-                for key in runs:
+            order = list(runs)
+            for round_index in range(repeats):
+                start = round_index % len(order) if rotate and order else 0
+                for key in order[start:] + order[:start]:
                     runs[key].append(time_one(key))
                     bar.update()
     finally:
@@ -219,14 +228,17 @@ def plot_worker_scaling(curves: Mapping[str, Mapping[int, LoaderTiming]], *, tit
     # whole numbers with thousands separators: no "1e6" offset above the axis to decode
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
-    counts = set()
+    counts, highest = set(), 0.0
     for name, timings in curves.items():
         for count, timing in timings.items():
             speeds = [timing.records / total for total in timing.repeat_total_s]
             counts.add(len(speeds))
+            highest = max(highest, timing.records_per_s, *speeds)
             offsets = np.linspace(-0.08, 0.08, len(speeds)) if len(speeds) > 1 else [0.0]
             ax.scatter(count + np.asarray(offsets), speeds, s=16, zorder=3,
                        color=colors.get(name, "black"), edgecolor="black", linewidth=0.6)
+    # plot_scaling fixed the y limits from the lines alone: make room for the highest dot
+    ax.set_ylim(0, max(ax.get_ylim()[1], 1.08 * highest))
     runs = " or ".join(map(str, sorted(counts)))
     ax.set_title(f"{title}\n(line: the median of {runs} runs; dots: each run)",
                  fontsize="medium")
