@@ -133,6 +133,58 @@ def test_epoch_traces_sentence_once_per_process():
     assert sentence.startswith("Traces of the step per epoch: epoch 1: 2, epoch 2: 0, epoch 3: 0.")
     assert "in the 2 later epochs jax.jit's cache held the programs" in sentence
     assert "once per process, not once per epoch" in sentence
+    # the step's traces alone: no claim about every compilation
+    assert "it was not traced again (this counts its traces only" in sentence
+    assert "compiled nothing" not in sentence and "Programs XLA compiled" not in sentence
+
+
+def test_epoch_traces_sentence_says_nothing_compiled_only_when_counted():
+    sentence = recompilation.epoch_traces_sentence(
+        [2, 0, 0], compiled=[["jit(update)", "jit(update)"], [], []])
+    assert ("epoch 3: 0. Programs XLA compiled per epoch, of any function: 2, 0, 0. "
+            "Every trace came in epoch 1;") in sentence
+    assert "and XLA compiled nothing at all, for any function." in sentence
+    assert "once per process, not once per epoch" in sentence
+
+
+def test_epoch_traces_sentence_names_what_else_compiled_in_later_epochs():
+    one = recompilation.epoch_traces_sentence(
+        [2, 0, 0], compiled=[["jit(update)"] * 2, [], ["jit(add)"]])
+    assert "Programs XLA compiled per epoch, of any function: 2, 0, 1." in one
+    assert "but XLA compiled 1 other program in epoch 3 (jit(add))" in one
+    assert "compiled nothing" not in one and "once per epoch" not in one
+    several = recompilation.epoch_traces_sentence(
+        [1, 0, 0], compiled=[["jit(update)"], ["jit(add)", "jit(mul)"], ["jit(add)"]])
+    assert "but XLA compiled 3 other programs in epochs 2, 3 (jit(add), jit(mul))" in several
+    with pytest.raises(ValueError, match="one list of compiled programs per epoch"):
+        recompilation.epoch_traces_sentence([2, 0], compiled=[[]])
+
+
+def test_compilations_counts_every_program_xla_compiles():
+    # JAX's own compilation event, from the JAX installed: a jitted function per new shape,
+    # an eager operation too, and nothing for a call it already compiled
+    jax = pytest.importorskip("jax")
+    import numpy as np
+
+    def doubled(x):
+        return x * 2
+
+    step = jax.jit(doubled)  # fed NumPy arrays: making them compiles nothing
+    with recompilation.compilations() as first:
+        step(np.ones(3, np.float32))
+    with recompilation.compilations() as again:
+        step(np.ones(3, np.float32))
+        step(np.ones(3, np.float32))
+    with recompilation.compilations() as new_shape:
+        result = step(np.ones(7, np.float32))
+        result - result[0]  # eager operations, on a shape not seen before
+    assert first == ["jit(doubled)"]
+    assert again == []
+    assert new_shape[0] == "jit(doubled)" and len(new_shape) >= 2
+    assert "jit(subtract)" in new_shape
+    after = len(new_shape)
+    step(np.ones(5, np.float32))  # outside the block: the listener is gone
+    assert len(new_shape) == after
 
 
 def test_epoch_traces_sentence_when_later_epochs_trace_again():

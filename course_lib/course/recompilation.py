@@ -19,10 +19,11 @@ the full batches and the short one, counted rather than inferred from the first 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -208,15 +209,58 @@ def step_traces(messages: Sequence[str], function: str) -> int:
                for message in messages)
 
 
-def epoch_traces_sentence(traces: Sequence[int], function: str = "the step") -> str:
+# JAX 0.10.2 records this jax.monitoring event each time it hands a program to XLA to
+# compile (`pxla._cached_compilation`; the name is `dispatch.BACKEND_COMPILE_EVENT`), for
+# every function, a jitted one or an operation run eagerly.
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+@contextlib.contextmanager
+def compilations() -> Iterator[list[str]]:
+    """The programs XLA compiled inside the block, of any function ("jit(update)",
+    "jit(add)" for an eager `+`), in order: the list yielded fills as the block runs.
+
+    It listens to JAX's own compilation event (`BACKEND_COMPILE_EVENT`) through the public
+    `jax.monitoring` listeners, so unlike the step's cache-miss messages it also counts the
+    compilations no tracing message names. Where a persistent compilation cache is set
+    (`jax_compilation_cache_dir`, unset by default), a program read from it goes through
+    the same event and is listed too: the process needed a program it did not hold, so a
+    count of zero still means that nothing was compiled, nor read."""
+    import jax
+
+    compiled: list[str] = []
+
+    def listen(event: str, duration_secs: float, **metadata: str | int) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            compiled.append(str(metadata.get("fun_name", "?")))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        yield compiled
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+
+
+def epoch_traces_sentence(traces: Sequence[int], function: str = "the step",
+                          compiled: Sequence[Sequence[str]] | None = None) -> str:
     """What the traces of one jitted `function`, kept across epochs, counted epoch by epoch
-    (`traces[e]` in epoch e + 1), say about how often a short last batch is compiled."""
+    (`traces[e]` in epoch e + 1), say about how often a short last batch is compiled.
+
+    `compiled[e]`, when given, lists the programs XLA compiled in epoch e + 1, of any
+    function (`compilations()`): only then does the sentence say that nothing was compiled
+    at all; without it, it speaks of `function`'s traces alone."""
     traces = [int(count) for count in traces]
     if len(traces) < 2:
         raise ValueError(f"traces={traces!r}: pass the count of at least two epochs, so that "
                          "a later epoch can be compared with the first.")
+    if compiled is not None and len(compiled) != len(traces):
+        raise ValueError(f"compiled has {len(compiled)} epochs and traces {len(traces)}: pass "
+                         "one list of compiled programs per epoch, as many as the traces.")
     listed = ", ".join(f"epoch {epoch}: {count}" for epoch, count in enumerate(traces, 1))
     head = f"Traces of {function} per epoch: {listed}. "
+    if compiled is not None:
+        head += ("Programs XLA compiled per epoch, of any function: "
+                 f"{', '.join(str(len(programs)) for programs in compiled)}. ")
     later = sum(traces[1:])
     if later:
         again = [str(epoch) for epoch, count in enumerate(traces, 1) if epoch > 1 and count]
@@ -227,11 +271,27 @@ def epoch_traces_sentence(traces: Sequence[int], function: str = "the step") -> 
     if traces[0] == 0:
         return head + (f"{function[0].upper() + function[1:]} never traced: it had been "
                        "compiled for every shape before the first epoch, so no epoch paid a "
-                       "compilation.")
-    return head + (f"Every trace came in epoch 1; in the {len(traces) - 1} later "
-                   f"epochs jax.jit's cache held the program{'s' if traces[0] > 1 else ''} and "
-                   "nothing was compiled. A loader with one odd shape pays its compilation "
-                   "once per process, not once per epoch.")
+                       "compilation of it.")
+    held = (f"in the {len(traces) - 1} later epochs jax.jit's cache held the "
+            f"program{'s' if traces[0] > 1 else ''} of {function}")
+    once = ("A loader with one odd shape pays its compilation once per process, not once "
+            "per epoch.")
+    if compiled is None:
+        return head + (f"Every trace came in epoch 1; {held}, and it was not traced again "
+                       "(this counts its traces only, not every compilation). " + once)
+    later = [(epoch, programs) for epoch, programs in enumerate(compiled, 1)
+             if epoch > 1 and programs]
+    if not later:
+        return head + (f"Every trace came in epoch 1; {held}, and XLA compiled nothing at "
+                       "all, for any function. " + once)
+    epochs = ", ".join(str(epoch) for epoch, _ in later)
+    names = ", ".join(dict.fromkeys(name for _, programs in later for name in programs))
+    count = sum(len(programs) for _, programs in later)
+    return head + (f"Every trace came in epoch 1; {held}, but XLA compiled {count} other "
+                   f"program{'s' if count > 1 else ''} in epoch{'s' if len(later) > 1 else ''} "
+                   f"{epochs} ({names}): {function}'s odd shape is paid once per process, and "
+                   "something else in the loop compiled later; this count names the programs, "
+                   "not what asked for them.")
 
 
 def restart_sentence(cache_dir: str | None, min_compile_seconds: float,
