@@ -271,3 +271,73 @@ def test_first_key_sentence_rounds_a_large_ratio():
     noisy = lesson.first_key_sentence(784, [0.1, 0.2, 0.14], 10**9, [0.12, 0.13, 0.125], 10**4)
     assert "could not be told apart from" in noisy and "a quieter machine can" in noisy
     assert "starts at once" not in noisy and "equally soon" not in noisy
+
+
+# -- where the position sits in Philox's counter --------------------------------------------
+def test_position_in_counter_word_two_is_record_rng():
+    make_rng = lesson.position_in_counter_word(2)
+    assert np.array_equal(make_rng(3, 9).random(10), record_rng(3, 9).random(10))
+    assert not np.array_equal(lesson.position_in_counter_word(0)(3, 9).random(10),
+                              record_rng(3, 9).random(10))
+    with pytest.raises(ValueError, match="word=4"):
+        lesson.position_in_counter_word(4)
+
+
+def test_neighbour_overlap_finds_the_low_word_layout_after_four_outputs():
+    assert lesson.neighbour_overlap(lesson.position_in_counter_word(0), 0, 5) == 4
+    assert lesson.neighbour_overlap(lesson.position_in_counter_word(0), 0, 5, draws=7) is None
+    assert lesson.neighbour_overlap(record_rng, 0, 5) is None
+    assert lesson.neighbour_overlap(lambda seed, position: record_rng(seed, 0), 0, 5) == 0
+
+
+def test_neighbour_overlap_sentence_has_a_wording_for_each_outcome():
+    apart = lesson.neighbour_overlap_sentence("course_lib", None, 5, 16)
+    assert "record 6's first 4 outputs occur nowhere in record 5's first 16" in apart
+    assert "record 5 does not run into record 6's stream" in apart
+    shared = lesson.neighbour_overlap_sentence("x", 0, 5, 16)
+    assert "share one stream" in shared and "occur nowhere" not in shared
+    overlap = lesson.neighbour_overlap_sentence("counter = p", 4, 5, 16)
+    assert "record 5's outputs 5 to 8 are record 6's outputs 1 to 4" in overlap
+    assert "after 4 draws" in overlap
+
+
+# -- the per-epoch seed of the shuffle -----------------------------------------------------
+class SeedPlusEpochSampler:
+    """A sampler whose epoch `e` is course_lib's epoch 0 of seed `seed + e`, the way Grain
+    0.2.18 seeds each epoch's shuffle."""
+
+    def __init__(self, size: int, seed: int):
+        self.size, self.seed = size, seed
+
+    def __getitem__(self, index: int):
+        epoch, position = divmod(index, self.size)
+        return grain.IndexSampler(self.size, shuffle=True, seed=self.seed + epoch,
+                                  num_epochs=1)[position]
+
+
+def test_epoch_order_reads_one_epoch_of_the_sampler():
+    sampler = grain.IndexSampler(10, shuffle=True, seed=0, num_epochs=2)
+    assert lesson.epoch_order(sampler, 10, 1) == [sampler[i].record_key for i in range(10, 20)]
+    assert sorted(lesson.epoch_order(sampler, 10, 0)) == list(range(10))
+
+
+def test_epoch_order_tells_a_seed_plus_epoch_scheme_from_course_libs():
+    assert lesson.epoch_order(SeedPlusEpochSampler(50, 7), 50, 1) == lesson.epoch_order(
+        SeedPlusEpochSampler(50, 8), 50, 0)
+    seven = grain.IndexSampler(50, shuffle=True, seed=7, num_epochs=2)
+    eight = grain.IndexSampler(50, shuffle=True, seed=8, num_epochs=2)
+    assert lesson.epoch_order(seven, 50, 1) != lesson.epoch_order(eight, 50, 0)
+
+
+def test_epoch_seed_sentence_has_a_wording_for_each_outcome():
+    same = lesson.epoch_seed_sentence("Grain", True, 1000)
+    assert "visits the 1,000 records in exactly seed 8's epoch 0 order" in same
+    assert "gave no new order, only seed 7's epoch 1 order one epoch earlier" in same
+    other = lesson.epoch_seed_sentence("course_lib", False, 1000)
+    assert "in another order than seed 8's epoch 0" in other and "earlier" not in other
+
+
+def test_plot_cycle_walks_labels_both_columns_of_the_permutation():
+    figure = lesson.plot_cycle_walks(FeistelPermutation(10, seed=0))
+    label = figure.axes[1].get_ylabel()
+    assert "position" in label and "record key" in label

@@ -57,6 +57,69 @@ def shared_stream_offsets(sampler_a: Any, sampler_b: Any, count: int) -> dict[in
     return dict(sorted(offsets.items()))
 
 
+def position_in_counter_word(word: int) -> Callable[[int, int], np.random.Generator]:
+    """A record generator built like `record_rng` (Philox, its key hashed from the seed) but
+    with the position in counter word `word` and the other three words 0.
+
+    NumPy's Philox counter is four 64-bit words, word 0 the lowest: it goes up by one for
+    every four 64-bit outputs. Word 2 is where course_lib puts the position, so
+    `position_in_counter_word(2)(seed, p)` draws what `record_rng(seed, p)` draws; word 0
+    is "the counter is the position", whose records run into each other's streams."""
+    if word not in range(4):
+        raise ValueError(f"word={word}: Philox's counter has the words 0, 1, 2 and 3.")
+
+    def make_rng(seed: int, position: int) -> np.random.Generator:
+        counter = np.zeros(4, dtype=np.uint64)
+        counter[word] = position
+        key = np.random.SeedSequence(seed).generate_state(2, np.uint64)
+        return np.random.Generator(np.random.Philox(counter=counter, key=key))
+
+    return make_rng
+
+
+def neighbour_overlap(make_rng: Callable[[int, int], np.random.Generator], seed: int,
+                      position: int, draws: int = 16) -> int | None:
+    """How many 64-bit outputs record `position`'s generator gives before it gives record
+    `position + 1`'s: the smallest `k` such that its outputs `k + 1` to `k + 4` are the
+    neighbour's first four, or None when that does not happen within its first `draws`."""
+    own = make_rng(seed, position).bit_generator.random_raw(draws)
+    neighbour = make_rng(seed, position + 1).bit_generator.random_raw(4)
+    for start in range(draws - 3):
+        if np.array_equal(own[start:start + 4], neighbour):
+            return start
+    return None
+
+
+def neighbour_overlap_sentence(layout: str, offset: int | None, position: int,
+                               draws: int) -> str:
+    """What `neighbour_overlap` found for record `position` under a counter `layout`."""
+    mine, theirs = f"record {position}", f"record {position + 1}"
+    if offset is None:
+        return (f"{layout}: {theirs}'s first 4 outputs occur nowhere in {mine}'s first "
+                f"{draws}: within those draws {mine} does not run into {theirs}'s stream.")
+    if offset == 0:
+        return (f"{layout}: {mine} and {theirs} start with the same 4 outputs: the two "
+                "records share one stream.")
+    return (f"{layout}: {mine}'s outputs {offset + 1} to {offset + 4} are {theirs}'s "
+            f"outputs 1 to 4: after {offset} draws, {mine} draws its neighbour's numbers.")
+
+
+def epoch_order(sampler: Any, size: int, epoch: int) -> list[int]:
+    """The record keys of epoch `epoch` of a sampler over `size` records, in stream order
+    (course_lib's or Grain's `IndexSampler`, unsharded)."""
+    return [sampler[epoch * size + index].record_key for index in range(size)]
+
+
+def epoch_seed_sentence(who: str, same: bool, size: int) -> str:
+    """Whether seed 7's epoch 1 visited the `size` records in seed 8's epoch 0 order."""
+    found = f"{who}: seed 7's epoch 1 visits the {size:,} records"
+    if same:
+        return (f"{found} in exactly seed 8's epoch 0 order: here, changing the seed from 7 "
+                "to 8 gave no new order, only seed 7's epoch 1 order one epoch earlier.")
+    return (f"{found} in another order than seed 8's epoch 0: the two seeds do not repeat "
+            "each other's orders one epoch apart.")
+
+
 def first_draw_grid(make_rng: Callable[[int, int], np.random.Generator],
                     seeds: Sequence[int], positions: int) -> np.ndarray:
     """A (seeds, positions) array: the first uniform draw of each record's generator.
@@ -189,7 +252,7 @@ def plot_cycle_walks(permutation: Any):
     right.set_xticks([0, 1])
     right.set_xticklabels(["position", "record key"])
     right.set_yticks(range(size))
-    right.set_ylabel("index")
+    right.set_ylabel("position (left) / record key (right)")
     right.set_title(f"The permutation of [0, {size})", fontsize="medium")
     figure.tight_layout()
     return figure
