@@ -205,6 +205,44 @@ def test_speed_sentence_blames_start_up_only_for_a_feed_start_up_moved():
     assert "slower than course_lib" in sentence and "moved within the window" not in sentence
 
 
+def test_speed_sentence_checks_again_where_the_halves_were_too_noisy_to_tell():
+    mine = summary("course_lib, 2 workers", [10.0, 10.1])
+    # halves too noisy to tell apart, but the second halves alone keep the verdict
+    kept = summary("Grain DataLoader, 2 workers", [5.0, 5.1], halves=[(3.0, 5.0), (7.0, 5.1)])
+    assert lesson._halves_verdict(kept) == TOO_NOISY_TO_TELL
+    assert lesson.start_up_moved(kept) is None
+    sentence = lesson.speed_sentence(kept, mine, cores=2)
+    assert sentence.endswith(" The halves of Grain DataLoader, 2 workers were too noisy to "
+                             "tell apart (above), and over the second half of each window "
+                             "alone the verdict is the same.")
+    # the second halves alone are level with course_lib's: said, but not blamed on start-up
+    level = summary("Grain DataLoader, 2 workers", [5.0, 5.1],
+                    halves=[(2.0, 10.0), (30.0, 10.1)])
+    assert lesson._halves_verdict(level) == TOO_NOISY_TO_TELL
+    sentence = lesson.speed_sentence(level, mine, cores=2)
+    assert ("But the halves of Grain DataLoader, 2 workers were too noisy to tell apart "
+            "(above): over the second half of each window alone, Grain DataLoader, 2 workers "
+            "was the same within the noise, so this run does not show that the verdict holds "
+            "at the steady rate.") in sentence
+    assert "comes from the first halves" not in sentence
+
+
+def test_speed_sentence_where_one_rate_moved_and_the_other_halves_were_too_noisy():
+    # the baseline's rate moved; the feed's halves were too noisy, and so are the second
+    # halves compared: the sentence names both and blames neither on start-up
+    moved = summary("course_lib, 2 workers", [12.0, 12.1], halves=[(15.0, 10.0), (15.2, 10.1)])
+    noisy = summary("Grain DataLoader, 2 workers", [5.0, 5.1], halves=[(2.0, 4.0), (30.0, 40.0)])
+    assert lesson.start_up_moved(moved) is not None
+    assert lesson._halves_verdict(noisy) == TOO_NOISY_TO_TELL
+    sentence = lesson.speed_sentence(noisy, moved, cores=2)
+    assert ("But the rate of course_lib, 2 workers moved within the window and the halves of "
+            "Grain DataLoader, 2 workers were too noisy to tell apart (above): over the second "
+            "half of each window alone, Grain DataLoader, 2 workers was too noisy to tell apart "
+            "from course_lib, 2 workers, so this run does not show that the verdict holds at "
+            "the steady rate.") in sentence
+    assert "comes from the first halves" not in sentence
+
+
 def test_first_batch_sentence_covers_later_sooner_same_and_too_noisy():
     later = lesson.grain_first_batch_sentence(0.5, 5.0, 2)
     assert "the first batch of Grain came 10x later than that of course_lib" in later
@@ -243,6 +281,26 @@ def test_first_batch_sentence_judges_the_delay_against_the_import(imports, expec
         [0.1], [2.1], 2, import_s=imports, imports_jax=False)
 
 
+def test_first_batch_sentence_names_how_the_delay_was_taken():
+    once = lesson.grain_first_batch_sentence([0.1], [2.1], 2, import_s=[2.0, 2.02])
+    assert "the delay, 2 s (the difference of the one run each)" in once
+    assert "median of the runs' differences" not in once
+    uneven = lesson.grain_first_batch_sentence([0.1, 0.12], [2.1], 2, import_s=[2.0, 2.02])
+    assert "(the difference of the medians)" in uneven
+
+
+def test_speed_sentence_counts_the_runs_as_they_were():
+    one = lesson.speed_sentence(summary("a", [12.0]), summary("b", [10.0]), cores=2)
+    assert "12.0 against 10.0 steps/s, one run each; margin 5%" in one
+    assert "medians of 1" not in one
+    three = lesson.speed_sentence(summary("a", [12.0, 12.1, 11.9]),
+                                  summary("b", [10.0, 10.1, 9.9]), cores=2)
+    assert "medians of 3 runs each; margin" in three
+    uneven = lesson.speed_sentence(summary("a", [12.0, 12.1, 11.9]),
+                                   summary("b", [10.0, 10.1]), cores=2)
+    assert "medians of 3 and 2 runs; margin" in uneven
+
+
 def test_fresh_python_import_times_runs_a_new_interpreter():
     times, imports_jax = lesson.fresh_python_import_times("json", repeats=2)
     assert len(times) == 2 and all(seconds > 0 for seconds in times)
@@ -271,8 +329,10 @@ def test_what_to_remember_follows_the_numbers():
     assert "went on with exactly the batches" in text
     assert "within the noise of it" not in text  # 12 against 9 steps/s, single runs
     level = {label: summary(label, [10.0, 10.5]) for label in ("a", "b", "c")}
-    assert "2 of the other 2 feeds could not be told apart from it" in "\n".join(
-        lesson.what_to_remember(level, resumed_exactly=True))
+    tied = lesson.what_to_remember(level, resumed_exactly=True)
+    assert "2 of the other 2 feeds could not be told apart from it" in "\n".join(tied)
+    assert tied[0].startswith("Highest rate in this run: a, 10.2 steps/s")  # not "Fastest"
+    assert "Fastest" not in "\n".join(tied)
     swapped = {label: summary(label, [30.0 - s.median_steps_per_s], first_batch_s=1.0)
                for label, s in summaries.items()}
     assert "Fastest feed in this run: Grain DataLoader" in lesson.what_to_remember(
@@ -608,13 +668,102 @@ def test_next_times_pauses_after_the_first_call_only():
     assert gaps[0] >= 0.05 and max(gaps[1:]) < 0.05
 
 
+def test_next_times_can_pause_after_a_later_call():
+    import itertools
+    import time
+
+    stamps = []
+
+    def stamped():
+        while True:
+            stamps.append(time.perf_counter())
+            yield 0
+
+    times = lesson.next_times(stamped(), 5, pause_s=0.05, pause_after=2)
+    assert len(times) == 5
+    gaps = [later - earlier for earlier, later in itertools.pairwise(stamps)]
+    assert gaps[1] >= 0.05 and max(gaps[0], *gaps[2:]) < 0.05
+    for wrong in (0, 5, 1.5):
+        with pytest.raises(ValueError, match="pause_after"):
+            lesson.next_times(iter(range(9)), 5, pause_s=0.01, pause_after=wrong)
+
+
+def test_next_times_keeps_the_garbage_collector_off_while_it_times():
+    import gc
+
+    seen = []
+
+    def watched():
+        while True:
+            seen.append(gc.isenabled())
+            yield 0
+
+    switched = []
+
+    def switch_watched():
+        while True:
+            switched.append(sys.getswitchinterval())
+            yield 0
+
+    assert gc.isenabled()
+    before = sys.getswitchinterval()
+    lesson.next_times(watched(), 3, pause_s=0.01)
+    assert seen == [False] * 3 and gc.isenabled()
+    lesson.next_times(switch_watched(), 2)
+    assert switched == [pytest.approx(lesson.HANDOFF_SWITCH_S)] * 2
+    assert sys.getswitchinterval() == before
+    gc.disable()
+    try:
+        lesson.next_times(watched(), 2)
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
+
+
+def test_made_ahead_tolerates_a_slow_handout_but_not_a_batch_being_made():
+    # a batch made ahead handed out in 2 ms (a busy moment) still counts; 12 ms does not
+    assert lesson.made_ahead([0.08, 0.002, 1e-5, 0.03]) == 2
+    assert lesson.made_ahead([0.08, 0.012, 1e-5, 0.03]) == 0
+    # a quarter of the first call bounds it where the first call was fast
+    assert lesson.made_ahead([0.008, 0.003, 0.03]) == 0
+    assert lesson.made_ahead([0.008, 0.0015, 0.03]) == 1
+
+
+def test_made_ahead_counts_from_the_call_it_paused_after():
+    # a loader that starts reading ahead at its second call: nothing ready after the first
+    times = [0.06, 0.02, 1e-5, 1e-5, 0.03, 0.02]
+    assert lesson.made_ahead(times) == 0
+    assert lesson.made_ahead(times, paused_after=2) == 2
+    assert lesson.made_ahead([0.06, 0.02, 0.03, 0.02], paused_after=2) == 0
+    assert lesson.made_ahead([0.06, 0.02, 1e-5, 1e-5], paused_after=2) == 2
+    with pytest.raises(ValueError, match="paused_after"):
+        lesson.made_ahead([0.06, 0.02], paused_after=2)
+
+
+def test_handout_sentence_after_a_pause_at_the_second_call():
+    made = lesson.handout_sentence("x", [0.06, 0.02, 1e-5, 1e-5, 0.03], pause_s=0.5,
+                                   paused_after=2)
+    assert made == ("x: the first 2 calls of next() took 60.00 ms and 20.00 ms; after a pause "
+                    "of 500.00 ms, the next 2 batches were already made (median 10.0 µs per "
+                    "next()); call 5 waited 30.00 ms.")
+    waited = lesson.handout_sentence("x", [0.06, 0.02, 0.03, 0.02], pause_s=0.5,
+                                     paused_after=2)
+    assert waited == ("x: the first 2 calls of next() took 60.00 ms and 20.00 ms; after a "
+                      "pause of 500.00 ms, call 3 already waited 30.00 ms: no batch was ready "
+                      "(median 25.00 ms per next() over the 2 calls after the pause).")
+    every = lesson.handout_sentence("x", [0.06, 0.02, 1e-5, 1e-5], pause_s=0.5,
+                                    paused_after=2)
+    assert every.endswith("all 2 calls timed after the first 2.")
+
+
 def test_handout_sentence_names_the_pause():
     line = lesson.handout_sentence("x", [0.06, 1e-5, 1e-5, 0.02], pause_s=0.5)
     assert line == ("x: the first next() took 60.00 ms; after a pause of 500.00 ms, the next 2 "
                     "batches were already made (median 10.0 µs per next()); call 4 waited "
                     "20.00 ms.")
     waited = lesson.handout_sentence("x", [0.06, 0.02, 0.03], pause_s=0.5)
-    assert "after a pause of 500.00 ms, every later call waited" in waited
+    assert "after a pause of 500.00 ms, call 2 already waited 20.00 ms: no batch was ready" \
+        in waited and "every" not in waited
 
 
 def test_handout_sentence_counts_the_batches_already_made_then_the_wait():
@@ -625,7 +774,8 @@ def test_handout_sentence_counts_the_batches_already_made_then_the_wait():
 
 def test_handout_sentence_says_when_every_call_waited():
     line = lesson.handout_sentence("x", [0.06, 0.027, 0.03, 0.02])
-    assert "every later call waited for its batch (median 27.00 ms per next())" in line
+    assert ("call 2 already waited 27.00 ms: no batch was ready (median 27.00 ms per next() "
+            "over the 3 calls after the first)") in line
     assert "already made" not in line
 
 
@@ -807,6 +957,8 @@ def test_resume_title_says_whether_the_new_process_matched():
 
     figure = lesson.plot_resume_from_checkpoint(uninterrupted, _rows(range(4, 7)), 3)
     assert figure.axes[0].get_title() == title.replace(": ", ":\n", 1)
+    figure.canvas.draw()
+    assert all(float(tick).is_integer() for tick in figure.axes[0].get_xticks())  # whole steps
     assert "Stopped" not in title
     plt.close(figure)
 
@@ -818,6 +970,7 @@ def test_window_sentence_says_which_feeds_halves_were_too_noisy_to_tell():
     assert "every other feed ran its first half within the noise" in line
     assert "For jumpy the two halves were too noisy to tell apart" in line
     assert "cannot rule out" in line
+    assert "each verdict below that involves it is checked again on the second halves" in line
     only_noisy = {"jumpy": summaries["jumpy"]}
     assert "no feed's halves could be compared" in lesson.window_sentence(100, only_noisy)
 
@@ -870,6 +1023,33 @@ def test_handout_paragraph_turns_on_the_control():
     with pytest.raises(ValueError, match="control_buffer_size"):
         lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
                                  control_buffer_size=2)
+
+
+def test_handout_paragraph_after_a_pause_at_the_second_call_turns_with_the_counts():
+    # course_lib's batch thread starts at the second call: paused there, the count sees it
+    bounded = [0.03, 0.02, 1e-5, 1e-5] + [0.016] * 6
+    wider = [0.03, 0.02] + [1e-5] * 3 + [0.017] * 6
+    text = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
+                                    control_buffer_size=8, paused_after=2)
+    assert text == ("c had 2 made ahead after the pause, no more than prefetch_buffer_size=2, "
+                    "while the same chain with prefetch_buffer_size=8 had 3: the count does go "
+                    "past 2 where a chain is allowed to, so c held no more batches than it was "
+                    "asked to.")
+    # the same timings read as if paused after the first call: nothing counted, blind
+    blind = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
+                                     control_buffer_size=8)
+    assert "c had 0 made ahead" in blind and "does not say whether c kept to it" in blind
+    level = [0.03, 0.02] + [0.016] * 6
+    blind = lesson.handout_paragraph({"c": level}, 2, controls={"c": level},
+                                     control_buffer_size=8, paused_after=2)
+    assert "had 0, no more than 2 either" in blind and "held no more" not in blind
+    further = [0.03, 0.02] + [1e-5] * 5 + [0.016] * 3
+    assert "c had 5 batches made ahead after the pause, more than prefetch_buffer_size=2" in \
+        lesson.handout_paragraph({"c": further}, 2, paused_after=2)
+    # the calls that waited are those after the ones made ahead, past the pause
+    one, other = [0.03, 0.02, 1e-5, 1e-5, 0.016, 0.016, 0.017], [0.1, 0.03, 1e-5, 0.03, 0.03]
+    text = lesson.handout_paragraph({"a": one, "b": other}, 2, paused_after=2)
+    assert "medians of 3 and 2 calls" in text and "a was 1.88x faster than b" in text
 
 
 def test_handout_paragraph_judges_the_waiting_calls_by_the_margin_rule():

@@ -431,58 +431,99 @@ def plot_side_by_side(summaries: Mapping[str, FeedSummary]):
     return figure
 
 
-def next_times(iterator: Iterator, count: int, pause_s: float = 0.0) -> list[float]:
+def next_times(iterator: Iterator, count: int, pause_s: float = 0.0,
+               pause_after: int = 1) -> list[float]:
     """Seconds each of the first `count` calls of `next(iterator)` took, with `pause_s` of
-    sleep after the first call (not counted) and nothing between the others: the pause
-    gives a loader time to make batches ahead, as far as it will, and the calls after it
-    show how many it made."""
+    sleep after call `pause_after` (counted from 1; the sleep itself is not timed) and
+    nothing between the others: the pause gives a loader time to make batches ahead, as far
+    as it will, and the calls after it show how many it made. A loader that starts making
+    batches ahead only at its second call (course_lib's batch thread) needs
+    `pause_after=2`. While it times, the garbage collector is off and the interpreter
+    hands its lock between threads every `HANDOFF_SWITCH_S` (0.1 ms, not the default 5 ms),
+    so that a call whose batch is made does not also pay for a collection, or wait for a
+    read thread that just started the next batch to let go of the lock."""
     if not isinstance(count, int) or count < 2:
         raise ValueError(f"count={count!r} must be an integer of at least 2 calls.")
     if pause_s < 0:
         raise ValueError(f"pause_s={pause_s!r} must be >= 0 seconds.")
+    if not isinstance(pause_after, int) or not 1 <= pause_after < count:
+        raise ValueError(f"pause_after={pause_after!r} must be a call number from 1 to "
+                         f"count - 1 = {count - 1}, so that calls are timed after the pause.")
     times = []
-    for call in range(count):
-        start = time.perf_counter()
-        next(iterator)
-        times.append(time.perf_counter() - start)
-        if call == 0 and pause_s:
-            time.sleep(pause_s)
+    collecting, switch_s = gc.isenabled(), sys.getswitchinterval()
+    gc.disable()  # a collection of this process's objects would land in one call's time
+    sys.setswitchinterval(HANDOFF_SWITCH_S)
+    try:
+        for call in range(1, count + 1):
+            start = time.perf_counter()
+            next(iterator)
+            times.append(time.perf_counter() - start)
+            if call == pause_after and pause_s:
+                time.sleep(pause_s)
+    finally:
+        sys.setswitchinterval(switch_s)
+        if collecting:
+            gc.enable()
     return times
 
 
-def _check_times(times: Sequence[float]) -> None:
+HANDOFF_SWITCH_S = 1e-4  # sys.setswitchinterval while next_times times
+READY_S = 5e-3  # a call under this (and a quarter of the first) found its batch made
+
+
+def _check_times(times: Sequence[float], paused_after: int = 1) -> None:
     if len(times) < 2 or min(times) < 0:
         raise ValueError(f"times={list(times)!r} must be at least 2 non-negative durations "
                          "from next_times().")
+    if not isinstance(paused_after, int) or not 1 <= paused_after < len(times):
+        raise ValueError(f"paused_after={paused_after!r} must be a call number from 1 to "
+                         f"{len(times) - 1}: the call next_times() paused after.")
 
 
-def made_ahead(times: Sequence[float]) -> int:
-    """How many calls after the first found their batch already made (each under a
-    twentieth of the first call and under 1 ms) before one had to wait."""
-    _check_times(times)
-    first, rest = times[0], list(times[1:])
-    ready = min(first / 20, 1e-3)
+def made_ahead(times: Sequence[float], paused_after: int = 1) -> int:
+    """How many calls after call `paused_after` (the one `next_times` paused after) found
+    their batch already made before one had to wait: each took under `READY_S` (5 ms) and
+    under a quarter of the first call, which made a batch from nothing. Here a batch made
+    ahead is handed out in well under a millisecond and making one takes 15 to 35 ms."""
+    _check_times(times, paused_after)
+    first, rest = times[0], list(times[paused_after:])
+    ready = min(first / 4, READY_S)
     return next((index for index, seconds in enumerate(rest) if seconds > ready), len(rest))
 
 
-def handout_sentence(label: str, times: Sequence[float], pause_s: float = 0.0) -> str:
-    """How a feed handed out its first batches, from `next_times` (with `pause_s` after the
-    first call): the first call, then how many calls found their batch already made
-    (`made_ahead`) before one had to wait, or that each call waited for its batch."""
-    made = made_ahead(times)
-    first, rest = times[0], list(times[1:])
-    head = f"{label}: the first next() took {format_seconds(first)}"
+def _calls_before_pause(times: Sequence[float], paused_after: int) -> str:
+    """'the first next() took 60.00 ms' or 'the first 2 calls of next() took 60.00 ms and
+    20.00 ms'."""
+    if paused_after == 1:
+        return f"the first next() took {format_seconds(times[0])}"
+    return (f"the first {paused_after} calls of next() took "
+            f"{_and([format_seconds(seconds) for seconds in times[:paused_after]])}")
+
+
+def handout_sentence(label: str, times: Sequence[float], pause_s: float = 0.0,
+                     paused_after: int = 1) -> str:
+    """How a feed handed out its first batches, from `next_times` (with `pause_s` after call
+    `paused_after`): the calls before the pause, then how many calls found their batch
+    already made (`made_ahead`) before one had to wait, or that each call waited for its
+    batch."""
+    made = made_ahead(times, paused_after)
+    rest = list(times[paused_after:])
+    head = f"{label}: {_calls_before_pause(times, paused_after)}"
     if pause_s:
         head += f"; after a pause of {format_seconds(pause_s)}"
     if made == 0:
-        return (f"{head}{',' if pause_s else ';'} every later call waited for its batch "
-                f"(median {format_seconds(statistics.median(rest))} per next()).")
+        return (f"{head}{',' if pause_s else ';'} call {paused_after + 1} already waited "
+                f"{format_seconds(rest[0])}: no batch was ready (median "
+                f"{format_seconds(statistics.median(rest))} per next() over the {len(rest)} "
+                f"calls after {'the pause' if pause_s else 'the first'}).")
     found = (f"{'' if pause_s else 'then '}the next {made} batch"
              f"{'es were' if made > 1 else ' was'} already made "
              f"(median {format_seconds(statistics.median(rest[:made]))} per next())")
     if made == len(rest):
-        return f"{head}, {found}: all {len(rest)} calls timed after the first."
-    return f"{head}, {found}; call {made + 2} waited {format_seconds(rest[made])}."
+        after = "the first" if paused_after == 1 else f"the first {paused_after}"
+        return f"{head}, {found}: all {len(rest)} calls timed after {after}."
+    return (f"{head}, {found}; call {paused_after + made + 1} waited "
+            f"{format_seconds(rest[made])}.")
 
 
 def _margin_text(comparison: Comparison, unit: str = "runs") -> str:
@@ -501,13 +542,14 @@ def _margin_text(comparison: Comparison, unit: str = "runs") -> str:
 
 def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size: int, *,
                       controls: Mapping[str, Sequence[float]] | None = None,
-                      control_buffer_size: int | None = None) -> str:
+                      control_buffer_size: int | None = None, paused_after: int = 1) -> str:
     """What `next_times` of each chain (timed with a pause after the first call) says about
     how far it read ahead, against the `prefetch_buffer_size` it was given; `controls`, the
     same chains timed the same way with a larger `control_buffer_size`, say whether that
-    count could have gone past the bound at all. For two chains, also how fast each made its
-    batches once nothing made ahead was left (the calls that waited, judged by the course's
-    margin rule as repetitions of one batch's making)."""
+    count could have gone past the bound at all. `paused_after` is the call `next_times`
+    paused after, for all of them. For two chains, also how fast each made its batches once
+    nothing made ahead was left (the calls that waited, judged by the course's margin rule
+    as repetitions of one batch's making)."""
     if not times:
         raise ValueError("times is empty: pass {chain name: next_times(...)}.")
     if prefetch_buffer_size < 0:
@@ -519,7 +561,7 @@ def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size
     bound = f"prefetch_buffer_size={prefetch_buffer_size}"
     parts = []
     for name, each in times.items():
-        made = made_ahead(each)
+        made = made_ahead(each, paused_after)
         if made > prefetch_buffer_size:
             parts.append(f"{name} had {made} batches made ahead after the pause, more than "
                          f"{bound}: it read further ahead than it was asked to, and held "
@@ -529,7 +571,7 @@ def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size
         if name not in controls:
             parts.append(part + ", but no control showed that this count could go past it")
             continue
-        control = made_ahead(controls[name])
+        control = made_ahead(controls[name], paused_after)
         with_more = f"the same chain with prefetch_buffer_size={control_buffer_size} had {control}"
         if control > prefetch_buffer_size:
             parts.append(f"{part}, while {with_more}: the count does go past "
@@ -543,7 +585,8 @@ def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size
     if len(times) != 2:
         return text
     (name, one), (other_name, other) = times.items()
-    waited = [list(each[1 + made_ahead(each):]) for each in (one, other)]
+    waited = [list(each[paused_after + made_ahead(each, paused_after):])
+              for each in (one, other)]
     if min(len(calls) for calls in waited) < 2:
         return text + (" Too few calls waited for a batch to compare how fast the two make "
                        "one: time more calls.")
@@ -682,9 +725,11 @@ def speed_sentence(feed: FeedSummary, baseline: FeedSummary, *,
     outcome = verdict(feed.steps_per_s, baseline.steps_per_s)
     mine, theirs = feed.median_steps_per_s, baseline.median_steps_per_s
     margin = speed_margin(feed.steps_per_s, baseline.steps_per_s)
-    numbers = (f"{mine:.1f} against {theirs:.1f} steps/s, medians of "
-               f"{len(feed.steps_per_s)} and {len(baseline.steps_per_s)} runs; margin "
-               f"{margin:.0%}")
+    counts = (len(feed.steps_per_s), len(baseline.steps_per_s))
+    told = ("one run each" if counts == (1, 1) else
+            f"medians of {counts[0]} runs each" if counts[0] == counts[1] else
+            f"medians of {counts[0]} and {counts[1]} runs")
+    numbers = f"{mine:.1f} against {theirs:.1f} steps/s, {told}; margin {margin:.0%}"
     if outcome == SAME:
         return (f"{feed.label} and {baseline.label} ran at the same speed within the noise "
                 f"({numbers}): the difference is inside the margin, so this run cannot tell "
@@ -725,21 +770,34 @@ def start_up_moved(summary: FeedSummary) -> float | None:
 
 def _start_up_check(feed: FeedSummary, baseline: FeedSummary, outcome: str) -> str:
     """Nothing unless the rate of one of the two feeds moved within its window
-    (`start_up_moved`); then the verdict over the second halves of the windows, where no
-    start-up effect is left: a sentence that it is the same, or that the whole-window
-    verdict came from the first halves."""
+    (`start_up_moved`) or its halves were too noisy to tell apart (so that `window_sentence`
+    could not rule start-up out); then the verdict over the second halves of the windows,
+    where no start-up effect is left: a sentence that it is the same, or what it was
+    instead. Only a feed whose rate moved is said to make the verdict come from the first
+    halves."""
     moved = [summary.label for summary in (feed, baseline) if start_up_moved(summary)]
-    if not moved:
+    noisy = [summary.label for summary in (feed, baseline)
+             if _halves_verdict(summary) == TOO_NOISY_TO_TELL]
+    if not (moved or noisy):
         return ""
+    reasons = []
+    if moved:
+        reasons.append(f"the rate of {' and '.join(moved)} moved within the window")
+    if noisy:
+        reasons.append(f"the halves of {' and '.join(noisy)} were too noisy to tell apart")
+    reason = " and ".join(reasons) + " (above)"
     late = verdict(feed.second_half_steps_per_s, baseline.second_half_steps_per_s)
     if late == outcome:
-        return (f" The rate of {' and '.join(moved)} moved within the window (above), and "
-                "over the second half of each window alone the verdict is the same.")
+        return (f" {reason[0].upper()}{reason[1:]}, and over the second half of each window "
+                "alone the verdict is the same.")
     said = {BETTER: "faster", WORSE: "slower", SAME: "the same within the noise",
-            TOO_NOISY_TO_TELL: "too noisy to tell apart from it"}
-    return (f" But the rate of {' and '.join(moved)} moved within the window (above): over "
-            f"the second half of each window alone, {feed.label} was {said[late]}, so this "
-            "verdict comes from the first halves, not from the steady rate.")
+            TOO_NOISY_TO_TELL: f"too noisy to tell apart from {baseline.label}"}
+    if moved and late != TOO_NOISY_TO_TELL:
+        so = "so this verdict comes from the first halves, not from the steady rate"
+    else:
+        so = "so this run does not show that the verdict holds at the steady rate"
+    return (f" But {reason}: over the second half of each window alone, {feed.label} was "
+            f"{said[late]}, {so}.")
 
 
 def fresh_python_import_times(module: str = "grain.python", repeats: int = 3,
@@ -807,15 +865,18 @@ def grain_first_batch_sentence(course_lib_s: float | Sequence[float],
     if len(grain_runs) == len(course_lib_runs):
         delay = Estimate.median_of([one - other for one, other
                                     in zip(grain_runs, course_lib_runs, strict=True)])
+        how = ("the difference of the one run each" if len(grain_runs) == 1 else
+               "median of the runs' differences")
     else:
         delay = Estimate.once(comparison.median - comparison.baseline_median, "median")
+        how = "the difference of the medians"
     imported = Estimate.median_of(import_s)
     jax = ("" if imports_jax is None else
            " (which imported JAX too)" if imports_jax else " (which did not import JAX)")
     margin = relative_margin(delay, imported)
     shown = f"±{format_duration(margin * imported.value)}" if margin > 1 else f"{margin:.0%}"
-    against = (f"the delay, {format_duration(delay.value)} (median of the runs' "
-               f"differences), against a fresh Python that starts, imports grain.python{jax} "
+    against = (f"the delay, {format_duration(delay.value)} ({how}), against a fresh Python "
+               f"that starts, imports grain.python{jax} "
                f"and exits, {format_duration(imported.value)} (median of {imported.count}; "
                f"margin {shown})")
     outcome = judge(delay, imported)
@@ -870,7 +931,9 @@ def window_sentence(num_steps: int, summaries: Mapping[str, FeedSummary]) -> str
     too_noisy = ("" if not noisy else
                  f" For {'; '.join(noisy)} the two halves were too noisy to tell apart (a "
                  f"margin wider than {TOO_NOISY:.0%}), so this run cannot rule out that "
-                 "start-up moved their rates.")
+                 "start-up moved their rates; each verdict below that involves "
+                 f"{'it' if len(noisy) == 1 else 'one of them'} is checked again on the "
+                 "second halves alone.")
     if not beyond:
         level = [label for label in gaps if label not in noisy]
         if not level:
@@ -1148,11 +1211,13 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
     fastest = max(summaries, key=lambda label: summaries[label].median_steps_per_s)
     best = summaries[fastest]
     runs = len(best.steps_per_s)
-    lines = [f"Fastest feed in this run: {fastest}, {best.median_steps_per_s:.1f} steps/s "
-             f"({'one run' if runs == 1 else f'median of {runs} runs'}), on {cores} CPU "
-             "cores that also ran the step."]
     level = [label for label in summaries if label != fastest and verdict(
         summaries[label].steps_per_s, best.steps_per_s) in (SAME, TOO_NOISY_TO_TELL)]
+    # a feed tied with others by the margin rule is not called the fastest
+    lines = [f"{'Highest rate' if level else 'Fastest feed'} in this run: {fastest}, "
+             f"{best.median_steps_per_s:.1f} steps/s "
+             f"({'one run' if runs == 1 else f'median of {runs} runs'}), on {cores} CPU "
+             "cores that also ran the step."]
     if level:
         lines.append(f"{len(level)} of the other {len(summaries) - 1} feeds could not be told "
                      f"apart from it by the course's margin rule ({'; '.join(level)}), so "
@@ -1259,19 +1324,22 @@ def plot_resume_from_checkpoint(uninterrupted: Sequence[Mapping[str, Any]],
     """The loss per step of the uninterrupted run (which saved a checkpoint at `save_at`
     and went on), and of the new process that restored that checkpoint, on one plot."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    figure, ax = plt.subplots(figsize=(8, 3.4))
+    figure, ax = plt.subplots(figsize=(8, 3.8))
     ax.plot([row["step"] for row in uninterrupted], [row["loss"] for row in uninterrupted],
             color="grey", linewidth=4, alpha=0.5,
             label="uninterrupted run (saved a checkpoint, went on)")
     ax.plot([row["step"] for row in resumed], [row["loss"] for row in resumed], marker=".",
             color="tab:orange", label="new process, from the checkpoint")
     ax.axvline(save_at + 0.5, color="black", linestyle=":", label=f"checkpoint (step {save_at})")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     ax.set_title(resume_title(uninterrupted, resumed, save_at).replace(": ", ":\n", 1),
                  fontsize="medium")
-    ax.legend()
+    # below the axes, so that it covers neither curve nor the checkpoint line
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize="small")
     figure.tight_layout()
     return figure
 
