@@ -223,7 +223,7 @@ def test_throughput_sentence_with_one_shape_leaves_nothing_to_the_steps(packing,
     # other shapes: a leftover beyond the padding goes with the size of the steps
     ([150, 151, 152], {}, "Packing is 1.50x 4 buckets, against 1.13x from the padding alone "
                           "(87% of packing's slots hold real tokens against 77% of 4 buckets'): "
-                          "more than the padding explains (margin 5%). The other 1.32x goes "
+                          "more than the padding explains (margin 5%). The other 1.33x goes "
                           "with the size of the steps: a step of 4 buckets holds 0.58x the slots "
                           "of one of packing on average (284 steps against 146, for the same "
                           "tokens) and takes 0.77x its time (median "),
@@ -350,7 +350,7 @@ def test_loss_tokens_counts_pairs_inside_one_segment():
 
 def test_kept_sentence_says_what_is_left_out():
     sentence = variable_length.kept_sentence(2267, 3925)
-    assert "2267 of the 3925" in sentence and "other 1658 (42%)" in sentence
+    assert "2,267 of the 3,925" in sentence and "other 1,658 (42%)" in sentence
     assert "none is left out" in variable_length.kept_sentence(10, 10)
     kept, total = variable_length.docstring_counts(variable_length.ROW_LENGTH)
     assert 0 < kept < total
@@ -969,3 +969,36 @@ def test_grain_s_first_fit_groups_hold_course_lib_s_rows_group_by_group():
               for start in range(0, len(ours), 4)]
     assert report["FirstFitPackIterDataset"]["group_digests"] == groups
     assert len(groups) > 3
+
+
+def test_leak_sentence_says_none_one_or_several():
+    assert variable_length.leak_sentence(0).endswith(
+        "reported no leaked shared memory segment.")
+    assert variable_length.leak_sentence(1).endswith("reported 1 leaked shared memory segment.")
+    assert variable_length.leak_sentence(37).endswith(
+        "reported 37 leaked shared memory segments.")
+
+
+def test_bucket_sentence_calls_no_padding_less_that_prints_the_same():
+    tie = variable_length.bucket_sentence(tradeoff(0.50, 0.23, longest_padding=0.138), 0.142,
+                                          4, 32)
+    assert "wastes 14%, no less than packing's 14% with 1 trace" in tie, tie
+    assert "less than packing's" not in tie.replace("no less than packing's", "")
+    less = variable_length.bucket_sentence(tradeoff(0.50, 0.23, longest_padding=0.134), 0.142,
+                                           4, 32)
+    assert "wastes only 13%, less than packing's 14%" in less, less
+
+
+def test_the_leftover_ratio_is_the_ratio_of_the_ratios_printed():
+    # the committed run's figures: 1.2947 printed 1.29x, 1.1157 printed 1.12x; 1.29 / 1.12
+    # is 1.15, where the unrounded 1.2947 / 1.1157 would print 1.16
+    assert variable_length.shown_times(1.2947) == 1.29
+    assert variable_length.shown_times(21.3) == 21 and variable_length.shown_times(66052) == 66000
+    rates = {"4 buckets": [100.0] * 3, "packing": [129.47] * 3}
+    summaries = {"4 buckets": {"steps": 284, "shapes": [(8, 32), (8, 128)], "tokens": 1000,
+                               "slots": 1000 / 0.7725, "fill": 0.7725},
+                 "packing": {"steps": 146, "shapes": [(8, 128)], "tokens": 1000,
+                             "slots": 1000 / 0.8619, "fill": 0.8619}}
+    sentence = variable_length.throughput_sentence(rates, summaries)
+    assert "Packing is 1.29x 4 buckets, against 1.12x from the padding alone" in sentence
+    assert "The other 1.15x goes with the size of the steps" in sentence, sentence

@@ -90,12 +90,12 @@ def kept_sentence(kept: int, total: int, row_length: int = ROW_LENGTH) -> str:
     """How many docstrings the lesson keeps, and what leaving out the rest means."""
     dropped = total - kept
     if dropped == 0:
-        return f"All {total} docstrings fit in a row of {row_length} bytes: none is left out."
-    return (f"{kept} of the {total} docstrings fit in a row of {row_length} bytes; the other "
-            f"{dropped} ({dropped / total:.0%}) are longer and are left out, so the padding "
-            "figures below are measured on the shorter ones, except in part 4's \"Split long "
-            "documents\", which cuts them into row-length pieces, as a real pipeline does, and "
-            "measures again.")
+        return f"All {total:,} docstrings fit in a row of {row_length} bytes: none is left out."
+    return (f"{kept:,} of the {total:,} docstrings fit in a row of {row_length} bytes; the "
+            f"other {dropped:,} ({dropped / total:.0%}) are longer and are left out, so the "
+            "padding figures below are measured on the shorter ones, except in part 4's "
+            "\"Split long documents\", which cuts them into row-length pieces, as a real "
+            "pipeline does, and measures again.")
 
 
 def split_into_rows(tokens: np.ndarray, row_length: int = ROW_LENGTH) -> list[np.ndarray]:
@@ -430,6 +430,12 @@ def points_between(larger: float, smaller: float, decimals: int = 0) -> float:
     return round(shown_percent(larger, decimals) - shown_percent(smaller, decimals), decimals)
 
 
+def shown_times(ratio: float) -> float:
+    """A ratio as `format_times` prints it, as a number: `shown_times(1.2947)` is 1.29, the
+    number behind "1.29x", so that a ratio of printed ratios agrees with them."""
+    return float(format_times(ratio).removeprefix("about ").rstrip("x").replace(",", ""))
+
+
 def format_points(points: float, decimals: int = 0) -> str:
     """ "1 point", "27 points", "0.9 points": a difference of percentages, as printed."""
     return f"{points:.{decimals}f} point{'' if points == 1 else 's'}"
@@ -637,8 +643,9 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
             parts.append(f"{head}: {direction} than the padding gives, beyond the margin of "
                          f"{left:.0%}, although {unexplained}")
         elif explained == BETTER:
+            leftover = shown_times(ratio) / shown_times(padding)  # of the ratios printed
             parts.append(f"{head}: more than the padding explains (margin {left:.0%}). The other "
-                         f"{format_times(ratio / padding)} goes with the size of the steps: "
+                         f"{format_times(leftover)} goes with the size of the steps: "
                          f"{_cheaper_slots(larger, times, (mine, other), (subject, name))}")
         else:
             parts.append(f"{head}: less than the padding gives, beyond the margin of "
@@ -833,7 +840,7 @@ def bucket_sentence(results: Mapping[int, Mapping[int | None, Mapping[str, float
         parts.append(f"Grouped by length in windows of {window} batches, "
                      f"{grouped['padding']:.0%}: grouping made no difference here.")
     longest = results[window][None]
-    if longest["padding"] < packed_padding:
+    if points_between(packed_padding, longest["padding"]) >= 1:  # less, as printed
         parts.append(f"Grouped and padded to its longest, a batch wastes only "
                      f"{longest['padding']:.0%}, less than packing's {packed_padding:.0%}, but "
                      f"at {longest['traces']} traces; packing gets {packed_padding:.0%} with 1.")
@@ -866,12 +873,6 @@ def loader_of(source, batching, *, seed: int = 0, worker_count: int = 0, num_epo
 
 
 # -- the proof, determinism and resume -------------------------------------------------------
-def segment_outputs(outputs: np.ndarray, segment_ids: np.ndarray, row: int) -> dict[int, Any]:
-    """The outputs of each segment of one row, by segment id."""
-    ids = segment_ids[row]
-    return {int(s): outputs[row][ids == s] for s in np.unique(ids[ids > 0])}
-
-
 def change_one_sequence(model, batch: tuple, row: int = 0) -> dict[str, float]:
     """Change the tokens of the first sequence of `row` and measure how much the model's
     outputs move: for that sequence, for the other sequences of the row, and for those when
@@ -1071,6 +1072,16 @@ def _leaked_segments(stderr: str) -> int:
     return sum(map(int, found))
 
 
+def leak_sentence(leaked: int) -> str:
+    """What Python's resource tracker reported at the exit of a Grain script, by count:
+    none, one segment or several."""
+    head = "With every batch and iterator released before exit, Python's resource tracker"
+    if not leaked:
+        return f"{head} reported no leaked shared memory segment."
+    return (f"{head} reported {leaked:,} leaked shared memory "
+            f"segment{'' if leaked == 1 else 's'}.")
+
+
 def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, Any]) -> str:
     """Grain's operation against course_lib's, on the same sequences, from both reports.
 
@@ -1097,11 +1108,7 @@ def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, An
         grain_report["resumed_equal"] else
         "Restored from a state saved mid-epoch, it gave other batches than the "
         "uninterrupted run: its state does not hold the rows still being filled.")
-    leaked = grain_report.get("leaked_segments", 0)
-    parts.append(f"With every batch and iterator released before exit, Python's resource "
-                 f"tracker reported {leaked} leaked shared memory segments." if leaked else
-                 "With every batch and iterator released before exit, Python's resource "
-                 "tracker reported no leaked shared memory segment.")
+    parts.append(leak_sentence(grain_report.get("leaked_segments", 0)))
     return " ".join(parts)
 
 
@@ -1257,11 +1264,7 @@ def grain_chain_sentence(report: Mapping[str, Any] | None, ours_same: bool,
              f"With mp_prefetch after the packer, where each worker packs its own share, "
              f"Grain gave {same(report['workers'])}, and "
              f"{_chain_resumes(report['workers'], taken, 'The cause is' in main)}."]
-    leaked = report.get("leaked_segments", 0)
-    parts.append(f"With every batch and iterator released before exit, Python's resource "
-                 f"tracker reported {leaked} leaked shared memory segments." if leaked else
-                 "With every batch and iterator released before exit, Python's resource "
-                 "tracker reported no leaked shared memory segment.")
+    parts.append(leak_sentence(report.get("leaked_segments", 0)))
     main_other = report["main"]["resume"]["0->2"] == "equal"
     if ours_same and ours_resumed:
         parts.append("course_lib gave the same batches at 0, 1 and 2 workers and, saved at "
