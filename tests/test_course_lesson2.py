@@ -202,7 +202,8 @@ def test_background_thread_sentence_for_each_outcome():
                                                inline)
     assert "the batch thread and 3 read threads" in pooled and "cores this loop" in pooled
     slower = lesson.background_thread_sentence(_timing([400e-6] * 3, background=1), inline)
-    assert "1.33x slower" in slower and "cannot tell the hand-offs" in slower
+    assert "1.33x slower" in slower and "does not isolate why" in slower
+    assert "Slower: the same work, plus" not in slower and "Run the cell again" in slower
     noisy = lesson.background_thread_sentence(
         _timing([150e-6, 300e-6, 450e-6], background=1), inline)
     assert "too noisy to tell" in noisy and "As expected" not in noisy
@@ -337,13 +338,41 @@ def test_two_faces_sentence_for_each_outcome():
     shifted = lesson.match_batches(_batches([[0, 2], [4, 6]]),
                                    _batches([[0, 2], [4, 6]], shift=1))
     said = lesson.two_faces_sentence("The chain", "the DataLoader", shifted)
-    assert "but 2 of them hold other pixels" in said and "random map" in said
-    assert "labels alone cannot say the records are the same" in said
+    assert "but all 2 of them hold other pixels" in said and "random map" in said
+    assert "labels cannot tell apart" in said
+    assert said.count("the same order") == 1
 
     reordered = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[2, 0], [4, 6]]))
     said = lesson.two_faces_sentence("The chain", "the DataLoader", reordered)
-    assert "1 of them hold other labels" in said and "shuffle" in said
+    assert "1 of them holds other labels" in said and "another order" in said
+    assert "does not say which step" in said and "shuffle is the step" not in said
 
     shorter = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[0, 2]]))
     said = lesson.two_faces_sentence("The chain", "the DataLoader", shorter)
     assert said.startswith("The chain gave 2 batches and the DataLoader 1")
+
+
+def test_two_faces_sentence_names_the_shuffle_only_from_the_unshuffled_control():
+    reordered = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[6, 4], [2, 0]]))
+    assert "all 2 of them hold other labels" in lesson.two_faces_sentence("A", "b", reordered)
+
+    agree = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[0, 2], [4, 6]]))
+    said = lesson.two_faces_sentence("A", "b", reordered, unshuffled=agree)
+    assert "all 2 batches hold the same labels (and the same pixels)" in said
+    assert "the shuffle is the step that orders the records differently" in said
+
+    other_pixels = lesson.match_batches(_batches([[0, 2], [4, 6]]),
+                                        _batches([[0, 2], [4, 6]], shift=1))
+    said = lesson.two_faces_sentence("A", "b", reordered, unshuffled=other_pixels)
+    assert "(but all 2 of them hold other pixels, which points to the random maps)" in said
+    assert "the shuffle is the step" in said
+
+    still = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[0, 2], [6, 4]]))
+    said = lesson.two_faces_sentence("A", "b", reordered, unshuffled=still)
+    assert "1 of them holds other labels still" in said
+    assert "the shuffle is not the only step that differs" in said
+    assert "the shuffle is the step" not in said
+
+    fewer = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[0, 2]]))
+    said = lesson.two_faces_sentence("A", "b", reordered, unshuffled=fewer)
+    assert "they gave 2 and 1 batches" in said and "not the only step" in said

@@ -335,9 +335,12 @@ def background_thread_sentence(ahead: PipelineTiming, inline: PipelineTiming) ->
         return (f"{said} Faster, by a margin this loop cannot explain: it runs no training "
                 "step for the batch thread to overlap, so this measurement names no cause; "
                 "a rerun tells whether the gain holds.")
-    return (f"{said} Slower: the same work, plus a hand-off of every chunk from the batch "
-            "thread to this one, with no training step to hide it behind. This pair cannot "
-            "tell the hand-offs from a change in the machine's load; a rerun can.")
+    return (f"{said} Slower, for the same work moved to another thread with no training step "
+            "to overlap, and this pair does not isolate why: the hand-off of each chunk from "
+            "the batch thread to this one, the two threads taking turns at the interpreter "
+            "lock, the thread's start-up counted over few batches, and a change in the "
+            "machine's load would each show this way. Run the cell again: a difference that "
+            "comes back every time is real.")
 
 
 def placement_sentence(in_getitem: PipelineTiming, in_transform: PipelineTiming) -> str:
@@ -432,26 +435,57 @@ def match_batches(batches: list[Mapping[str, Any]],
     return BatchMatch(len(batches), len(other), same_labels, same_images)
 
 
-def two_faces_sentence(name: str, other_name: str, match: BatchMatch) -> str:
+def _hold_other(match: BatchMatch, what: str) -> str:
+    """"all 27 of them hold other labels", "1 of them holds other pixels": the batches of
+    `match` whose `what` ("labels" or "pixels") differ, of the batches compared."""
+    same = match.same_labels if what == "labels" else match.same_images
+    count, of = match.compared - same, match.compared
+    if count == of and of > 1:
+        return f"all {of:,} of them hold other {what}"
+    return f"{count:,} of them hold{'s' * (count == 1)} other {what}"
+
+
+def two_faces_sentence(name: str, other_name: str, match: BatchMatch,
+                       unshuffled: BatchMatch | None = None) -> str:
     """Whether `name`'s batches equal `other_name`'s, and which part of the pipeline a
     difference points to: the batch count (filter or drop_remainder), the order of the
-    records (the shuffle), or only the pixels (the random map's generator)."""
+    records, or only the pixels (the random map's generator, or records of one label that
+    traded places).
+
+    A difference of order is put down to the shuffle only by `unshuffled`: the same two
+    pipelines compared again with the shuffle removed from both. Without it the sentence
+    names no step."""
     if match.batches != match.other_batches:
         return (f"{name} gave {match.batches:,} batches and {other_name} "
                 f"{match.other_batches:,}: they did not keep the same records, so look at the "
                 "filter and drop_remainder before the order.")
     if match.same_labels < match.compared:
-        return (f"{name} and {other_name} gave {match.batches:,} batches each, but "
-                f"{match.compared - match.same_labels:,} of them hold other labels: with the same "
-                "filter and batch size on both sides, the records come in another order, "
-                "which is the shuffle's doing.")
+        said = (f"{name} and {other_name} gave {match.batches:,} batches each, but "
+                f"{_hold_other(match, 'labels')}: with the same filter and batch size on both "
+                "sides, the records come in another order.")
+        if unshuffled is None:
+            return (f"{said} This comparison alone does not say which step orders them "
+                    "differently; the same two without the shuffle would.")
+        if unshuffled.batches != unshuffled.other_batches:
+            return (f"{said} Without the shuffle on either side they gave "
+                    f"{unshuffled.batches:,} and {unshuffled.other_batches:,} batches, so "
+                    "the shuffle is not the only step that differs.")
+        if unshuffled.same_labels < unshuffled.compared:
+            return (f"{said} Without the shuffle on either side, "
+                    f"{_hold_other(unshuffled, 'labels')} still, so the shuffle is not the "
+                    "only step that differs.")
+        pixels = ("and the same pixels" if unshuffled.same_images == unshuffled.compared else
+                  f"but {_hold_other(unshuffled, 'pixels')}, which points to the random "
+                  "maps")
+        return (f"{said} Without the shuffle on either side, all {unshuffled.compared:,} "
+                f"batches hold the same labels ({pixels}), so the shuffle is the step that "
+                "orders the records differently.")
     if match.same_images < match.compared:
         return (f"{name} and {other_name} gave the same {match.batches:,} batches of labels, "
-                f"in the same order, but {match.compared - match.same_images:,} of them hold "
-                "other pixels: the same labels in the same order, so the shuffles agree as far "
-                "as labels can tell, but other pixels, so the random map's generators differ "
-                "(labels alone cannot say the records are the same ones: two records of one "
-                "digit could trade places).")
+                f"in the same order, but {_hold_other(match, 'pixels')}. The labels say the "
+                "shuffles agree, as far as labels can tell; the pixels point to the random "
+                "map's generators, or to records of one digit that traded places, which "
+                "labels cannot tell apart.")
     return (f"{name} and {other_name} gave the same {match.batches:,} batches, label for "
             "label and pixel for pixel: the same records, in the same order, shifted the "
             "same way.")
