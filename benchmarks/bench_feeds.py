@@ -29,7 +29,7 @@ the feeds the same run measures this machine's ideal: the step alone on ready ba
 A second table holds course_lib's loader alone at `num_threads` 0, 1, 2 and 4 and
 `worker_count` 0 and 2, its Dataset API alone at `num_threads=0` (`course_lib_ds_w0_t0`,
 what the face costs beside `course_lib_w0_t0`), plus a diagnostic with the thread cap of
-`reader.threads_for_work` lifted (`_uncapped`), which shows why the cap exists.
+`record_stage.threads_for_work` lifted (`_uncapped`), which shows why the cap exists.
 
     .venv/bin/python benchmarks/bench_feeds.py            # 3 rounds (about 10 minutes)
     .venv/bin/python benchmarks/bench_feeds.py --quick    # 1 round, fewer steps
@@ -151,9 +151,9 @@ def _course_lib_batches(folder, run: Run):
     import course_lib as grain
 
     if run.uncapped:
-        import course_lib.reader as reader
+        import course_lib.record_stage as record_stage
 
-        reader.threads_for_work = lambda num_threads, worker_count=0: num_threads
+        record_stage.threads_for_work = lambda num_threads, worker_count=0: num_threads
     source = grain.ImageFolderDataSource(folder)
     read_options = grain.ReadOptions(num_threads=run.num_threads, prefetch_buffer_size=PREFETCH)
     if run.family == "course_lib_ds":  # the Dataset face: grain_ds's chain, word for word
@@ -405,7 +405,7 @@ def main(argv=None) -> None:
         return
     from bench_common import replace_section
 
-    from course_lib.reader import threads_for_work
+    from course_lib.record_stage import threads_for_work
 
     plan = QUICK if args.quick else FULL
     runs = training_runs() + thread_runs()

@@ -5,14 +5,14 @@ today becomes `import grain.python as grain` tomorrow.
 
 The core (sources, sampler, sharding, transforms) is imported eagerly and needs only NumPy.
 Everything else, the loader included, is imported on first use: a worker process imports
-only what it runs (the pipeline, the reader, the transport), so it starts fast and never
+only what it runs (the pipeline, the per-record stage, the transport), so it starts fast and never
 imports JAX, Pillow or matplotlib unless a transform needs them.
 """
 
 import importlib
 import importlib.util
 
-from course_lib.reader import ReadOptions
+from course_lib.record_stage import ReadOptions
 from course_lib.sampler import IndexSampler, RecordMetadata, SequentialSampler
 from course_lib.sharding import NoSharding, ShardByJaxProcess, ShardOptions
 from course_lib.sources import ArrayDataSource, RandomAccessDataSource, RangeDataSource

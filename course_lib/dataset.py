@@ -47,7 +47,7 @@ from course_lib.dataset_steps import (
 from course_lib.iter_dataset import IterDataset, MapToIterDataset
 from course_lib.mixing import component_at, integer_weights, mixed_length
 from course_lib.permutation import FeistelPermutation
-from course_lib.reader import ReadOptions
+from course_lib.record_stage import ReadOptions
 from course_lib.transforms import (
     Batch,
     FilterTransform,

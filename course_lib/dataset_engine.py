@@ -47,7 +47,7 @@ from typing import Any
 
 from course_lib.dataset_iterator import DatasetIterator, check_state
 from course_lib.loader import DataLoader
-from course_lib.reader import ReadOptions
+from course_lib.record_stage import ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.state import encode_state
 from course_lib.transforms import Batch, FilterTransform, MapTransform

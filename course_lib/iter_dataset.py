@@ -41,7 +41,7 @@ from course_lib.dataset_steps import (
 )
 from course_lib.iter_steps import BatchIterator, IndexIterator, MixIterator, StepIterator
 from course_lib.mixing import integer_weights
-from course_lib.reader import ReadOptions
+from course_lib.record_stage import ReadOptions
 from course_lib.transforms import Batch, FilterTransform, MapTransform
 
 # -- the face ---------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 For every position of the stream (0, 1, 2, ...):
 
 1. the **sampler** says which `record_key` to read (shuffled, sharded, epoch after epoch);
-2. the **reader** fetches that record from the **data source**;
+2. the **per-record stage** (`record_stage.ChunkProcessor`) reads that record from the
+   **data source**;
 3. the **pipeline** runs the per-record transforms, with the record's own random generator;
 4. the **batcher** groups surviving records, and the batch-level transforms run on the batch.
 
@@ -16,7 +17,7 @@ run is the only choice, made by one of three executors with the same `next` / `s
 - `worker_count=0` with read threads (the default): steps 1 to 4 on a background thread,
   batches made ahead while the training step runs, once a chunk of records is seen to take
   at least 2 ms (a cheaper pipeline stays in the calling thread: `read_ahead.ReadAhead`),
-  with more threads for steps 2 and 3 where a record costs enough (`reader.py`);
+  with more threads for steps 2 and 3 where a record costs enough (`record_stage.py`);
 - `worker_count>0`: steps 1 to 3 in worker processes, step 4 too when no filter moves the
   batch borders (`workers.WorkerElements`).
 
@@ -37,7 +38,7 @@ from course_lib.bucketing import ResumePoint
 from course_lib.closing import ClosesOnExit
 from course_lib.pipeline import Pipeline
 from course_lib.read_ahead import ReadAhead
-from course_lib.reader import ChunkProcessor, ReadOptions
+from course_lib.record_stage import ChunkProcessor, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state

@@ -24,7 +24,7 @@ What the consumer sees does not change:
   thread and waits for it, so nothing is left running; at interpreter exit every live
   read-ahead is closed first;
 - memory is bounded: at most `max_ready` chunks wait in the queue (the per-record stage
-  bounds what it holds by `prefetch_buffer_size`, `reader.py`).
+  bounds what it holds by `prefetch_buffer_size`, `record_stage.py`).
 """
 
 from __future__ import annotations

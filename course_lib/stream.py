@@ -2,7 +2,7 @@
 
 The sampler defines an endless (or finite) stream of positions 0, 1, 2, ... Work is done a
 chunk of consecutive positions at a time: the sampler computes a chunk's record keys in one
-vectorised call, the reader fetches its records in one batched read, and the pipeline
+vectorised call, the per-record stage fetches its records in one batched read, and the pipeline
 transforms them together. Chunks hold a whole number of batches, so that a worker process
 handed one chunk returns whole batches.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from course_lib.pipeline import Pipeline
-from course_lib.reader import ChunkProcessor
+from course_lib.record_stage import ChunkProcessor
 from course_lib.sampler import IndexSampler
 
 # Positions are read in chunks of about this many records: enough to amortise the

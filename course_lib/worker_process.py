@@ -20,7 +20,7 @@ from typing import NamedTuple
 import cloudpickle
 
 from course_lib.pipeline import Batcher, Tail
-from course_lib.reader import ChunkProcessor
+from course_lib.record_stage import ChunkProcessor
 from course_lib.transforms import stack_records
 from course_lib.transport import SlotArena, SlotWriter, needed_bytes, serialize
 
@@ -53,7 +53,7 @@ class Finished(NamedTuple):
 def _compute_chunk(sampler, pipeline, run, processor, start: int, stop: int, is_last: bool,
                    arena: SlotArena | None = None):
     """Everything `worker_count=0` does for positions [start, stop), with this worker's
-    threads where they pay off (`reader.py`); batches are stacked into `arena` (the slot the
+    threads where they pay off (`record_stage.py`); batches are stacked into `arena` (the slot the
     main process will read them from) when there is one.
 
     Whole batches are made here only when no filter runs before `Batch`: then every chunk

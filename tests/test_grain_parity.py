@@ -102,7 +102,8 @@ def test_the_largest_32_bit_seed_is_accepted():
 
 # -- ReadOptions -------------------------------------------------------------------------
 class SlowSource(grain.RandomAccessDataSource):
-    """Slow enough per record that the reader would use threads (reader.THREADS_PAY_OFF_S)."""
+    """Slow enough per record for the per-record stage's read threads
+    (record_stage.THREADS_PAY_OFF_S)."""
 
     def __len__(self) -> int:
         return 24

@@ -7,11 +7,15 @@ it imports is paid for with the time to the first batch of the first `iter()`.
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import course_lib
 
 
 def _modules_after(statement: str) -> set[str]:
@@ -45,3 +49,54 @@ def test_an_unknown_name_is_an_attribute_error():
 
     with pytest.raises(AttributeError, match="no attribute 'DataLoadr'"):
         course_lib.DataLoadr  # noqa: B018
+
+
+def _engine_imports() -> dict[str, set[str]]:
+    """For each module directly in `course_lib/`, the modules beside it that it imports when
+    it is imported: module-level imports, not those inside a function (made on first use)
+    nor under `if TYPE_CHECKING:` (never run)."""
+    package = Path(course_lib.__file__).parent
+    modules = {path.stem for path in package.glob("*.py") if path.stem != "__init__"}
+    graph: dict[str, set[str]] = {}
+    for name in modules:
+        tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
+        imported: set[str] = set()
+        for statement in tree.body:
+            if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
+                continue
+            for node in ast.walk(statement):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                    break  # a function body runs when called, not on import
+                if isinstance(node, ast.ImportFrom) and node.module == "course_lib":
+                    imported |= {alias.name for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                        "course_lib."):
+                    imported.add(node.module.split(".")[1])
+                elif isinstance(node, ast.Import):
+                    imported |= {alias.name.split(".")[1] for alias in node.names
+                                 if alias.name.startswith("course_lib.")}
+        graph[name] = imported & modules
+    return graph
+
+
+def test_the_engine_modules_import_top_down_with_no_circle():
+    """A learner reads the engine from the bottom up (`_checks`, `record_stage`, `stream`,
+    `loader`): no module may import, even through others, a module that imports it."""
+    graph = _engine_imports()
+    assert graph["record_stage"] == {"_checks"}  # the per-record stage sits under the loader
+    assert {"stream", "loader", "worker_process"} <= {
+        name for name, imported in graph.items() if "record_stage" in imported}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            raise AssertionError("import circle: " + " -> ".join([*path[path.index(name):],
+                                                                  name]))
+        if name in done:
+            return
+        for imported in sorted(graph[name]):
+            visit(imported, [*path, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import course_lib as grain
-from course_lib import read_ahead, reader
+from course_lib import read_ahead, record_stage
 from course_lib.read_ahead import THREAD_NAME
 from tests.sequences import Double as SequenceDouble
 from tests.sequences import assert_same_batches, make_sequences
@@ -126,8 +126,8 @@ def background_for_every_pipeline(monkeypatch):
 def threads_on_every_record(monkeypatch):
     """Make the per-record stage use its thread pool even for cheap records on any machine,
     so that the threaded path itself is tested (on 2 cores it would stay inline)."""
-    monkeypatch.setattr(reader, "WORK_PAYS_OFF_S", 0.0)
-    monkeypatch.setattr(reader, "threads_for_work",
+    monkeypatch.setattr(record_stage, "WORK_PAYS_OFF_S", 0.0)
+    monkeypatch.setattr(record_stage, "threads_for_work",
                         lambda num_threads, worker_count=0: num_threads)
 
 
@@ -163,7 +163,8 @@ class MarkPoolThread(grain.MapTransform):
         return {**element, "on_pool": np.int8(on_pool)}
 
 
-@pytest.mark.skipif(reader.usable_cores() < 2, reason="a worker's share of one core is 1 thread")
+@pytest.mark.skipif(record_stage.usable_cores() < 2,
+                    reason="a worker's share of one core is 1 thread")
 def test_a_worker_runs_costly_transforms_on_its_own_threads():
     """worker_count=1 on 2 or more cores: the worker's share is at least 2 threads."""
     loader = _loader(operations=[MarkPoolThread(), AddNoise()], worker_count=1, num_epochs=1)
@@ -198,11 +199,11 @@ class BusySource(CountingSource):
                                                (BusySource(64), False)])
 def test_reads_that_wait_get_every_thread_and_reads_that_compute_do_not(source, waits):
     loader = _loader(source, operations=[Double()], num_threads=8, num_epochs=1)
-    processor = reader.ChunkProcessor(source, loader.pipeline, loader.read_options)
+    processor = record_stage.ChunkProcessor(source, loader.pipeline, loader.read_options)
     chunks = [(0, np.arange(32)), (32, np.arange(32, 64))]
     results = list(processor.process(chunks, loader.pipeline.start_run()))
     assert [int(position) for result in results for position in result[2]] == list(range(64))
-    expected = 8 if waits else reader.threads_for_work(8, 0)
+    expected = 8 if waits else record_stage.threads_for_work(8, 0)
     assert processor.threads == expected
 
 
@@ -210,7 +211,7 @@ def test_reads_that_wait_get_every_thread_and_reads_that_compute_do_not(source, 
 def a_crowded_core():
     """Pins this thread to one core and starts 5 busy processes on the same core, so that a
     computing thread spends most of its wall time preempted, as on a busy machine."""
-    if not hasattr(os, "sched_setaffinity") or reader._switches() is None:
+    if not hasattr(os, "sched_setaffinity") or record_stage._switches() is None:
         pytest.skip("needs Linux: per-thread affinity and context-switch counts")
     allowed = os.sched_getaffinity(0)
     core = min(allowed)
@@ -231,24 +232,24 @@ def a_crowded_core():
                                                (BusySource(64), False)])
 def test_a_crowded_core_does_not_make_computing_reads_look_like_waiting(a_crowded_core,
                                                                         source, waits):
-    _, busy, off_cpu, share = reader.timed_read(source, np.arange(64))
+    _, busy, off_cpu, share = record_stage.timed_read(source, np.arange(64))
     if not waits:  # the crowd did its job: the busy reads were mostly off the CPU
-        assert off_cpu > reader.WAITING_SHARE / (1 - reader.WAITING_SHARE) * busy
+        assert off_cpu > record_stage.WAITING_SHARE / (1 - record_stage.WAITING_SHARE) * busy
         assert share < 0.5
     else:
         assert share > 0.5
     loader = _loader(source, operations=[Double()], num_threads=8, num_epochs=1)
-    processor = reader.ChunkProcessor(source, loader.pipeline, loader.read_options)
+    processor = record_stage.ChunkProcessor(source, loader.pipeline, loader.read_options)
     list(processor.process([(0, np.arange(64))], loader.pipeline.start_run()))
-    assert processor.threads == (8 if waits else reader.threads_for_work(8, 0))
+    assert processor.threads == (8 if waits else record_stage.threads_for_work(8, 0))
 
 
 def test_blocked_share_splits_time_off_the_cpu_by_the_kind_of_switch():
-    assert reader.blocked_share((10, 5), (74, 5)) == 1.0  # blocked 64 times, never preempted
-    assert reader.blocked_share((0, 0), (0, 30)) == 0.0  # preempted only: it was computing
-    assert reader.blocked_share((3, 1), (6, 4)) == 0.5
-    assert reader.blocked_share((2, 2), (2, 2)) == 1.0  # never switched out: nothing to split
-    assert reader.blocked_share(None, (1, 1)) == 1.0  # not counted on this system
+    assert record_stage.blocked_share((10, 5), (74, 5)) == 1.0  # blocked 64 times, never preempted
+    assert record_stage.blocked_share((0, 0), (0, 30)) == 0.0  # preempted only: it was computing
+    assert record_stage.blocked_share((3, 1), (6, 4)) == 0.5
+    assert record_stage.blocked_share((2, 2), (2, 2)) == 1.0  # never switched out: nothing to split
+    assert record_stage.blocked_share(None, (1, 1)) == 1.0  # not counted on this system
 
 
 def test_num_threads_0_runs_every_transform_in_the_calling_thread_and_more_threads_do_not():
@@ -581,8 +582,8 @@ def test_leaving_the_interpreter_with_a_running_read_ahead_is_quiet():
 @pytest.mark.parametrize("pool", [False, True])
 def test_a_slow_consumer_holds_at_most_about_prefetch_buffer_size_records(monkeypatch, pool):
     if pool:
-        monkeypatch.setattr(reader, "WORK_PAYS_OFF_S", 0.0)
-        monkeypatch.setattr(reader, "threads_for_work", lambda num_threads, worker_count=0: 4)
+        monkeypatch.setattr(record_stage, "WORK_PAYS_OFF_S", 0.0)
+        monkeypatch.setattr(record_stage, "threads_for_work", lambda num_threads, worker_count=0: 4)
     source = CountingSource(2000)
     batch_size, prefetch = 16, 64  # chunks of 64 records, 2 of them may wait finished
     loader = _loader(source, operations=[Double()], batch_size=batch_size, prefetch=prefetch,

@@ -978,7 +978,7 @@ def threads_limit(num_threads: int, latency_s: float, worker_count: int = 0) -> 
     A worker reads one chunk of its work at a time, in tasks of at least
     `MIN_RECORDS_PER_TASK` records, so at most `chunk // MIN_RECORDS_PER_TASK` of its
     threads can wait at once."""
-    from course_lib.reader import MIN_RECORDS_PER_TASK
+    from course_lib.record_stage import MIN_RECORDS_PER_TASK
     from course_lib.stream import MIN_CHUNK_RECORDS
 
     if worker_count == 0:
@@ -990,7 +990,7 @@ def threads_limit(num_threads: int, latency_s: float, worker_count: int = 0) -> 
 def loader_records_per_second(loader: Any, *, skip_records: int) -> float:
     """Records/s of one pass of a batching `loader`, once it runs: the clock starts after
     the batches that hold the first `skip_records` records (starting the workers, and each
-    reader's first chunk, read inline and timed to decide whether threads pay off; see
+    process's first chunk, read inline and timed to decide whether threads pay off; see
     `warmup_records`), and stops at the last batch."""
     if skip_records < 0:
         raise ValueError(f"skip_records={skip_records!r} must be 0 or more: pass "

@@ -4,7 +4,7 @@ decoding belongs, and the comparison of the `DataLoader`'s batches with a Datase
 
 Two kinds of thread run a loader's work at `worker_count=0`, and the lesson names them
 apart: the *read threads*, the pool of `ReadOptions(num_threads=...)` that read records and
-run their per-record transforms (`reader.py`), and *the batch thread*, course_lib's one
+run their per-record transforms (`record_stage.py`), and *the batch thread*, course_lib's one
 background thread that runs that per-record stage and the batching ahead of the loop
 (`read_ahead.py`). Grain 0.2.18 has the read threads but no batch thread: at
 `worker_count=0` it runs the transforms in the thread that calls `next()`.
@@ -36,7 +36,7 @@ from course_lib.course.basics import (
 )
 from course_lib.course.parallel_workers import LoaderTiming, interleaved_medians, timed_pass
 
-READ_AHEAD_THREAD_PREFIX = "course_lib-read"  # course_lib.reader's pool: the read threads
+READ_AHEAD_THREAD_PREFIX = "course_lib-read"  # course_lib.record_stage's pool: the read threads
 BACKGROUND_THREAD_NAME = "course_lib-ahead"  # course_lib.read_ahead's thread: the batch thread
 
 
@@ -274,7 +274,7 @@ def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTimin
     read threads if the reader starts them), against `ReadOptions(num_threads=0)`. `cores`
     and `work_threads` (this machine's, by default) say why no read threads may have
     started."""
-    from course_lib.reader import ReadOptions, threads_for_work, usable_cores
+    from course_lib.record_stage import ReadOptions, threads_for_work, usable_cores
 
     cores = usable_cores() if cores is None else cores
     if work_threads is None:

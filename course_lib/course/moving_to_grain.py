@@ -103,7 +103,7 @@ NAME_MAP: tuple[tuple[str, str], ...] = (
 
 # What runs where, in each feed of this lesson, with its ReadOptions (read from Grain 0.2.18's
 # data_loader.py and dataset/transformations/prefetch.py, and course_lib's read_ahead.py,
-# reader.py, stream.py and dataset_engine.py).
+# record_stage.py, stream.py and dataset_engine.py).
 PLACEMENT: tuple[tuple[str, str], ...] = (
     ("course_lib DataLoader, num_threads=2",
      "a background thread runs sampler, reads, decode, shift, floats and Batch, one chunk "

@@ -98,10 +98,10 @@ class ReadOptions:
       `start_prefetch()` starts the thread without the timing;
     - the read threads: the first chunk is read and transformed inline and timed; threads
       run from then on if its reads waited at least 200 µs per record
-      (`reader.THREADS_PAY_OFF_S`; all `num_threads`, unless the source reads a chunk in one
-      `__getitems__` call), or if reading and transforming took at least 25 µs per record
-      with per-record transforms (`reader.WORK_PAYS_OFF_S`; this process's share of the
-      cores, and none when that share is one).
+      (`record_stage.THREADS_PAY_OFF_S`; all `num_threads`, unless the source reads a chunk
+      in one `__getitems__` call), or if reading and transforming took at least 25 µs per
+      record with per-record transforms (`record_stage.WORK_PAYS_OFF_S`; this process's
+      share of the cores, and none when that share is one).
 
     `repr(iterator)` (or `iterator.execution`) says which shape runs and the measured figures
     that chose it, e.g. "in the caller's thread: the second chunk took 0.03 ms, under 2 ms;
