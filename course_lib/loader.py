@@ -18,6 +18,7 @@ run is the only choice, made by one of three executors with the same `next` / `s
   batches made ahead while the training step runs, once a chunk of records is seen to take
   at least 2 ms (a cheaper pipeline stays in the calling thread: `read_ahead.ReadAhead`),
   with more threads for steps 2 and 3 where a record costs enough (`record_stage.py`);
+  how far ahead they read, in whole chunks, is `ReadOptions.prefetch_buffer_size`'s bound;
 - `worker_count>0`: steps 1 to 3 in worker processes, step 4 too when no filter moves the
   batch borders (`workers.WorkerElements`).
 

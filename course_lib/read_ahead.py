@@ -23,8 +23,9 @@ What the consumer sees does not change:
 - `close()` (also through `with`, an abandoned iterator, or Ctrl-C in `next()`) stops the
   thread and waits for it, so nothing is left running; at interpreter exit every live
   read-ahead is closed first;
-- memory is bounded: at most `max_ready` chunks wait in the queue (the per-record stage
-  bounds what it holds by `prefetch_buffer_size`, `record_stage.py`).
+- memory is bounded: at most `max_ready` chunks wait in the queue, and one more waits for
+  room there; the read threads under it keep fewer than `prefetch_buffer_size` records in
+  flight besides (`record_stage.py`; `ReadOptions` states the whole bound).
 """
 
 from __future__ import annotations

@@ -75,19 +75,42 @@ class ReadOptions:
         (see the module docstring): all `num_threads` for reads that wait, at most
         `threads_for_work(num_threads, worker_count)` (this process's share of the cores)
         for CPU work, none for cheap records.
-      prefetch_buffer_size: about how many records are read and transformed ahead of the
-        consumer, in each process. Work moves in chunks (a whole number of batches, at least
-        64 records: `stream.chunk_size_for`), so the read-ahead holds this many records
-        rounded down to whole chunks, at least two chunks, plus the chunk being made (the
-        read threads keep fewer than this many records in flight within it). In a Dataset
-        chain (`to_iter_dataset`) it counts the chain's elements, as Grain's does (a batch,
-        where `MapDataset.batch` comes first), and the chunks and the queue are cut to fit
-        this many elements plus the one being taken (a chunk holds at least one batch; with
-        the batch thread a third of that, one taken, one made, one waiting:
-        `dataset_engine.records_ahead`). 0 reads
-        nothing ahead (everything runs in the calling thread, as with `num_threads=0`).
-        Below `num_threads` (and not 0) some threads have nothing to do: a warning says so,
-        as in Grain.
+      prefetch_buffer_size: how far the read-ahead runs, in records; 0 reads nothing ahead
+        (everything runs in the calling thread, as with `num_threads=0`). Work moves in
+        chunks of `c` records (a whole number of batches, at least 64:
+        `stream.chunk_size_for`), so the bound is whole chunks. At `worker_count=0`, while
+        the consumer takes the elements of one chunk, at most these later chunks have been
+        read:
+
+        - `Q = max(2, prefetch_buffer_size // c)` finished chunks in the batch thread's
+          queue (`stream.chunks_waiting`), and one more, finished, waiting for room there;
+        - with read threads, also `ceil(prefetch_buffer_size / c) - 1` chunks in flight on
+          them: after handing them a chunk, the stage collects the oldest until fewer than
+          `prefetch_buffer_size` records remain in flight (`ChunkProcessor._on_threads`).
+
+        That is at most `c * (Q + 1)` records beyond the consumer's chunk without read
+        threads, and `c * (Q + max(1, ceil(prefetch_buffer_size / c)))` with them, about
+        twice `prefetch_buffer_size`: with the defaults and chunks of 64 records, 8 chunks
+        (512 records) and 15 chunks (960 records). `tests/test_read_ahead.py` reads exactly
+        this far, and fails beyond it. The bound counts positions of the stream, not the
+        records a filter keeps: a chunk that finishes no element takes no place in the
+        queue, so a filter that drops most records reads further ahead.
+
+        In a Dataset chain (`to_iter_dataset`) it counts the chain's elements, as Grain's
+        does (a batch, where `MapDataset.batch` comes first): `c` and `Q` are cut so that
+        the consumer's chunk, the queue and the chunk waiting for room hold at most this
+        many elements and the one being taken (`dataset_engine.records_ahead`). The read
+        threads' chunks in flight, counted in records as above, come on top: an unbatched
+        chain at the default 500 reads up to 13 chunks of 64 (832 records) beyond the
+        consumer's chunk with read threads, 6 (384) without.
+
+        In a worker process the per-record stage is handed one chunk at a time, so this
+        bounds nothing there: the workers' read-ahead is counted in chunks per worker
+        (`workers.WorkerElements`).
+
+        Below `num_threads` (and not 0) Grain's warning is logged, word for word, though
+        here a chunk is split into tasks of `MIN_RECORDS_PER_TASK` records or more whatever
+        this is: threads idle only where chunks are that small (a small Dataset chain).
 
     Which shape a pipeline gets is decided at run time by two timings, in each process:
 

@@ -35,10 +35,11 @@ def chunk_size_for(pipeline: Pipeline, max_records: int | None = None) -> int:
 
 
 def chunks_waiting(read_options, chunk: int, records_ahead: int | None = None) -> int:
-    """How many finished chunks a read-ahead keeps for the consumer: about
-    `prefetch_buffer_size` records' worth, at least two, so that the next one is ready while
-    a training step runs. For a Dataset chain, also no more than `records_ahead` allows
-    beside the chunk being taken and the one being made (at least one)."""
+    """How many finished chunks a read-ahead's queue keeps for the consumer:
+    `prefetch_buffer_size` records rounded down to whole chunks, at least two, so that the
+    next one is ready while a training step runs. For a Dataset chain, also no more than
+    `records_ahead` allows beside the chunk being taken and the one waiting for room (at
+    least one). The whole read-ahead is more than the queue: `ReadOptions` states it."""
     waiting = max(2, read_options.prefetch_buffer_size // chunk)
     if records_ahead is not None:
         waiting = max(1, min(waiting, records_ahead // chunk - 2))

@@ -9,6 +9,7 @@ running after close, Ctrl-C stops the thread, and memory is bounded.
 from __future__ import annotations
 
 import gc
+import math
 import os
 import re
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 import course_lib as grain
 from course_lib import read_ahead, record_stage
 from course_lib.read_ahead import THREAD_NAME
+from course_lib.stream import chunk_size_for, chunks_waiting
 from tests.sequences import Double as SequenceDouble
 from tests.sequences import assert_same_batches, make_sequences
 
@@ -579,48 +581,125 @@ def test_leaving_the_interpreter_with_a_running_read_ahead_is_quiet():
 
 
 # -- memory is bounded ----------------------------------------------------------------------------
-@pytest.mark.parametrize("pool", [False, True])
-def test_a_slow_consumer_holds_at_most_about_prefetch_buffer_size_records(monkeypatch, pool):
-    if pool:
+class KeysRead(grain.RandomAccessDataSource):
+    """Remembers the highest record key read, from any thread; a record is its key."""
+
+    def __init__(self, num_records: int = 100_000):
+        self.num_records = num_records
+        self.highest = -1
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return self.num_records
+
+    def __getitem__(self, record_key):
+        with self._lock:
+            self.highest = max(self.highest, int(record_key))
+        return np.int64(record_key)
+
+
+class Unchanged(grain.MapTransform):
+    """A per-record transform, so that read threads may run, which changes nothing."""
+
+    def map(self, element):
+        return element
+
+
+@pytest.fixture
+def read_threads(request, monkeypatch):
+    """`True`: the per-record stage runs 4 read threads on any machine; `False`: none."""
+    if request.param:
         monkeypatch.setattr(record_stage, "WORK_PAYS_OFF_S", 0.0)
-        monkeypatch.setattr(record_stage, "threads_for_work", lambda num_threads, worker_count=0: 4)
-    source = CountingSource(2000)
-    batch_size, prefetch = 16, 64  # chunks of 64 records, 2 of them may wait finished
-    loader = _loader(source, operations=[Double()], batch_size=batch_size, prefetch=prefetch,
-                     num_epochs=None)
-    with iter(loader) as iterator:
-        taken = 0
-        for _ in range(3):
-            next(iterator)
-            taken += batch_size
-            time.sleep(0.3)  # a very slow step: the thread fills every buffer meanwhile
-            chunk = 64
-            bound = prefetch + (2 + 2) * chunk  # in flight, plus waiting, building and held
-            assert taken < source.reads <= taken + bound
+        monkeypatch.setattr(record_stage, "threads_for_work",
+                            lambda num_threads, worker_count=0: 4)
+    else:
+        monkeypatch.setattr(record_stage, "WORK_PAYS_OFF_S", float("inf"))
+        monkeypatch.setattr(record_stage, "THREADS_PAY_OFF_S", float("inf"))
+    return request.param
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("prefetch_buffer_size", [128, 500])
-def test_the_read_ahead_holds_about_prefetch_buffer_size_records_as_its_docstring_says(
-        prefetch_buffer_size):
-    made = []
+def _read_ahead_bound(prefetch_buffer_size: int, chunk: int, waiting: int,
+                      read_threads: bool) -> int:
+    """`ReadOptions`' bound: the records read beyond the chunk the consumer takes from,
+    `waiting` chunks in the queue, one waiting for room, and the read threads' in flight."""
+    in_flight = max(1, math.ceil(prefetch_buffer_size / chunk)) if read_threads else 1
+    return chunk * (waiting + in_flight)
 
-    def slow(value):  # costly enough for the batch thread and the read threads to start
-        started = time.perf_counter()
-        while time.perf_counter() - started < 1e-4:
-            pass
-        made.append(value)
-        return value
 
-    batch_size, chunk = 32, 64  # a chunk: whole batches, at least 64 records
-    dataset = (grain.MapDataset.source(np.arange(100_000)).map(slow).batch(batch_size)
-               .to_iter_dataset(grain.ReadOptions(num_threads=2,
-                                                  prefetch_buffer_size=prefetch_buffer_size)))
-    with iter(dataset) as batches:
+def _records_read_beyond(source: KeysRead, consumers_chunk_end: int, bound: int) -> int:
+    """Pause like a very slow step until the read-ahead has read `bound` records beyond the
+    consumer's chunk (or 10 s have passed), and a little longer: how far it read."""
+    deadline = time.monotonic() + 10
+    while source.highest + 1 - consumers_chunk_end < bound and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # time to read past the bound, if anything would
+    return source.highest + 1 - consumers_chunk_end
+
+
+@pytest.mark.parametrize("read_threads", [False, True], indirect=True)
+@pytest.mark.parametrize(("prefetch_buffer_size", "batch_size", "bounds"), [
+    (500, 16, (512, 960)),   # the default: 8 and 15 chunks of 64, as ReadOptions says
+    (128, 32, (192, 256)),
+    (100, 16, (192, 256)),
+    (10, 16, (192, 192)),    # at least two chunks queued, and one waiting for room
+    (200, 100, (300, 400)),  # chunks of 100 records: one batch
+])
+def test_a_paused_loop_finds_exactly_the_read_ahead_bound_of_read_options(
+        read_threads, prefetch_buffer_size, batch_size, bounds):
+    """`ReadOptions.prefetch_buffer_size`'s bound at `worker_count=0`: while the loop
+    pauses, the batch thread and the read threads (when they run) read up to it, exactly,
+    and never beyond."""
+    source = KeysRead()
+    loader = grain.DataLoader(
+        data_source=source, sampler=grain.IndexSampler(len(source), num_epochs=1),
+        operations=[Unchanged(), grain.Batch(batch_size)],
+        read_options=grain.ReadOptions(num_threads=4,
+                                       prefetch_buffer_size=prefetch_buffer_size))
+    chunk = -(-64 // batch_size) * batch_size  # whole batches, at least 64 records
+    bound = _read_ahead_bound(prefetch_buffer_size, chunk,
+                              max(2, prefetch_buffer_size // chunk), read_threads)
+    assert bound == bounds[read_threads]
+    with iter(loader) as batches:
+        batches.start_prefetch()
         for _ in range(3):
             next(batches)
-        time.sleep(0.5)  # let the read-ahead run as far as it will
-        ahead = len(made) - 3 * batch_size
-    queued = max(2 * chunk, prefetch_buffer_size // chunk * chunk)
-    assert ahead <= queued + 2 * chunk, (ahead, queued)  # + the chunk being made, and the
-    assert ahead >= queued // 2, (ahead, queued)  # consumer's; and it does read ahead
+        ahead = _records_read_beyond(source, chunk * math.ceil(3 * batch_size / chunk), bound)
+        shape = batches.execution
+    assert ("4 read threads" if read_threads else "no read threads") in shape, shape
+    assert ahead == bound, (f"{ahead} records read beyond the consumer's chunk, where "
+                            f"ReadOptions states {bound}")
+
+
+@pytest.mark.parametrize("read_threads", [False, True], indirect=True)
+@pytest.mark.parametrize(("prefetch_buffer_size", "batch_size", "bounds"), [
+    (500, None, (384, 832)),  # unbatched, the default: 6 and 13 chunks of 64
+    (128, 32, (192, 256)),
+    (2, 4, (8, 8)),           # chunks of one batch, one queued
+])
+def test_a_dataset_chain_reads_ahead_exactly_the_bound_of_read_options(
+        read_threads, prefetch_buffer_size, batch_size, bounds):
+    """A chain's chunks and queue are cut to Grain's count (`prefetch_buffer_size + 1`
+    elements: `dataset_engine.records_ahead`); the read threads' chunks come on top."""
+    source = KeysRead()
+    dataset = grain.MapDataset.source(source).map(Unchanged())
+    if batch_size is not None:
+        dataset = dataset.batch(batch_size)
+    per_element = batch_size or 1
+    read_options = grain.ReadOptions(num_threads=4, prefetch_buffer_size=prefetch_buffer_size)
+    with iter(dataset.to_iter_dataset(read_options)) as elements:
+        loader = elements._loader
+        chunk = chunk_size_for(loader.pipeline, loader._chunk_bound(True))
+        waiting = chunks_waiting(read_options, chunk, loader._records_ahead)
+        bound = _read_ahead_bound(prefetch_buffer_size, chunk, waiting, read_threads)
+        assert bound == bounds[read_threads]
+        if not read_threads:  # Grain's count: the element taken and prefetch_buffer_size more
+            assert chunk + bound <= (prefetch_buffer_size + 1) * per_element
+        elements.start_prefetch()
+        for _ in range(3):
+            next(elements)
+        taken = 3 * per_element
+        ahead = _records_read_beyond(source, chunk * math.ceil(taken / chunk), bound)
+        shape = elements.execution
+    assert ("4 read threads" if read_threads else "no read threads") in shape, shape
+    assert ahead == bound, (f"{ahead} records read beyond the consumer's chunk, where "
+                            f"ReadOptions states {bound}")
