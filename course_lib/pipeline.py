@@ -184,7 +184,9 @@ class Pipeline:
         for position, record in enumerate(records, start):
             if stop is not None and stop.is_set():
                 done = range(start, position) if keep_all else positions
-                return TransformedRecords(done, survivors, Stopped())
+                return TransformedRecords(done, survivors, Stopped(
+                    "the loader was stopped: its iterator was closed, or the interpreter is "
+                    "exiting"))
             try:
                 record = apply(ops, record, position, rngs)
             except Exception as error:

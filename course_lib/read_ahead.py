@@ -21,8 +21,10 @@ What the consumer sees does not change:
   it, and is raised by the `next()` that would have returned the element it belongs to,
   with its original traceback;
 - `close()` (also through `with`, an abandoned iterator, or Ctrl-C in `next()`) stops the
-  thread and waits for it, so nothing is left running; at interpreter exit every live
-  read-ahead is closed first;
+  thread and waits for it, and the thread, before it ends, waits for the read threads under
+  it (`record_stage.ChunkProcessor.close`), so nothing is left running; at interpreter exit
+  the read threads are stopped before Python joins them, and every live read-ahead is
+  closed;
 - memory is bounded: at most `max_ready` chunks wait in the queue, and one more waits for
   room there; the read threads under it keep fewer than `prefetch_buffer_size` records in
   flight besides (`record_stage.py`; `ReadOptions` states the whole bound).
@@ -170,13 +172,31 @@ class ReadAhead(Iterator):
             raise
 
     def _next_chunk_from_thread(self) -> list:
-        kind, value = self._ready.get()  # Ctrl-C interrupts this wait
+        kind, value = self._wait_for_thread()
         if kind == _CHUNK:
             return value
         self._mode = DONE
         if kind == _ERROR:
             raise value
         raise StopIteration
+
+    def _wait_for_thread(self) -> tuple:
+        """The thread's next item; Ctrl-C interrupts the wait. A thread stopped by someone
+        else than this iterator's `close()` (the read threads' exit hook, when another thread
+        still iterates as the interpreter exits) queues nothing more: that ends the wait with
+        an error instead of never."""
+        while True:
+            try:
+                return self._ready.get(timeout=PUT_POLL_S)
+            except queue.Empty:
+                if self._stop.is_set() or not self._thread.is_alive():
+                    try:
+                        return self._ready.get_nowait()
+                    except queue.Empty:
+                        return _ERROR, RuntimeError(
+                            "the loader's batch thread was stopped before this iterator was "
+                            "closed: the interpreter is exiting, so iterate in the main "
+                            "thread or finish before it ends")
 
     def close(self) -> None:
         """Stop the thread and wait for it. Safe to call twice."""

@@ -28,10 +28,18 @@ A cheap record (an in-memory array, a small cached file with a light transform) 
 However many threads run, every record gets the same random generator (it depends only on
 the record's position, `randomness.py`) and the tasks come back in stream order, so the
 records are the same as `num_threads=0` gives, in the same order.
+
+Closing the iterator sets its stop flag, which every task checks before each record's
+transforms; `ChunkProcessor.close` then cancels the tasks not started and waits for the
+threads to finish the one each is on, so nothing is left running. Interpreter exit needs
+the same: Python joins a pool's threads at exit only after they have run every task still
+queued (`concurrent.futures.thread`), which for a slow transform and a large
+`prefetch_buffer_size` is many seconds, so an exit hook closes every live stage first.
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
 import dataclasses
 import itertools
@@ -224,6 +232,28 @@ MIN_RECORDS_PER_TASK = 8
 THREADS_PAY_OFF_S = 200e-6  # per-record wait while reading above which threads overlap waits
 WAITING_SHARE = 0.75  # reads that wait spend at least this share of their time not computing
 WORK_PAYS_OFF_S = 25e-6  # per-record read + transform time above which threads share it
+JOIN_TIMEOUT_S = 10.0  # a task still running after close() gets this long (as read_ahead's)
+
+_live: weakref.WeakSet = weakref.WeakSet()  # stages whose pool is open
+
+
+def _close_all_at_exit() -> None:
+    """Stop every live stage as if its consumer had closed it: set its stop flag, cancel
+    its queued tasks and wait for its running ones. (A thread that still iterates one, as
+    the main thread ends, gets an error: Python refuses new tasks from then on anyway.)"""
+    for stage in list(_live):
+        if stage._stop is not None:
+            stage._stop.set()
+        stage.close()
+
+
+# `concurrent.futures.thread`, imported above, registered its exit hook (join every pool's
+# threads once they have run all their queued tasks) with `threading._register_atexit`,
+# whose hooks run last registered first, before threads are joined: registered after it,
+# this one runs first. Where that function is missing, a plain atexit hook comes too late
+# to spare the wait, but still stops what runs.
+getattr(threading, "_register_atexit", atexit.register)(_close_all_at_exit)
+
 
 class ChunkResult(NamedTuple):
     """What the stage yields per chunk: the survivors (`TransformedRecords`) of the chunk
@@ -353,6 +383,7 @@ class ChunkProcessor:
             # Shut the threads down even if nobody calls close().
             self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False,
                                                cancel_futures=True)
+            _live.add(self)
         return self._pool
 
     def _submit(self, start: int, keys: np.ndarray) -> list[tuple[int, Future]]:
@@ -400,6 +431,21 @@ class ChunkProcessor:
         return ChunkResult(start, keys, positions, survivors, None)
 
     def close(self) -> None:
-        """Cancel the tasks not started yet; a task already running finishes its records."""
-        if self._finalizer is not None:
-            self._finalizer()
+        """Cancel the tasks not started yet and wait, up to `JOIN_TIMEOUT_S`, for the
+        threads to finish the task each is on: with the stop flag set (the consumer closed),
+        its reads and the transform of one record. Safe to call twice."""
+        if self._finalizer is None:
+            return
+        self._finalizer()  # shuts the pool down once: the threads exit when their task ends
+        _live.discard(self)
+        # The pool's threads: ThreadPoolExecutor keeps them in `_threads` (private, the same
+        # since Python 3.2); after the shutdown no thread is added.
+        threads = [thread for thread in getattr(self._pool, "_threads", ())
+                   if thread is not threading.current_thread()]
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in threads):
+            logger.warning(
+                "A transform was still running %.0f s after the loader was closed; its read "
+                "thread will exit when the transform returns.", JOIN_TIMEOUT_S)
