@@ -256,8 +256,9 @@ def test_shuffle_mix_sentence_covers_each_outcome():
 def test_memory_and_remember_lines_carry_the_numbers():
     assert lesson.buffer_memory_sentence(2400, 16_385, 393.0).startswith(
         "A buffer of 2,400 records holds 39 MB of this lesson's 393 MB")
-    line = lesson.stream_remember_line(stream_slow=9000, random_slow=190, buffer_name="buf",
-                                       buffer_mix=4.04, global_mix=9.65)
+    line = " ".join(lesson.stream_remember_lines(stream_slow=9000, random_slow=190,
+                                                 buffer_name="buf", buffer_mix=4.04,
+                                                 global_mix=9.65))
     assert "9,000 records/s against 190/s" in line and "4.0 labels" in line and "9.7" in line
 
 

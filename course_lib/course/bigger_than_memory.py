@@ -345,18 +345,6 @@ def passes_sentence(passes: Sequence[Sequence[int]], spacing: int) -> str:
             "so its cold reads were partly warm.")
 
 
-def reads_per_second(make_source: Callable[[], Any],
-                     record_keys: Sequence[int] | Sequence[Sequence[int]], *,
-                     cold_paths: Sequence[str | Path] | None = None) -> float:
-    """Open a new source, read `record_keys` one at a time, return records per second.
-
-    `record_keys` may be a list of passes (from `spread_keys`): each pass opens a new source,
-    and only the reads are timed. With `cold_paths`, those files' cached pages are dropped
-    before every pass (after the sources no longer referenced are collected, so that no old
-    memory map keeps them cached)."""
-    return _pass_rate(make_source, _as_passes(record_keys), cold_paths)
-
-
 def _as_passes(record_keys) -> list[list[int]]:
     keys = list(record_keys)
     if keys and np.ndim(keys[0]) > 0:
@@ -366,6 +354,9 @@ def _as_passes(record_keys) -> list[list[int]]:
 
 def _pass_seconds(make_source: Callable[[], Any], keys: Sequence[int],
                   cold_paths: Sequence[str | Path] | None) -> float:
+    """Open a new source and time reading `keys` one at a time (only the reads). With
+    `cold_paths`, those files' cached pages are dropped first, after the sources no longer
+    referenced are collected, so that no old memory map keeps them cached."""
     if cold_paths is not None:
         gc.collect()
         drop_page_cache(cold_paths)
@@ -376,11 +367,6 @@ def _pass_seconds(make_source: Callable[[], Any], keys: Sequence[int],
     seconds = time.perf_counter() - start
     del source
     return seconds
-
-
-def _pass_rate(make_source, passes, cold_paths) -> float:
-    seconds = sum(_pass_seconds(make_source, keys, cold_paths) for keys in passes)
-    return sum(len(keys) for keys in passes) / seconds
 
 
 def read_rate_runs(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]]],
@@ -487,14 +473,6 @@ def median_rates(runs: Mapping[str, Mapping[str, Sequence[float]]]) -> dict[str,
     """The median of each format's and pattern's runs (from `read_rate_runs`)."""
     return {name: {pattern: float(np.median(values)) for pattern, values in patterns.items()}
             for name, patterns in runs.items()}
-
-
-def read_rates(formats: Mapping[str, tuple[Callable[[], Any], Sequence[Path]]],
-               num_records: int, reads: int, seed: int = 0,
-               repeats: int = 1) -> dict[str, dict[str, float]]:
-    """The medians of `read_rate_runs`: records/s per format and read pattern."""
-    return median_rates(read_rate_runs(formats, num_records, reads, repeats=repeats,
-                                       seed=seed))
 
 
 def plot_read_rates(rates: Mapping[str, Mapping[str, float]],

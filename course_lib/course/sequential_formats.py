@@ -417,8 +417,3 @@ def stream_remember_lines(*, stream_slow: Rates, random_slow: Rates, buffer_name
                   f"{buffer_mix:.1f} labels per batch, the global shuffle {global_mix:.1f}.")
     return [speed, mixing, "A stream is best shuffled when it is written, and read from "
             "several shards at once."]
-
-
-def stream_remember_line(**numbers) -> str:
-    """`stream_remember_lines` joined into one line."""
-    return " ".join(stream_remember_lines(**numbers))
