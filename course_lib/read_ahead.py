@@ -181,8 +181,8 @@ class ReadAhead(Iterator):
         raise StopIteration
 
     def _wait_for_thread(self) -> tuple:
-        """The thread's next item; Ctrl-C interrupts the wait. A thread stopped by someone
-        else than this iterator's `close()` (the read threads' exit hook, when another thread
+        """The thread's next item; Ctrl-C interrupts the wait. A thread stopped other than by
+        this iterator's own `close()` (by the read threads' exit hook, while another thread
         still iterates as the interpreter exits) queues nothing more: that ends the wait with
         an error instead of never."""
         while True:
@@ -194,9 +194,9 @@ class ReadAhead(Iterator):
                         return self._ready.get_nowait()
                     except queue.Empty:
                         return _ERROR, RuntimeError(
-                            "the loader's batch thread was stopped before this iterator was "
-                            "closed: the interpreter is exiting, so iterate in the main "
-                            "thread or finish before it ends")
+                            "the loader's batch thread stopped before this iterator was "
+                            "closed (at interpreter exit the read threads' hook stops it): "
+                            "iterate in the main thread, or finish before it ends")
 
     def close(self) -> None:
         """Stop the thread and wait for it. Safe to call twice."""
