@@ -41,6 +41,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -258,7 +259,7 @@ def summarize(runs: dict) -> dict:
             entry["sentences"].append(choice_sentence(
                 f"{pipeline}, {name}, chose {WHAT[usual]}", usual, seconds[usual], other,
                 seconds[other]))
-        best = min(FORCED, key=lambda shape: sorted(seconds[shape])[len(seconds[shape]) // 2])
+        best = min(FORCED, key=lambda shape: statistics.median(seconds[shape]))
         entry["sentences"].append(choice_sentence(
             f"{pipeline}, the probed run (timings included) against the fastest forced shape",
             "probe", seconds["probe"], best, seconds[best]))
@@ -269,8 +270,7 @@ def render(summary: dict, meta: dict) -> str:
     def cell(values: list[float]) -> str:
         if not values:
             return "failed"
-        ordered = sorted(values)
-        return f"{ordered[len(ordered) // 2]:.3f} ({ordered[0]:.3f}-{ordered[-1]:.3f})"
+        return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
     lines = [SECTION, "",
              f"Written by `benchmarks/bench_probes.py` ({meta['mode']}: {meta['repeats']} "
