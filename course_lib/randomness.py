@@ -3,9 +3,12 @@
 A random augmentation must give the same result for record position `p` whether it runs in
 the main process or in worker 3 of 8, today or after a resume. So each record's generator
 is a pure function of `(seed, position)`: a Philox counter-based generator whose 128-bit
-*key* comes from hashing the seed and whose *counter* starts at the position. Different
-seeds give unrelated keys, so seed 7 at position 1 shares nothing with seed 8 at position 0
-(a generator keyed on `seed + position` would make those two identical).
+*key* comes from hashing the seed and whose 256-bit *counter* (four 64-bit words) holds the
+position in its third word (index 2). Philox counts its draws in the low words, so a record
+can draw 2**128 blocks of numbers before it would reach another record's stream; a position
+in the low words would run into the next record's stream after its first few draws.
+Different seeds give unrelated keys, so seed 7 at position 1 shares nothing with seed 8 at
+position 0 (a generator keyed on `seed + position` would make those two identical).
 
 Building a fresh `numpy.random.Generator` costs several microseconds, which would dominate a
 cheap pipeline. `RecordRng` keeps one generator and rewinds it to each record's stream, which
@@ -25,10 +28,10 @@ import numpy as np
 
 _references = sys.getrefcount
 
-# Counter word 3 separates the streams handed to per-record transforms from those handed to
-# transforms that run after `Batch` (which are keyed on the batch's first position), and
-# from the order in which `BucketByLength` hands out a window's batches (keyed on the
-# window's first position).
+# The counter's fourth word (index 3) separates the streams handed to per-record
+# transforms from those handed to transforms that run after `Batch` (which are keyed on the
+# batch's first position), and from the order in which `BucketByLength` hands out a
+# window's batches (keyed on the window's first position).
 RECORD_STREAM = 0
 BATCH_STREAM = 1
 WINDOW_STREAM = 2

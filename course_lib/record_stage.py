@@ -104,10 +104,14 @@ class ReadOptions:
         records a filter keeps: a chunk that finishes no element takes no place in the
         queue, so a filter that drops most records reads further ahead.
 
-        In a Dataset chain (`to_iter_dataset`) it counts the chain's elements, as Grain's
-        does (a batch, where `MapDataset.batch` comes first): `c` and `Q` are cut so that
-        the consumer's chunk, the queue and the chunk waiting for room hold at most this
-        many elements and the one being taken (`dataset_engine.records_ahead`). The read
+        In a Dataset chain (`to_iter_dataset`) the same rule runs, with a cap in the
+        chain's elements, as Grain counts them (a batch, where `MapDataset.batch` comes
+        first): `c` and `Q` are cut so that the consumer's chunk, the queue and the chunk
+        waiting for room hold at most this many elements and the one being taken
+        (`dataset_engine.records_ahead`). Since `Q` still divides the setting by a chunk's
+        records, a chain batched by 64 keeps 2 batches ahead at 1 and 2, 3 at any setting
+        from 3 to 191 and one more for every 64 above, where Grain fills its buffer (8
+        batches at 8): a difference (lesson 11 measures it). The read
         threads' chunks in flight, counted in records as above, come on top: an unbatched
         chain at the default 500 reads up to 13 chunks of 64 (832 records) beyond the
         consumer's chunk with read threads, 6 (384) without.

@@ -28,17 +28,20 @@ NOTEBOOK = ROOT / "notebooks" / "11_moving_to_grain.ipynb"
 
 def summary(label: str, speeds, *, idle: float = 0.2, step_s: float = 0.05,
             first_batch_s: float = 0.5, accuracy: float = 0.5, halves=None,
-            window_s=(30.0,), wait=None, compute=None) -> lesson.FeedSummary:
+            window_s=(30.0,), wait=None, compute=None,
+            step_waits=None) -> lesson.FeedSummary:
     """A made-up summary; `halves` is (first half, second half) steps/s per run, the whole
     window's own speeds by default (a start-up that moved nothing); `wait` and `compute`
-    the mean seconds per step in next() and in the step, per run (none kept by default)."""
+    the mean seconds per step in next() and in the step, per run (none kept by default);
+    `step_waits` every step's wait in next(), per run (none kept by default)."""
     first, second = zip(*halves, strict=True) if halves else (list(speeds), list(speeds))
     return lesson.FeedSummary(label=label, steps_per_s=list(speeds), idle_fraction=idle,
                               step_s=step_s, first_batch_s=first_batch_s, accuracy=accuracy,
                               window_s=list(window_s), first_half_steps_per_s=list(first),
                               second_half_steps_per_s=list(second),
                               wait_per_step_runs_s=list(wait or []),
-                              compute_per_step_runs_s=list(compute or []))
+                              compute_per_step_runs_s=list(compute or []),
+                              step_waits_runs_s=[list(run) for run in step_waits or []])
 
 
 # -- verdicts and sentences from made-up numbers ---------------------------------------------
@@ -264,8 +267,9 @@ def test_first_batch_sentence_covers_later_sooner_same_and_too_noisy():
 
 
 @pytest.mark.parametrize("imports, expected, absent", [
-    ([2.0, 2.05, 1.98], "the same within the noise, so the delay is about one fresh Python",
-     "at most"),
+    ([2.0, 2.05, 1.98], "the same within the noise, so the delay is as long as one fresh "
+     "Python's start-up and import of grain, and that import can account for almost all of "
+     "it; this run does not time the worker's other start-up work", "at most"),
     ([1.0, 1.02, 0.99], "the delay is longer, so the import is at most about 50% of it",
      "within the noise"),
     ([4.0, 4.1, 3.9], "the delay is shorter than the import alone", "at most"),
@@ -570,15 +574,56 @@ def test_window_sentence_rejects_what_is_not_a_measurement(num_steps, summaries)
         lesson.window_sentence(num_steps, summaries)
 
 
-@pytest.mark.parametrize("idle, expected, absent", [
-    (0.02, "nearly always ready", "part of the time"),
-    (0.3, "kept up only part of the time", "more than it ran"),
-    (0.75, "the loader, not the step, set the pace", "nearly always"),
+# 600 steps per run, two runs; a wait over 5 ms counts as a step that found no batch ready
+@pytest.mark.parametrize("late, expected, absent", [
+    (0, "0 of 1,200 steps (2 runs) waited more than 5 ms: every step found its batch ready or "
+        "nearly so, so the loader kept up with the step throughout.", "part of the time"),
+    (10, "20 of 1,200 steps (2 runs) waited more than 5 ms: nearly every step found its batch "
+         "ready or nearly so; the loader fell behind on a few steps only.", "set the pace"),
+    (150, "300 of 1,200 steps (2 runs) waited more than 5 ms: some steps found their batch "
+          "ready and others waited for it; the loader kept up only part of the time.",
+     "nearly every"),
+    (590, "1,180 of 1,200 steps (2 runs) waited more than 5 ms: nearly every step waited for "
+          "its batch, so the loader, not the step, set the pace.", "ready or nearly"),
+    (600, "1,200 of 1,200 steps (2 runs) waited more than 5 ms: every step waited for its "
+          "batch, so the loader, not the step, set the pace.", "nearly every"),
 ])
-def test_overlap_sentence_reads_the_idle_share(idle, expected, absent):
-    line = lesson.feed_overlap_sentence(summary("feed", [10.0], idle=idle))
-    assert expected in line and absent not in line
-    assert f"{idle:.0%}" in line and "next()" not in line  # where it ran is not measured here
+def test_overlap_sentence_counts_the_steps_that_waited(late, expected, absent):
+    run = [0.02] * late + [0.001] * (600 - late)
+    feed = summary("feed", [10.0, 10.0], idle=0.22, step_waits=[run, run],
+                   wait=[0.0036, 0.0038])
+    line = lesson.feed_overlap_sentence(feed, threshold_s=0.005)
+    assert line == ("feed: idle 22% of the wall time, 3.7 ms per step waiting in next() on "
+                    f"average (medians of 2 runs); {expected}")
+    assert absent not in line
+    assert "next()" in line and "beside" not in line  # where it ran is not measured here
+
+
+def test_overlap_sentence_separates_short_waits_on_every_step_from_long_ones_on_a_few():
+    # the same idle share and the same mean wait: one long wait in five steps, or every step
+    # a short one; the idle share alone cannot tell them apart, the count does
+    few = summary("few", [10.0], idle=0.22, step_waits=[[0.018, 0.0, 0.0, 0.0, 0.0] * 120])
+    every = summary("every", [10.0], idle=0.22, step_waits=[[0.0036] * 600])
+    few_line = lesson.feed_overlap_sentence(few, threshold_s=0.005)
+    every_line = lesson.feed_overlap_sentence(every, threshold_s=0.005)
+    assert "120 of 600 steps waited more than 5 ms: some steps" in few_line
+    assert "0 of 600 steps waited more than 5 ms: every step found its batch ready" in every_line
+    assert "(one run)" in every_line and "per step waiting" not in every_line
+
+
+def test_overlap_sentence_takes_the_switch_interval_by_default(monkeypatch):
+    feed = summary("feed", [10.0], step_waits=[[0.003, 0.0001, 0.0001]])
+    monkeypatch.setattr(sys, "getswitchinterval", lambda: 0.002)
+    assert "1 of 3 steps waited more than 2 ms" in lesson.feed_overlap_sentence(feed)
+    monkeypatch.setattr(sys, "getswitchinterval", lambda: 0.005)
+    assert "0 of 3 steps waited more than 5 ms" in lesson.feed_overlap_sentence(feed)
+
+
+def test_overlap_sentence_refuses_a_summary_without_per_step_waits():
+    with pytest.raises(ValueError, match="step_waits_runs_s"):
+        lesson.feed_overlap_sentence(summary("feed", [10.0]))
+    with pytest.raises(ValueError, match="threshold_s"):
+        lesson.feed_overlap_sentence(summary("feed", [10.0], step_waits=[[0.1]]), threshold_s=0)
 
 
 def test_summarise_keeps_every_runs_window():
@@ -587,6 +632,8 @@ def test_summarise_keeps_every_runs_window():
     run = lesson.FeedMeasurement("feed", 0.1, profiler, [0], 0.5)
     summarised = lesson.summarise({"feed": [run, run]})["feed"]
     assert summarised.window_s == [profiler.wall_time, profiler.wall_time]
+    assert summarised.step_waits_runs_s == [profiler.wait_times.tolist()] * 2
+    assert len(summarised.step_waits_runs_s[0]) == 3
 
 
 def test_name_map_and_placement_name_every_feed_and_name_once():
@@ -744,12 +791,12 @@ def test_handout_sentence_after_a_pause_at_the_second_call():
     made = lesson.handout_sentence("x", [0.06, 0.02, 1e-5, 1e-5, 0.03], pause_s=0.5,
                                    paused_after=2)
     assert made == ("x: the first 2 calls of next() took 60.00 ms and 20.00 ms; after a pause "
-                    "of 500.00 ms, the next 2 batches were already made (median 10.0 µs per "
+                    "of 0.5 s, the next 2 batches were already made (median 10.0 µs per "
                     "next()); call 5 waited 30.00 ms.")
     waited = lesson.handout_sentence("x", [0.06, 0.02, 0.03, 0.02], pause_s=0.5,
                                      paused_after=2)
     assert waited == ("x: the first 2 calls of next() took 60.00 ms and 20.00 ms; after a "
-                      "pause of 500.00 ms, call 3 already waited 30.00 ms: no batch was ready "
+                      "pause of 0.5 s, call 3 already waited 30.00 ms: no batch was ready "
                       "(median 25.00 ms per next() over the 2 calls after the pause).")
     every = lesson.handout_sentence("x", [0.06, 0.02, 1e-5, 1e-5], pause_s=0.5,
                                     paused_after=2)
@@ -758,11 +805,11 @@ def test_handout_sentence_after_a_pause_at_the_second_call():
 
 def test_handout_sentence_names_the_pause():
     line = lesson.handout_sentence("x", [0.06, 1e-5, 1e-5, 0.02], pause_s=0.5)
-    assert line == ("x: the first next() took 60.00 ms; after a pause of 500.00 ms, the next 2 "
+    assert line == ("x: the first next() took 60.00 ms; after a pause of 0.5 s, the next 2 "
                     "batches were already made (median 10.0 µs per next()); call 4 waited "
                     "20.00 ms.")
     waited = lesson.handout_sentence("x", [0.06, 0.02, 0.03], pause_s=0.5)
-    assert "after a pause of 500.00 ms, call 2 already waited 20.00 ms: no batch was ready" \
+    assert "after a pause of 0.5 s, call 2 already waited 20.00 ms: no batch was ready" \
         in waited and "every" not in waited
 
 
@@ -873,9 +920,10 @@ def test_what_to_remember_counts_every_batch_compared_and_reads_the_states():
     text = "\n".join(lines)
     assert "(median of 2 runs)" in lines[0]
     assert ("course_lib: the same batches with workers as without (all 603), so a run "
-            "reproduces at either worker count.") in text
+            "started from the beginning reproduces at either worker count.") in text
     assert ("Grain DataLoader: other batches with workers than without (602 of 603 differ), "
-            "so a run reproduces only at its own worker count.") in text
+            "so a run started from the beginning reproduces only at its own worker count."
+            ) in text
     assert ("The saved data states are two formats, course_lib's (version 1, next_index) and "
             "Grain's (version 2, last_seen_indices)") in text
     assert "formats" not in "\n".join(lesson.what_to_remember(
@@ -1011,9 +1059,14 @@ def test_handout_paragraph_turns_on_the_control():
     text = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
                                     control_buffer_size=8)
     assert text == ("c had 2 made ahead after the pause, no more than prefetch_buffer_size=2, "
-                    "while the same chain with prefetch_buffer_size=8 had 8: the count does go "
-                    "past 2 where a chain is allowed to, so c held no more batches than it was "
-                    "asked to.")
+                    "while the same chain with prefetch_buffer_size=8 had 8, its whole buffer: "
+                    "the count does go past 2 where a chain is allowed to, so c held no more "
+                    "batches than it was asked to.")
+    beyond = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
+                                      control_buffer_size=7)
+    assert ("the same chain with prefetch_buffer_size=7 had 8, more than that buffer: the count "
+            "does go past 2 where a chain is allowed to, so c held no more batches than it was "
+            "asked to at 2, but read further ahead than asked at 7.") in beyond
     blind = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": bounded},
                                      control_buffer_size=8)
     assert "had 2, no more than 2 either" in blind
@@ -1032,9 +1085,15 @@ def test_handout_paragraph_after_a_pause_at_the_second_call_turns_with_the_count
     text = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
                                     control_buffer_size=8, paused_after=2)
     assert text == ("c had 2 made ahead after the pause, no more than prefetch_buffer_size=2, "
-                    "while the same chain with prefetch_buffer_size=8 had 3: the count does go "
-                    "past 2 where a chain is allowed to, so c held no more batches than it was "
-                    "asked to.")
+                    "while the same chain with prefetch_buffer_size=8 had 3: past 2, so the "
+                    "count does see a bound and c held no more batches than it was asked to. "
+                    "But c stopped short of the larger buffer, 3 batches made ahead where 8 "
+                    "were allowed: this run does not say why.")
+    told = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
+                                    control_buffer_size=8, paused_after=2,
+                                    short_reasons={"c": "c counts records"})
+    assert told.endswith("3 batches made ahead where 8 were allowed: c counts records.")
+    assert "does not say why" not in told
     # the same timings read as if paused after the first call: nothing counted, blind
     blind = lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider},
                                      control_buffer_size=8)
@@ -1072,11 +1131,43 @@ def test_handout_paragraph_judges_the_waiting_calls_by_the_margin_rule():
         lesson.handout_paragraph({}, 2)
 
 
-def test_a_margin_wider_than_the_baseline_is_given_as_a_time():
+def test_a_margin_is_a_percentage_even_when_wider_than_the_baseline():
+    # "±" is the course's sign for a standard error, not for a margin
     wide = lesson.grain_first_batch_sentence([0.05, 0.06, 0.07], [1.0, 2.0, 1.5], 2)
-    assert "medians of 3 runs each; margin ±536 ms)" in wide and "margin 8" not in wide
+    assert "medians of 3 runs each; margin 894%)" in wide and "±" not in wide
     narrow = lesson.grain_first_batch_sentence([0.05, 0.06, 0.07], [1.5, 1.51, 1.49], 2)
     assert "medians of 3 runs each; margin 25%)" in narrow
     imported = lesson.grain_first_batch_sentence([0.10, 0.11, 0.09], [2.10, 2.11, 2.09], 2,
                                                  import_s=[0.2, 2.0, 0.5])
-    assert "(median of 3; margin ±966 ms)" in imported
+    assert "(median of 3; margin 193%)" in imported and "±" not in imported
+
+
+def test_handout_paragraph_gives_each_chain_its_own_outcome_and_reason():
+    # the lesson's case: course_lib's chain stops short of the larger buffer, Grain's fills it
+    course = [0.017, 0.016, 1e-3, 1e-3] + [0.013] * 6
+    course_control = [0.017, 0.016] + [1e-4] * 3 + [0.012] * 6
+    grain = [0.068, 7e-5, 2e-4, 2e-4] + [0.026] * 6
+    grain_control = [0.115, 6e-5] + [2e-5] * 8 + [0.026] * 6
+    text = lesson.handout_paragraph(
+        {"course_lib's chain": course, "Grain's chain": grain}, 2,
+        controls={"course_lib's chain": course_control, "Grain's chain": grain_control},
+        control_buffer_size=8, paused_after=2,
+        short_reasons={"course_lib's chain": lesson.COURSE_LIB_READ_AHEAD,
+                       "Grain's chain": "never used"})
+    assert ("course_lib's chain stopped short of the larger buffer, 3 batches made ahead where "
+            f"8 were allowed: {lesson.COURSE_LIB_READ_AHEAD}. Grain's chain had 2 made ahead "
+            "after the pause, no more than prefetch_buffer_size=2, while the same chain with "
+            "prefetch_buffer_size=8 had 8, its whole buffer") in text
+    assert "never used" not in text
+    assert "course_lib counts prefetch_buffer_size in records" in lesson.COURSE_LIB_READ_AHEAD
+    assert "Grain's to_iter_dataset counts elements, here batches" in \
+        lesson.COURSE_LIB_READ_AHEAD
+
+
+def test_placement_says_course_lib_counts_the_buffer_in_records():
+    placement = dict(lesson.PLACEMENT)
+    chain = placement["course_lib Dataset API, to_iter_dataset(num_threads=2)"]
+    assert "counts prefetch_buffer_size in records" in chain
+    assert "course_lib only; Grain counts batches" in chain
+    assert "prefetch_buffer_size=2 elements (here batches)" in \
+        placement["Grain Dataset API, to_iter_dataset(num_threads=2)"]

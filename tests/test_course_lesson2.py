@@ -114,10 +114,23 @@ def test_time_pipelines_keeps_every_repetition_on_the_median_run():
     assert timing.cpu_seconds_per_record().value >= 0
 
 
+# course_lib's execution lines, in the formats of loader.py, read_ahead.py and reader.py
+BATCH = "on the batch thread: the second chunk took 9.10 ms, at least 2 ms"
+HERE = "in the caller's thread: the second chunk took 0.51 ms, under 2 ms"
+MEASURED = ("the first chunk waited 0.0 µs and took 30 µs per record (threads from 200 µs "
+            "waiting in reads of one record at a time, or 25 µs in all with per-record "
+            "transforms)")
+CAPPED = f"no read threads: {MEASURED}, capped at this process's share of the cores (1)"
+CHEAP = f"no read threads: {MEASURED}"
+POOL = f"3 read threads: {MEASURED}, capped at this process's share of the cores (3)"
+INLINE_FORBIDDEN = ("in the caller's thread, no batch thread and no read threads: "
+                    "ReadOptions(num_threads=0, prefetch_buffer_size=500)")
+
+
 # -- the sentences the lesson prints, one test per outcome, on made-up timings -------------
 def _timing(seconds_per_record: list[float], threads: int = 0,
             cpu_per_record: float | None = None, records: int = 100,
-            background: int = 0) -> lesson.PipelineTiming:
+            background: int = 0, execution: str | None = None) -> lesson.PipelineTiming:
     """Made-up repetitions of one pipeline: the first batch of 10 records at the same pace."""
     runs = []
     for per_record in seconds_per_record:
@@ -125,7 +138,7 @@ def _timing(seconds_per_record: list[float], threads: int = 0,
                                             total_s=records * per_record, records=records,
                                             first_records=10)
         cpu = (cpu_per_record if cpu_per_record is not None else per_record) * records
-        runs.append(lesson.PipelineTiming(loader_timing, threads, cpu, background))
+        runs.append(lesson.PipelineTiming(loader_timing, threads, cpu, background, execution))
     median = runs[len(runs) // 2]
     median.runs = tuple(runs)
     return median
@@ -168,13 +181,23 @@ def test_read_threads_sentence_for_each_outcome():
     assert "2.03x slower" in slower and "lesson 9" in slower and "lesson 4" in slower
     assert "cannot say which cost it" in slower
     assert "too noisy to tell" in noisy and "GIL" not in noisy and "names no cause" in noisy
-    unthreaded = lesson.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
-                                              cores=8, work_threads=7)
-    assert "started no read threads" in unthreaded and "run the cell again" in unthreaded
-    capped = lesson.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline,
-                                          cores=2, work_threads=1)
+    cheap = lesson.read_threads_sentence(
+        _timing([300e-6] * 3, threads=0, background=1, execution=BATCH + "; " + CHEAP),
+        inline, cores=8)
+    assert "timed the first reads as cheap" in cheap and "run the cell again" in cheap
+    assert f"“{CHEAP}”" in cheap and "rule at work" not in cheap
+    capped = lesson.read_threads_sentence(
+        _timing([300e-6] * 3, threads=0, background=1, execution=BATCH + "; " + CAPPED),
+        inline, cores=2)
     assert "the rule at work" in capped and "With 2 cores" in capped
-    assert "1 thread: the batch thread itself" in capped
+    assert "1 thread: the batch thread itself" in capped and f"“{CAPPED}”" in capped
+    assert "cheap" not in capped
+    forbidden = lesson.read_threads_sentence(
+        _timing([300e-6] * 3, threads=0, execution=INLINE_FORBIDDEN), inline)
+    assert "the reader's decision: “no read threads: ReadOptions(num_threads=0" in forbidden
+    assert "rule at work" not in forbidden and "cheap" not in forbidden
+    unknown = lesson.read_threads_sentence(_timing([300e-6] * 3, threads=0), inline)
+    assert "kept no account of why" in unknown and "rule at work" not in unknown
 
 
 def test_threads_used_sentence_names_each_arrangement():
@@ -376,3 +399,129 @@ def test_two_faces_sentence_names_the_shuffle_only_from_the_unshuffled_control()
     fewer = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[0, 2]]))
     said = lesson.two_faces_sentence("A", "b", reordered, unshuffled=fewer)
     assert "they gave 2 and 1 batches" in said and "not the only step" in said
+
+
+def test_shipped_line_prints_both_libraries_figures():
+    line = lesson.shipped_line("DecodingSource", lesson.Shipment(8_582, 8_567, ()), 1797)
+    assert line == ("DecodingSource: 8.6 kB to each worker with Grain's pickling (cloudpickle, "
+                    "whole), 8.6 kB with course_lib's, for 1,797 images.")
+    shared = lesson.shipped_line("x", lesson.Shipment(126_000, 11_100, (115_008,)), 10)
+    assert "11.1 kB with course_lib's (and 115 kB of arrays shared once)" in shared
+
+
+def test_the_seed_control_names_the_generators_only_after_a_full_match():
+    full = lesson.match_batches(_batches([[0, 2], [4, 6]]), _batches([[0, 2], [4, 6]]))
+    pixels = lesson.match_batches(_batches([[0, 2], [4, 6]]),
+                                  _batches([[0, 2], [4, 6]], shift=1))
+    said = lesson.two_faces_sentence("Seed 7", "the DataLoader", pixels,
+                                     changed="random_map's seed", reference=full)
+    assert "but all 2 of them hold other pixels" in said
+    assert "Only random_map's seed changed from the chain that matched the DataLoader" in said
+    assert "the comparison does see a difference when there is one" in said
+    assert "traded places" not in said
+    # the chain it was changed from did not match: no cause named
+    hedged = lesson.two_faces_sentence("Seed 7", "the DataLoader", pixels,
+                                       changed="random_map's seed", reference=pixels)
+    assert "traded places" in hedged and "does see a difference" not in hedged
+    # the control matched too: the comparison is blind to the change
+    blind = lesson.two_faces_sentence("Seed 7", "the DataLoader", full,
+                                      changed="random_map's seed", reference=full)
+    assert "although random_map's seed changed" in blind and "proves nothing" in blind
+    assert "shifted the same way" not in blind
+
+
+# -- course_lib's execution line, read -----------------------------------------------------
+def test_read_execution_reads_each_decision():
+    here = lesson.read_execution(f"{HERE}; {CAPPED}")
+    assert (here.place, here.read_threads, here.why_no_read_threads) == \
+        ("this thread", 0, "capped")
+    assert here.reads == CAPPED
+    cheap = lesson.read_execution(f"{BATCH}; {CHEAP}")
+    assert (cheap.place, cheap.read_threads, cheap.why_no_read_threads) == \
+        ("batch thread", 0, "cheap")
+    pool = lesson.read_execution(f"{BATCH}; {POOL}")
+    assert (pool.place, pool.read_threads, pool.why_no_read_threads) == ("batch thread", 3, "")
+    forbidden = lesson.read_execution(INLINE_FORBIDDEN)
+    assert (forbidden.place, forbidden.why_no_read_threads) == ("this thread", "forbidden")
+    workers = lesson.read_execution("in worker processes (worker_count=2); each times ...")
+    assert workers.place == "workers"
+    for not_started in ("not started: chosen on the first chunks, at the first next()",
+                        "batch thread not decided yet: the second chunk will be timed "
+                        "against 2 ms; read threads not chosen yet: the first chunk will be "
+                        "timed"):
+        with pytest.raises(ValueError, match="not a"):
+            lesson.read_execution(not_started)
+
+
+def test_read_execution_reads_what_course_lib_prints():
+    """The formats above are course_lib's: real iterators' lines read the same way."""
+    from course_lib.record_stage import threads_for_work
+
+    def execution(loader) -> lesson.Execution:
+        timing = lesson.time_pipeline(loader)
+        assert timing.execution is not None
+        return lesson.read_execution(timing.execution)
+
+    forbidden = execution(grain.DataLoader(
+        data_source=grain.ArrayDataSource(np.arange(64)), operations=[grain.Batch(8)],
+        sampler=grain.IndexSampler(64, num_epochs=1),
+        read_options=grain.ReadOptions(num_threads=0)))
+    assert (forbidden.place, forbidden.why_no_read_threads) == ("this thread", "forbidden")
+    cheap = execution(_loader(grain.ArrayDataSource(np.arange(256)), [grain.Batch(8)], 256))
+    assert (cheap.place, cheap.why_no_read_threads) == ("this thread", "cheap")
+    waiting = execution(_loader(SlowSource(), [grain.Batch(8)], 256))
+    assert waiting.place == "batch thread" and waiting.read_threads > 1
+    computing = execution(_loader(grain.RangeDataSource(0, 16, 1),
+                                  [BurnCpu(), grain.Batch(4)], 16))
+    share = threads_for_work(grain.ReadOptions().num_threads, 0)
+    if share == 1:
+        assert (computing.read_threads, computing.why_no_read_threads) == (0, "capped")
+    else:
+        assert computing.read_threads == share
+
+
+def test_chain_execution_sentence_names_each_arrangement():
+    inline = lesson.chain_execution_sentence(f"{HERE}; {CAPPED}")
+    assert "as a DataLoader: everything ran in this thread, one record after the other" in inline
+    assert f"“{HERE}; {CAPPED}”" in inline
+    alone = lesson.chain_execution_sentence(f"{BATCH}; {CHEAP}")
+    assert "the batch thread read, transformed and batched ahead, alone" in alone
+    pooled = lesson.chain_execution_sentence(f"{BATCH}; {POOL}")
+    assert "the batch thread batched ahead, and 3 read threads read and transformed" in pooled
+    pool_here = lesson.chain_execution_sentence(f"{HERE}; {POOL}")
+    assert "3 read threads read and transformed the records, and this thread batched" in \
+        pool_here
+    workers = lesson.chain_execution_sentence("in worker processes (worker_count=2); each ...")
+    assert "worker processes read, transformed and batched" in workers
+
+
+def test_chain_execution_sentence_reads_a_real_chain():
+    chain = (grain.MapDataset.range(200).filter(lambda x: x % 3 != 0).to_iter_dataset()
+             .batch(4))
+    with iter(chain) as iterator:
+        assert len(list(iterator)) == 34
+        said = lesson.chain_execution_sentence(iterator.execution)
+    assert said.startswith("course_lib ran this chain as a DataLoader: ")
+
+
+def test_grain_chain_threads_sentence_for_each_count():
+    assert "on 16 threads of its to_iter_dataset() pool" in \
+        lesson.grain_chain_threads_sentence(16)
+    assert "on 1 thread of" in lesson.grain_chain_threads_sentence(1)
+    none = lesson.grain_chain_threads_sentence(0)
+    assert "started no threads" in none and "ahead of the loop" not in none
+
+
+def test_grain_prefetch_threads_counts_threads_by_grains_name():
+    import threading
+
+    before = lesson.grain_prefetch_threads()
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, name="grain-prefetch_0")
+    thread.start()
+    try:
+        assert lesson.grain_prefetch_threads() == before + 1
+    finally:
+        release.set()
+        thread.join()
+    assert lesson.grain_prefetch_threads() == before

@@ -28,7 +28,7 @@ from course_lib.course.basics import (
     relative_margin,
 )
 
-READ_THREADS_PREFIX = "course_lib-read"  # course_lib.record_stage's pool: the read threads
+READ_THREADS_PREFIX = "course_lib-read"  # the names of course_lib.reader's pool of read threads
 
 
 def profile_table(profilers: Mapping[str, Any]) -> str:

@@ -1,6 +1,7 @@
 """Lesson 2, building blocks: timing whole pipelines, the threads that ran them, what a
 source costs to send to worker processes, the sentences the lesson prints about where
-decoding belongs, and the comparison of the `DataLoader`'s batches with a Dataset chain's.
+decoding belongs, and the comparison of the `DataLoader`'s batches with a Dataset chain's,
+with where each library ran that chain (course_lib's `execution` line, Grain's thread pool).
 
 Two kinds of thread run a loader's work at `worker_count=0`, and the lesson names them
 apart: the *read threads*, the pool of `ReadOptions(num_threads=...)` that read records and
@@ -68,15 +69,18 @@ class PipelineTiming(LoaderTiming):
     the pool, if any, starts after it.)
     `cpu_s` is the CPU time this process spent on the pass, all its threads together (worker
     processes not included): wall time says how long the wait was, CPU time how much work.
+    `execution` is the iterator's own account of where it ran and why (course_lib's
+    `execution`, read before it closed), or None for an iterator without one.
     """
 
     def __init__(self, timing: LoaderTiming, read_threads: int, cpu_s: float,
-                 batch_threads: int = 0):
+                 batch_threads: int = 0, execution: str | None = None):
         super().__init__(timing.first_batch_s, timing.total_s, timing.records,
                          timing.first_records)
         self.read_threads = read_threads
         self.batch_threads = batch_threads
         self.cpu_s = cpu_s
+        self.execution = execution
         self.runs: tuple[PipelineTiming, ...] = (self,)  # every repetition, this one among them
 
     def steady_runs(self) -> list[float]:
@@ -105,18 +109,20 @@ class PipelineTiming(LoaderTiming):
 
 
 class _NotingThreads:
-    """Wraps a loader so that every `next()` notes the loader threads alive at that moment."""
+    """Wraps a loader so that every `next()` notes the loader threads alive at that moment,
+    and closing notes the iterator's `execution` (in `notes`)."""
 
-    def __init__(self, loader: Any, seen: set):
+    def __init__(self, loader: Any, seen: set, notes: dict | None = None):
         self._loader, self._seen = loader, seen
+        self._notes = {} if notes is None else notes
 
     def __iter__(self):
-        return _NotingIterator(iter(self._loader), self._seen)
+        return _NotingIterator(iter(self._loader), self._seen, self._notes)
 
 
 class _NotingIterator:
-    def __init__(self, iterator: Any, seen: set):
-        self._iterator, self._seen = iterator, seen
+    def __init__(self, iterator: Any, seen: set, notes: dict):
+        self._iterator, self._seen, self._notes = iterator, seen, notes
 
     def __iter__(self):
         return self
@@ -130,6 +136,7 @@ class _NotingIterator:
         return self
 
     def __exit__(self, *error):
+        self._notes["execution"] = getattr(self._iterator, "execution", None)
         self._iterator.close()
 
 
@@ -137,12 +144,13 @@ def time_pipeline(loader: Any) -> PipelineTiming:
     """Iterate `loader` to its end once, closing the iterator; time it and count threads."""
     earlier = set(read_ahead_threads() + background_threads())  # another loader's, ending
     seen: set = set()
+    notes: dict = {}
     cpu_start = time.process_time()
-    timing, _ = timed_pass(_NotingThreads(loader, seen))
+    timing, _ = timed_pass(_NotingThreads(loader, seen, notes))
     cpu_s = time.process_time() - cpu_start
     seen -= earlier
     pool = sum(thread.name.startswith(READ_AHEAD_THREAD_PREFIX) for thread in seen)
-    return PipelineTiming(timing, pool, cpu_s, len(seen) - pool)
+    return PipelineTiming(timing, pool, cpu_s, len(seen) - pool, notes.get("execution"))
 
 
 def time_pipelines(make_loaders: Mapping[str, Callable[[], Any]], *, repeats: int = 1,
@@ -233,6 +241,118 @@ def shipment_sentence(name: str, shipment: Shipment, threshold_bytes: int | None
             f"{shipment.pickled_bytes / 1e3:.1f} kB.")
 
 
+def shipped_line(name: str, shipment: Shipment, records: int) -> str:
+    """One line: what each library sends every worker of the source `name`, in kB."""
+    ours = f"{shipment.pickled_bytes / 1e3:.1f} kB with course_lib's"
+    if shipment.shared_array_bytes:
+        ours += (f" (and {sum(shipment.shared_array_bytes) / 1e3:.0f} kB of arrays shared "
+                 "once)")
+    return (f"{name}: {shipment.whole_pickle_bytes / 1e3:.1f} kB to each worker with Grain's "
+            f"pickling (cloudpickle, whole), {ours}, for {records:,} images.")
+
+
+# -- course_lib's own account of where an iterator ran (`execution`) ----------------------
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """course_lib's `iterator.execution` line, read.
+
+    `place`: "workers", "batch thread" or "this thread" (the batch thread's choice, made
+    on the second chunk). `read_threads`: the read threads the first chunk chose (0: none),
+    and `why_no_read_threads` why none: "forbidden" (`ReadOptions(num_threads=0)`),
+    "capped" (work that computes, capped at this process's share of the cores), "cheap"
+    (under the thresholds), "empty", or "" when they run or with workers. `reads` is the
+    read threads' part of the line, with its figures."""
+
+    text: str
+    place: str
+    read_threads: int
+    why_no_read_threads: str
+    reads: str
+
+
+def read_execution(execution: str) -> Execution:
+    """Read course_lib's `DataLoaderIterator.execution` (also an Engine iterator's); a line
+    this does not know (a loader not started yet, another format) raises `ValueError`."""
+    import re
+
+    if execution.startswith("in worker processes"):
+        return Execution(execution, "workers", 0, "", "")
+    inline = "in the caller's thread, no batch thread and "
+    if execution.startswith(inline):
+        place, reads = "this thread", execution[len(inline):]
+    elif "; " in execution:
+        batch, reads = execution.split("; ", 1)
+        if batch.startswith("on the batch thread"):
+            place = "batch thread"
+        elif batch.startswith("in the caller's thread"):
+            place = "this thread"
+        else:
+            raise ValueError(f"not a decided batch thread: {batch!r}")
+    else:
+        raise ValueError(f"not an execution line of a started iterator: {execution!r}")
+    counted = re.match(r"(\d+) read threads?:", reads)
+    if counted:
+        return Execution(execution, place, int(counted.group(1)), "", reads)
+    if not reads.startswith("no read threads:"):
+        raise ValueError(f"not a decided read-thread count: {reads!r}")
+    if reads.startswith("no read threads: ReadOptions("):
+        why = "forbidden"
+    elif reads.startswith("no read threads: the first chunk was empty"):
+        why = "empty"
+    elif "capped at this process's share of the cores" in reads:
+        why = "capped"
+    else:
+        why = "cheap"
+    return Execution(execution, place, 0, why, reads)
+
+
+def _arrangement(place: str, read_threads: int) -> str:
+    """Which threads did the work, in the lesson's words, for a place and a pool size."""
+    pool = f"{read_threads:,} read thread{'s' * (read_threads != 1)}"
+    if place == "workers":
+        return "worker processes read, transformed and batched the records"
+    if place == "this thread":
+        if read_threads:
+            return f"{pool} read and transformed the records, and this thread batched them"
+        return "everything ran in this thread, one record after the other"
+    if read_threads:
+        return (f"the batch thread batched ahead, and {pool} read and transformed the "
+                "records for it")
+    return "the batch thread read, transformed and batched ahead, alone (no read threads)"
+
+
+def chain_execution_sentence(execution: str) -> str:
+    """How course_lib ran a Dataset chain, from its iterator's `execution`, quoted."""
+    ran = read_execution(execution)
+    arrangement = _arrangement(ran.place, ran.read_threads)
+    return (f"course_lib ran this chain as a DataLoader: {arrangement}. "
+            f"Why, in its iterator's `execution` line (course_lib's own): “{execution}”.")
+
+
+GRAIN_PREFETCH_THREAD_PREFIX = "grain-prefetch"  # Grain 0.2.18's to_iter_dataset pool
+
+
+def grain_prefetch_threads() -> int:
+    """Threads of Grain's `to_iter_dataset()` pools alive in this process right now (they
+    stay until the iterator is closed)."""
+    import threading
+
+    return sum(thread.name.startswith(GRAIN_PREFETCH_THREAD_PREFIX)
+               for thread in threading.enumerate())
+
+
+def grain_chain_threads_sentence(threads: int) -> str:
+    """How Grain 0.2.18 ran a `MapDataset` chain under `to_iter_dataset().batch(...)`, from
+    the count of its pool's threads seen before the iterator closed."""
+    if threads == 0:
+        return ("Grain started no threads of its to_iter_dataset() pool for its chain: "
+                "everything ran in this thread.")
+    return (f"Grain ran its chain on {threads:,} thread{'s' * (threads != 1)} of its "
+            "to_iter_dataset() pool, which compute the MapDataset's elements ahead of the "
+            "loop (shuffle, filter, map and random_map included), and batched them in this "
+            "thread, at next().")
+
+
 # -- the sentences lesson 2 prints ----------------------------------------------------------
 NOISY = "This run names no cause: run the cell again, or in full mode."
 
@@ -269,27 +389,34 @@ def _judged(name: str, measured: Estimate, baseline_name: str, baseline: Estimat
 
 
 def read_threads_sentence(threads_allowed: PipelineTiming, inline: PipelineTiming,
-                          cores: int | None = None, work_threads: int | None = None) -> str:
+                          cores: int | None = None) -> str:
     """A decoding `__getitem__` read with the default `ReadOptions` (the batch thread, and
-    read threads if the reader starts them), against `ReadOptions(num_threads=0)`. `cores`
-    and `work_threads` (this machine's, by default) say why no read threads may have
-    started."""
-    from course_lib.record_stage import ReadOptions, threads_for_work, usable_cores
+    read threads if the reader starts them), against `ReadOptions(num_threads=0)`. When no
+    read threads started, the sentence says why from the reader's own decision (the
+    iterator's `execution`, kept on the timing), quoting its figures; `cores` (this
+    machine's, by default) is only named."""
+    from course_lib.record_stage import usable_cores
 
     cores = usable_cores() if cores is None else cores
-    if work_threads is None:
-        work_threads = threads_for_work(ReadOptions().num_threads, 0)
     if threads_allowed.read_threads == 0:
-        if work_threads <= 1:
-            return ("No read threads started, and that is the rule at work: the reader saw "
-                    "that decoding in __getitem__ keeps its thread computing, not waiting, "
-                    "so it counts as CPU work, which gets at most this process's share of "
-                    f"the cores. With {cores} core{'s' * (cores != 1)}, one of them left to "
-                    "the training step, that share is 1 thread: the batch thread itself. On "
-                    "a machine with more cores the same loader starts read threads.")
-        return ("This time the reader timed the first reads as cheap and started no read "
-                "threads, so there are none to judge. (The decision rests on one timing; "
-                "run the cell again.)")
+        if threads_allowed.execution is None:
+            return ("No read threads started, and this timing kept no account of why (the "
+                    "iterator's `execution`): run the cell again.")
+        execution = read_execution(threads_allowed.execution)
+        quoted = f"“{execution.reads}”"
+        if execution.why_no_read_threads == "capped":
+            return ("No read threads started, and that is the rule at work: the reader timed "
+                    "its first chunk and found work that computes rather than waits, which "
+                    "gets at most this process's share of the cores, minus one for the "
+                    "training step. With "
+                    f"{cores:,} core{'s' * (cores != 1)} that share is 1 thread: the batch "
+                    f"thread itself. The reader's decision, in its own words: {quoted}. On a "
+                    "machine with more cores the same loader starts read threads.")
+        if execution.why_no_read_threads == "cheap":
+            return ("This time the reader timed the first reads as cheap and started no read "
+                    f"threads, so there are none to judge: {quoted}. (The decision rests on "
+                    "one timing; run the cell again.)")
+        return f"No read threads started; the reader's decision: {quoted}."
     measured, baseline = (threads_allowed.steady_seconds_per_record(),
                           inline.steady_seconds_per_record())
     said = _judged(
@@ -446,7 +573,8 @@ def _hold_other(match: BatchMatch, what: str) -> str:
 
 
 def two_faces_sentence(name: str, other_name: str, match: BatchMatch,
-                       unshuffled: BatchMatch | None = None) -> str:
+                       unshuffled: BatchMatch | None = None, *, changed: str | None = None,
+                       reference: BatchMatch | None = None) -> str:
     """Whether `name`'s batches equal `other_name`'s, and which part of the pipeline a
     difference points to: the batch count (filter or drop_remainder), the order of the
     records, or only the pixels (the random map's generator, or records of one label that
@@ -454,7 +582,12 @@ def two_faces_sentence(name: str, other_name: str, match: BatchMatch,
 
     A difference of order is put down to the shuffle only by `unshuffled`: the same two
     pipelines compared again with the shuffle removed from both. Without it the sentence
-    names no step."""
+    names no step.
+
+    A control: `name` is a pipeline that matched `other_name` before (`reference`, that
+    comparison) with one thing `changed` ("random_map's seed"). Other pixels with the same
+    labels then point to that change alone, and the same pixels say the comparison could
+    not see it."""
     if match.batches != match.other_batches:
         return (f"{name} gave {match.batches:,} batches and {other_name} "
                 f"{match.other_batches:,}: they did not keep the same records, so look at the "
@@ -480,12 +613,24 @@ def two_faces_sentence(name: str, other_name: str, match: BatchMatch,
         return (f"{said} Without the shuffle on either side, all {unshuffled.compared:,} "
                 f"batches hold the same labels ({pixels}), so the shuffle is the step that "
                 "orders the records differently.")
+    controlled = (changed is not None and reference is not None
+                  and reference.batches == reference.other_batches == match.batches
+                  and reference.same_images == reference.compared)
     if match.same_images < match.compared:
-        return (f"{name} and {other_name} gave the same {match.batches:,} batches of labels, "
-                f"in the same order, but {_hold_other(match, 'pixels')}. The labels say the "
-                "shuffles agree, as far as labels can tell; the pixels point to the random "
-                "map's generators, or to records of one digit that traded places, which "
-                "labels cannot tell apart.")
+        said = (f"{name} and {other_name} gave the same {match.batches:,} batches of labels, "
+                f"in the same order, but {_hold_other(match, 'pixels')}.")
+        if controlled:
+            return (f"{said} Only {changed} changed from the chain that matched {other_name} "
+                    "pixel for pixel, so the random map's generators are what differ: the "
+                    "comparison does see a difference when there is one.")
+        return (f"{said} The labels say the shuffles agree, as far as labels can tell; the "
+                "pixels point to the random map's generators, or to records of one digit "
+                "that traded places, which labels cannot tell apart.")
+    if changed is not None:
+        return (f"{name} and {other_name} gave the same {match.batches:,} batches, label for "
+                f"label and pixel for pixel, although {changed} changed: this comparison "
+                "did not see the change, so a match it reports proves nothing about the "
+                "random map.")
     return (f"{name} and {other_name} gave the same {match.batches:,} batches, label for "
             "label and pixel for pixel: the same records, in the same order, shifted the "
             "same way.")

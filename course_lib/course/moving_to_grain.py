@@ -7,7 +7,12 @@ what this module helps a lesson show and measure:
   and the few lines of Grain that replace each; `print_name_map()` prints it.
 - **What runs where.** `PLACEMENT` says which thread does which part of the work in each
   feed (read from Grain's source and course_lib's); `print_placement()` prints it, and
-  `feed_overlap_sentence` reads the same thing back from a measured idle share.
+  `feed_overlap_sentence` counts, from the waits `StepProfiler` records per step, how many
+  steps found their batch not ready.
+- **A setting the two libraries count differently.** `prefetch_buffer_size` counts
+  elements in Grain's `to_iter_dataset` (batches, after a `MapDataset.batch`), records in
+  course_lib, on a chain as in its `DataLoader` (`COURSE_LIB_READ_AHEAD`); `handout_paragraph`
+  measures it.
 - **Grain may be missing.** `import_grain()` returns `grain.python` or None, saying what to
   install, so a lesson runs top to bottom either way (`grain_ready()` guards each Grain cell).
   It also marks absl's flags as parsed: Grain 0.2.18 reads the absl flag
@@ -119,8 +124,10 @@ PLACEMENT: tuple[tuple[str, str], ...] = (
      "the chain runs on the DataLoader's engine: its records are the chain's images and "
      "its Batch the chain's batch; a background thread makes one chunk of 64 records (one "
      "batch) at a time, up to 2 read threads decoding, shifting and scaling where a record "
-     "costs enough; it holds the batch being taken and prefetch_buffer_size=2 more (one "
-     "waiting, one being made), so next() takes a batch made while the step ran"),
+     "costs enough; it counts prefetch_buffer_size in records, as its DataLoader does, and "
+     "holds a chain to the batch being taken and prefetch_buffer_size=2 more: one batch "
+     "waiting, one being made (course_lib only; Grain counts batches, next row), so next() "
+     "takes a batch made while the step ran"),
     ("Grain Dataset API, to_iter_dataset(num_threads=2)",
      "next() keeps prefetch_buffer_size=2 elements (here batches) in flight beside the one "
      "it takes, each one call of ds[i] on the MapDataset chain run whole by one of 2 read "
@@ -129,6 +136,17 @@ PLACEMENT: tuple[tuple[str, str], ...] = (
      "the same work in 2 worker processes; the caller only receives finished batches"),
 )
 
+
+
+# How course_lib's read-ahead counts `prefetch_buffer_size`, against Grain's, from the sources:
+# course_lib's stream.chunks_waiting and dataset_engine.records_ahead, Grain 0.2.18's
+# dataset/transformations/prefetch.py (PrefetchDatasetIterator._fill_buffer).
+COURSE_LIB_READ_AHEAD = (
+    "course_lib counts prefetch_buffer_size in records, on a Dataset chain as in its "
+    "DataLoader: it keeps finished chunks for that many records waiting, at least two (here "
+    "a chunk is one batch of 64 records), plus one being made, and on a chain no more than "
+    "the element being taken and prefetch_buffer_size more; Grain's to_iter_dataset counts "
+    "elements, here batches")
 
 
 # -- Grain, if it is there ------------------------------------------------------------------
@@ -334,6 +352,9 @@ class FeedSummary:
     # means, so that they add up to the time a step of the loop takes
     wait_per_step_runs_s: list[float] = dataclasses.field(default_factory=list)
     compute_per_step_runs_s: list[float] = dataclasses.field(default_factory=list)
+    # each run's wait in next() for every timed step (StepProfiler.wait_times), to count
+    # how many steps found their batch not ready
+    step_waits_runs_s: list[list[float]] = dataclasses.field(default_factory=list)
 
     @property
     def median_steps_per_s(self) -> float:
@@ -366,7 +387,8 @@ def summarise(runs: Mapping[str, Sequence[FeedMeasurement]]) -> dict[str, FeedSu
         second_half_steps_per_s=[run.half_steps_per_s[1] for run in measured],
         step_runs_s=[float(np.median(run.profiler.step_times)) for run in measured],
         wait_per_step_runs_s=[float(np.mean(run.profiler.wait_times)) for run in measured],
-        compute_per_step_runs_s=[float(np.mean(run.profiler.step_times)) for run in measured])
+        compute_per_step_runs_s=[float(np.mean(run.profiler.step_times)) for run in measured],
+        step_waits_runs_s=[run.profiler.wait_times.tolist() for run in measured])
         for label, measured in runs.items()}
 
 
@@ -509,8 +531,8 @@ def handout_sentence(label: str, times: Sequence[float], pause_s: float = 0.0,
     made = made_ahead(times, paused_after)
     rest = list(times[paused_after:])
     head = f"{label}: {_calls_before_pause(times, paused_after)}"
-    if pause_s:
-        head += f"; after a pause of {format_seconds(pause_s)}"
+    if pause_s:  # a setting, not a measurement: printed as it was set
+        head += f"; after a pause of {pause_s:g} s"
     if made == 0:
         return (f"{head}{',' if pause_s else ';'} call {paused_after + 1} already waited "
                 f"{format_seconds(rest[0])}: no batch was ready (median "
@@ -527,34 +549,35 @@ def handout_sentence(label: str, times: Sequence[float], pause_s: float = 0.0,
 
 
 def _margin_text(comparison: Comparison, unit: str = "runs") -> str:
-    """`Comparison.noise()` in `unit` ("runs" or "calls"), with a margin wider than the
-    baseline itself given as a time (±) rather than as a percentage of it."""
+    """`Comparison.noise()` in `unit` ("runs" or "calls"): the margin as a percentage, as
+    the course's rule defines it, also where it is wider than the baseline ("±" is kept for
+    a standard error)."""
     counts = (len(comparison.seconds), len(comparison.baseline_seconds))
     if counts == (1, 1):
         return f"one {unit[:-1]} each, so the margin is the {comparison.floor:.0%} floor"
     told = (f"{counts[0]} {unit} each" if counts[0] == counts[1] else
             f"{counts[0]} and {counts[1]} {unit}")
-    margin = comparison.margin
-    shown = (f"±{format_duration(margin * comparison.baseline_median)}" if margin > 1 else
-             f"{margin:.0%}")
-    return f"medians of {told}; margin {shown}"
+    return f"medians of {told}; margin {comparison.margin:.0%}"
 
 
 def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size: int, *,
                       controls: Mapping[str, Sequence[float]] | None = None,
-                      control_buffer_size: int | None = None, paused_after: int = 1) -> str:
+                      control_buffer_size: int | None = None, paused_after: int = 1,
+                      short_reasons: Mapping[str, str] | None = None) -> str:
     """What `next_times` of each chain (timed with a pause after the first call) says about
     how far it read ahead, against the `prefetch_buffer_size` it was given; `controls`, the
     same chains timed the same way with a larger `control_buffer_size`, say whether that
-    count could have gone past the bound at all. `paused_after` is the call `next_times`
-    paused after, for all of them. For two chains, also how fast each made its batches once
-    nothing made ahead was left (the calls that waited, judged by the course's margin rule
-    as repetitions of one batch's making)."""
+    count could have gone past the bound at all, and whether the chain filled that larger
+    buffer or stopped short of it (`short_reasons` gives, per chain, the documented reason
+    for stopping short; without one the paragraph says this run does not say why).
+    `paused_after` is the call `next_times` paused after, for all of them. For two chains,
+    also how fast each made its batches once nothing made ahead was left (the calls that
+    waited, judged by the course's margin rule as repetitions of one batch's making)."""
     if not times:
         raise ValueError("times is empty: pass {chain name: next_times(...)}.")
     if prefetch_buffer_size < 0:
         raise ValueError(f"prefetch_buffer_size={prefetch_buffer_size!r} must be >= 0.")
-    controls = controls or {}
+    controls, short_reasons = controls or {}, short_reasons or {}
     if controls and (control_buffer_size is None or control_buffer_size <= prefetch_buffer_size):
         raise ValueError(f"control_buffer_size={control_buffer_size!r} must be larger than "
                          f"prefetch_buffer_size={prefetch_buffer_size}.")
@@ -573,15 +596,28 @@ def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size
             continue
         control = made_ahead(controls[name], paused_after)
         with_more = f"the same chain with prefetch_buffer_size={control_buffer_size} had {control}"
-        if control > prefetch_buffer_size:
-            parts.append(f"{part}, while {with_more}: the count does go past "
+        if control > control_buffer_size:
+            parts.append(f"{part}, while {with_more}, more than that buffer: the count does "
+                         f"go past {prefetch_buffer_size} where a chain is allowed to, so "
+                         f"{name} held no more batches than it was asked to at "
+                         f"{prefetch_buffer_size}, but read further ahead than asked at "
+                         f"{control_buffer_size}")
+        elif control == control_buffer_size:
+            parts.append(f"{part}, while {with_more}, its whole buffer: the count does go past "
                          f"{prefetch_buffer_size} where a chain is allowed to, so {name} "
                          "held no more batches than it was asked to")
+        elif control > prefetch_buffer_size:
+            why = short_reasons.get(name, "this run does not say why")
+            parts.append(f"{part}, while {with_more}: past {prefetch_buffer_size}, so the "
+                         f"count does see a bound and {name} held no more batches than it "
+                         f"was asked to. But {name} stopped short of the larger buffer, "
+                         f"{control} batches made ahead where {control_buffer_size} were "
+                         f"allowed: {why}")
         else:
             parts.append(f"{part}, and {with_more}, no more than {prefetch_buffer_size} "
                          "either: the pause did not let a chain run ahead far enough to show "
                          f"a bound, so this run does not say whether {name} kept to it")
-    text = "; ".join(parts) + "."
+    text = ". ".join(parts) + "."
     if len(times) != 2:
         return text
     (name, one), (other_name, other) = times.items()
@@ -874,16 +910,18 @@ def grain_first_batch_sentence(course_lib_s: float | Sequence[float],
     jax = ("" if imports_jax is None else
            " (which imported JAX too)" if imports_jax else " (which did not import JAX)")
     margin = relative_margin(delay, imported)
-    shown = f"±{format_duration(margin * imported.value)}" if margin > 1 else f"{margin:.0%}"
     against = (f"the delay, {format_duration(delay.value)} ({how}), against a fresh Python "
                f"that starts, imports grain.python{jax} "
                f"and exits, {format_duration(imported.value)} (median of {imported.count}; "
-               f"margin {shown})")
+               f"margin {margin:.0%})")
     outcome = judge(delay, imported)
     if outcome == SAME:
         return (f"{later} {SPAWNS}. Measured: {against}: the same within the noise, so the "
-                "delay is about one fresh Python's start-up and import. A long run pays it "
-                "once; a notebook cell that creates an iterator, every time.")
+                "delay is as long as one fresh Python's start-up and import of grain, and "
+                "that import can account for almost all of it; this run does not time the "
+                "worker's other start-up work (importing the chain's module, unpickling the "
+                "chain, making its first batch). A long run pays the delay once; a notebook "
+                "cell that creates an iterator, every time.")
     if outcome == WORSE:
         return (f"{later} {SPAWNS}. Measured: {against}: the delay is longer, so the import "
                 f"is at most about {imported.value / delay.value:.0%} of it; this run does "
@@ -1043,22 +1081,51 @@ def accuracy_sentence(runs: Mapping[str, Sequence[FeedMeasurement]], held_out_co
             f"the {len(runs)} feeds. {grouped}{where} {tail}")
 
 
-def feed_overlap_sentence(summary: FeedSummary) -> str:
-    """What the idle share says: how often the batch was not ready when the step asked.
-    Where the loading ran (beside the step or inside next()) is `PLACEMENT`'s, read from
-    the sources; the idle share alone does not say which."""
-    idle = summary.idle_fraction
-    if idle < 0.1:
-        return (f"{summary.label}: the step waited {idle:.0%} of the time: the batch was "
-                "nearly always ready when the step asked.")
-    if idle < 0.5:
-        return (f"{summary.label}: the step waited {idle:.0%} of the time: the batch was "
-                "ready for some steps and not for others; the loader kept up only part of "
-                "the time.")
-    return (f"{summary.label}: the step waited {idle:.0%} of the time, more than it ran: "
-            "the loader, not the step, set the pace.")
+FEW_STEPS = 0.05  # at most this share of the steps waited: "nearly every step" had its batch
 
 
+def feed_overlap_sentence(summary: FeedSummary, threshold_s: float | None = None) -> str:
+    """What the idle share and the per-step waits say about a feed: the share of the wall
+    time outside the step (a share of time, which alone cannot say how often), then how many
+    steps, over all runs, waited in next() longer than `threshold_s` (by default the
+    interpreter's switch interval, `sys.getswitchinterval()`: about as long as a batch
+    already made may wait for the interpreter's lock while another thread holds it), and a
+    verdict from that count. Where the loading ran (beside the step or inside next()) is
+    `PLACEMENT`'s, read from the sources; these numbers alone do not say which."""
+    threshold = sys.getswitchinterval() if threshold_s is None else threshold_s
+    if threshold <= 0:
+        raise ValueError(f"threshold_s={threshold_s!r} must be a positive number of seconds.")
+    runs = [list(waits) for waits in summary.step_waits_runs_s]
+    if not runs or not all(runs):
+        raise ValueError(f"{summary.label}: no per-step waits were kept "
+                         "(FeedSummary.step_waits_runs_s); summarise() the runs of "
+                         "train_on_feeds to count the steps that waited.")
+    waits = np.concatenate([np.asarray(one, dtype=np.float64) for one in runs])
+    waited, steps = int(np.count_nonzero(waits > threshold)), len(waits)
+    counted = (f"{steps:,} steps" if len(runs) == 1 else
+               f"{steps:,} steps ({len(runs)} runs)")
+    mean_wait = ""
+    if summary.wait_per_step_runs_s:
+        mean_wait = (f", {format_duration(statistics.median(summary.wait_per_step_runs_s))} "
+                     "per step waiting in next() on average")
+    statistic = "one run" if len(runs) == 1 else f"medians of {len(runs)} runs"
+    head = (f"{summary.label}: idle {summary.idle_fraction:.0%} of the wall time{mean_wait} "
+            f"({statistic}); {waited:,} of {counted} waited more than "
+            f"{format_duration(threshold)}")
+    if waited == 0:
+        return (f"{head}: every step found its batch ready or nearly so, so the loader kept "
+                "up with the step throughout.")
+    if waited == steps:
+        return (f"{head}: every step waited for its batch, so the loader, not the step, set "
+                "the pace.")
+    if waited <= FEW_STEPS * steps:
+        return (f"{head}: nearly every step found its batch ready or nearly so; the loader "
+                "fell behind on a few steps only.")
+    if waited >= (1 - FEW_STEPS) * steps:
+        return (f"{head}: nearly every step waited for its batch, so the loader, not the "
+                "step, set the pace.")
+    return (f"{head}: some steps found their batch ready and others waited for it; the "
+            "loader kept up only part of the time.")
 
 
 def batch_digests(make_iterator: Callable[[], Iterator], count: int) -> list[str]:
@@ -1236,9 +1303,10 @@ def what_to_remember(summaries: Mapping[str, FeedSummary], *, resumed_exactly: b
         else:
             same, told = bool(compared), "the first"
         lines.append(f"{name}: the same batches with workers as without ({told}), so a run "
-                     "reproduces at either worker count." if same else
-                     f"{name}: other batches with workers than without ({told} differ), so a "
-                     "run reproduces only at its own worker count.")
+                     "started from the beginning reproduces at either worker count." if same
+                     else f"{name}: other batches with workers than without ({told} differ), "
+                     "so a run started from the beginning reproduces only at its own worker "
+                     "count.")
     lines.extend(restore_lines(restores or {}))
     if resumed_exactly is None:
         lines.append("The Grain checkpoint was not tried here (Grain is not installed).")
