@@ -230,20 +230,30 @@ def test_physical_memory_is_known_on_linux():
 
 def test_growth_sentence_says_underestimate_only_when_the_cost_per_record_grew():
     small = [1.0e-4, 1.02e-4, 0.98e-4]  # 10 ns per record at 10,000
-    grew = lesson.growth_sentence(small, 10**4, [0.40, 0.41, 0.39], 10**7)  # 40 ns
+    grew = lesson.growth_sentence(small, 10**4, [0.40, 0.41, 0.39], 10**7, 10**9)  # 40 ns
     assert grew.startswith("That is an underestimate if the trend goes on: the cost per "
                            "record grew 4.00x")
     assert "cache" not in grew and "not measured here" in grew
     assert "grew 4.00x, from 10 ns at n = 10,000 to 40 ns at n = 10,000,000 (" in grew
-    fell = lesson.growth_sentence(small, 10**4, [0.05, 0.051, 0.049], 10**7)  # 5 ns
+    assert "a table of 1,000,000,000 records is 100 times larger still" in grew
+    fell = lesson.growth_sentence(small, 10**4, [0.05, 0.051, 0.049], 10**7, 10**9)  # 5 ns
     assert fell.startswith("The cost per record fell 2.00x") and "underestimate" not in fell
     assert "fixed cost" not in fell and "cache" not in fell
-    same = lesson.growth_sentence(small, 10**4, [0.101, 0.1, 0.102], 10**7)
+    same = lesson.growth_sentence(small, 10**4, [0.101, 0.1, 0.102], 10**7, 10**9)
     assert same.startswith("The cost per record stayed the same within the noise")
-    assert "underestimate" not in same
-    noisy = lesson.growth_sentence(small, 10**4, [0.06, 0.12, 0.2], 10**7)
+    assert "underestimate" not in same and "100 times the largest measured" in same
+    noisy = lesson.growth_sentence(small, 10**4, [0.06, 0.12, 0.2], 10**7, 10**9)
     assert noisy.startswith("Whether the cost per record grew cannot be told from this run")
     assert "margin 75%" in noisy and "a quieter machine can" in noisy
+
+
+def test_growth_sentence_computes_how_much_larger_the_target_is_than_the_largest_size():
+    small = [1.0e-4, 1.02e-4, 0.98e-4]
+    fast_mode = lesson.growth_sentence(small, 10**4, [0.04, 0.041, 0.039], 10**6, 10**9)
+    assert "a table of 1,000,000,000 records is 1,000 times larger still" in fast_mode
+    assert "hundred" not in fast_mode
+    uneven = lesson.growth_sentence(small, 10**4, [0.12, 0.121, 0.119], 3 * 10**6, 10**9)
+    assert "is 330 times larger still" in uneven
 
 
 def test_computed_epoch_sentence_explains_each_outcome():
@@ -256,21 +266,66 @@ def test_computed_epoch_sentence_explains_each_outcome():
     assert "faster than building" in faster and "cheaper even per key" in faster
 
 
-def test_first_key_sentence_states_memory_then_the_comparison():
-    quick = lesson.first_key_sentence(784, [1e-5, 1.1e-5], 10**9, [0.48, 0.47], 10**7)
-    assert quick.startswith("The computed shuffle of 1,000,000,000 records used 784 B.")
-    assert "faster than building the stored table of only 10,000,000" in quick
-    assert "starts at once" in quick
-    assert "equally soon" in lesson.first_key_sentence(784, [0.1], 10**9, [0.101], 10**4)
-    assert "unexpected" in lesson.first_key_sentence(784, [0.3], 10**9, [0.1], 10**4)
+def _first_block(table_block, billion_block, table=(0.48, 0.47, 0.49)):
+    return lesson.first_block_sentence({10**7: table_block, 10**9: billion_block}, list(table),
+                                       10**7, 10**9, 230_000)
 
 
-def test_first_key_sentence_rounds_a_large_ratio():
-    sentence = lesson.first_key_sentence(784, [7.34e-6] * 5, 10**9, [0.4848] * 3, 10**7)
-    assert "was about 66,000x faster than building" in sentence and "66052" not in sentence
-    noisy = lesson.first_key_sentence(784, [0.1, 0.2, 0.14], 10**9, [0.12, 0.13, 0.125], 10**4)
-    assert "could not be told apart from" in noisy and "a quieter machine can" in noisy
-    assert "starts at once" not in noisy and "equally soon" not in noisy
+def test_first_block_sentence_compares_like_with_like_then_across_sizes():
+    quick = _first_block([3e-4, 3.1e-4, 2.9e-4], [3e-4, 3.05e-4, 2.95e-4])
+    assert quick.startswith("At n = 10,000,000, computing the loader's first block of 4,096 "
+                            "keys was about 1,600x faster than building the stored table here")
+    assert "starts an epoch sooner" in quick
+    assert "At n = 1,000,000,000 the same block took about as long as at n = 10,000,000" in quick
+    assert "does not grow with the number of records" in quick
+    assert quick.endswith("used 230.0 kB of memory.")
+    assert "only" not in quick  # no size-against-size headline any more
+    shorter = _first_block([3e-4, 3.1e-4, 2.9e-4], [2e-4, 2.05e-4, 1.95e-4])
+    assert "faster than at n = 10,000,000" in shorter and "did not grow" in shorter
+    longer = _first_block([3e-4, 3.1e-4, 2.9e-4], [6e-4, 6.1e-4, 5.9e-4])
+    assert "slower than at n = 10,000,000" in longer and "grew with the number" in longer
+    assert "(what made it grow is not measured)" in longer
+    noisy = _first_block([3e-4, 3.1e-4, 2.9e-4], [1e-4, 6e-4, 3e-4])
+    assert "the same block could not be told apart" in noisy and "a quieter machine" in noisy
+
+
+def test_first_block_sentence_has_a_wording_for_each_table_outcome():
+    same = _first_block([0.48, 0.47, 0.49], [0.48, 0.47, 0.49])
+    assert "took about as long as building the stored table" in same
+    assert "equally soon" in same and "sooner" not in same
+    slower = _first_block([0.9, 0.91, 0.89], [0.9, 0.91, 0.89])
+    assert "slower than building the stored table" in slower and "unexpected" in slower
+    noisy = _first_block([0.2, 0.9, 0.5], [0.5, 0.5, 0.5])
+    assert "could not be told apart from building the stored table" in noisy
+
+
+def test_small_table_sentence_has_a_wording_for_each_outcome():
+    table = [8.5e-5, 8.6e-5, 8.4e-5]
+    slower = lesson.small_table_sentence([2.3e-4, 2.4e-4, 2.2e-4], table, 10**4)
+    assert slower.startswith("At n = 10,000, the smallest size measured, computing the first "
+                             "block was 2.71x slower than building the stored table (230 µs "
+                             "against 85 µs; medians of 3 runs each")
+    assert "the stored order starts an epoch sooner" in slower
+    same = lesson.small_table_sentence(table, table, 10**4)
+    assert "took about as long as" in same and "neither starts an epoch sooner" in same
+    faster = lesson.small_table_sentence([4e-5, 4.1e-5, 3.9e-5], table, 10**4)
+    assert "faster than building" in faster and "even there the computed" in faster
+    noisy = lesson.small_table_sentence([4e-5, 2e-4, 9e-5], table, 10**4)
+    assert "could not be told apart" in noisy and "sooner" not in noisy
+
+
+def test_epoch_summary_turns_with_the_verdict():
+    slower = lesson.epoch_summary([0.85, 0.84, 0.86], [0.25, 0.26, 0.24], 10**7)
+    assert slower.startswith("a whole epoch of 10,000,000 keys computed in the loader's blocks "
+                             "was 3.40x slower than the table (850 ms against 250 ms; medians "
+                             "of 3 runs each")
+    assert slower.endswith("not speed per key.")
+    same = lesson.epoch_summary([0.25, 0.26, 0.24], [0.25, 0.26, 0.24], 10**7)
+    assert "took about as long as the table" in same and "the same per key" in same
+    faster = lesson.epoch_summary([0.1, 0.11, 0.09], [0.25, 0.26, 0.24], 10**7)
+    assert "faster than the table" in faster and "cheaper even per key" in faster
+    noisy = lesson.epoch_summary([0.1, 0.5, 0.25], [0.25, 0.26, 0.24], 10**7)
+    assert "could not be told apart" in noisy and "too noisy to tell" in noisy
 
 
 # -- where the position sits in Philox's counter --------------------------------------------
@@ -298,7 +353,7 @@ def test_neighbour_overlap_sentence_has_a_wording_for_each_outcome():
     assert "share one stream" in shared and "occur nowhere" not in shared
     overlap = lesson.neighbour_overlap_sentence("counter = p", 4, 5, 16)
     assert "record 5's outputs 5 to 8 are record 6's outputs 1 to 4" in overlap
-    assert "after 4 draws" in overlap
+    assert "after 4 outputs" in overlap and "after 4 draws" not in overlap
 
 
 # -- the per-epoch seed of the shuffle -----------------------------------------------------
@@ -335,9 +390,149 @@ def test_epoch_seed_sentence_has_a_wording_for_each_outcome():
     assert "gave no new order, only seed 7's epoch 1 order one epoch earlier" in same
     other = lesson.epoch_seed_sentence("course_lib", False, 1000)
     assert "in another order than seed 8's epoch 0" in other and "earlier" not in other
+    assert "seed 7's epoch 1 is not seed 8's epoch 0" in other
+    assert "each other's orders" not in other  # one pair of epochs, no general claim
 
 
 def test_plot_cycle_walks_labels_both_columns_of_the_permutation():
     figure = lesson.plot_cycle_walks(FeistelPermutation(10, seed=0))
     label = figure.axes[1].get_ylabel()
     assert "position" in label and "record key" in label
+
+
+# -- how Philox steps its counter ------------------------------------------------------------
+def test_philox4x64_is_numpys_philox_block_of_the_counter_plus_one():
+    key = np.random.SeedSequence(4).generate_state(2, np.uint64)
+    generator = np.random.Philox(counter=np.array([7, 0, 3, 0], dtype=np.uint64), key=key)
+    outputs = generator.random_raw(8).tolist()
+    assert lesson.philox4x64((8, 0, 3, 0), key) == outputs[:4]
+    assert lesson.philox4x64((9, 0, 3, 0), key) == outputs[4:]
+    assert lesson.philox4x64((7, 0, 3, 0), key) != outputs[:4]
+
+
+def test_plus_one_carries_into_the_next_word():
+    assert lesson._plus_one((2**64 - 1, 0, 5, 0)) == (0, 1, 5, 0)
+    assert lesson._plus_one((0, 0, 5, 0)) == (1, 0, 5, 0)
+
+
+class _FakeBitGenerator:
+    def __init__(self, counter, key, outputs):
+        self.state = {"state": {"counter": np.array(counter, dtype=np.uint64),
+                                "key": np.array(key, dtype=np.uint64)}}
+        self._outputs = np.array(outputs, dtype=np.uint64)
+
+    def random_raw(self, count):
+        return self._outputs[:count]
+
+
+class _FakeRng:
+    def __init__(self, counter, key, outputs):
+        self.bit_generator = _FakeBitGenerator(counter, key, outputs)
+
+
+def test_encrypted_counter_sentence_has_a_wording_for_each_outcome():
+    numpy_way = lesson.encrypted_counter_sentence("record 5", record_rng(0, 5))
+    assert ("record 5's first 4 outputs are Philox's encryption of its starting counter "
+            "(0, 0, 5, 0): False; of that counter plus one, (1, 0, 5, 0): True") in numpy_way
+    assert "adds one to the counter before it encrypts" in numpy_way
+    key = (3, 4)
+    encrypt_first = _FakeRng((0, 0, 5, 0), key, lesson.philox4x64((0, 0, 5, 0), key))
+    first = lesson.encrypted_counter_sentence("x", encrypt_first)
+    assert "(0, 0, 5, 0): True; of that counter plus one, (1, 0, 5, 0): False" in first
+    assert "encrypts the counter first and adds one after" in first
+    neither = lesson.encrypted_counter_sentence("x", _FakeRng((0, 0, 5, 0), key, [1, 2, 3, 4]))
+    assert "False; of that counter plus one, (1, 0, 5, 0): False" in neither
+    assert "not the Philox-4x64" in neither
+
+
+def test_batch_sizes_text_reads_the_batches_in_order():
+    assert lesson.batch_sizes_text([64] * 28 + [5]) == "28 of 64, then 1 of 5"
+    assert lesson.batch_sizes_text([64] * 28) == "28 of 64"
+    assert lesson.batch_sizes_text([64, 5, 64]) == "1 of 64, then 1 of 5, then 1 of 64"
+    assert lesson.batch_sizes_text([]) == "no batches"
+
+
+# -- whether a shuffle is a permutation; Grain's domain --------------------------------------
+def test_is_permutation_rejects_a_repeat_and_a_key_outside_the_data():
+    assert lesson.is_permutation([2, 0, 1], 3)
+    assert not lesson.is_permutation([2, 0, 0], 3)
+    assert not lesson.is_permutation([2, 0, 3], 3)
+    assert not lesson.is_permutation([0, 1], 3)
+
+
+def test_permutation_check_sentence_names_what_went_wrong_at_each_failing_size():
+    held = lesson.permutation_check_sentence("course_lib", {1: [0], 3: [2, 0, 1]})
+    assert held == ("course_lib: every index exactly once at all 2 sizes: an epoch reads "
+                    "every record once.")
+    one = lesson.permutation_check_sentence("x", {5: [4, 3, 2, 1, 0]})
+    assert "at n = 5" in one
+    broken = lesson.permutation_check_sentence("Grain", {3: [2, 0, 1], 5: [4, 1, 1, 0, 2]})
+    assert broken.startswith("Grain: not a permutation at 1 of the 2 sizes: 4 distinct keys "
+                             "for 5 records, record 3 never came, record 1 came more than once.")
+    assert "reads some records twice and others never" in broken
+    outside = lesson.permutation_check_sentence("x", {3: [0, 1, 7]})
+    assert "record 2 never came" in outside and "key 7 lie" in outside
+    many = lesson.permutation_check_sentence("x", {6: [0, 0, 0, 0, 0, 0]})
+    assert "records 1, 2, 3 and 2 more never came" in many
+
+
+@pytest.mark.parametrize(("num_records", "domain"), [(1, 2**16), (10, 2**16), (2**16, 2**16),
+                                                     (2**16 + 1, 2**16), (2**16 + 2, 2**18),
+                                                     (2**17 + 1, 2**18), (2**18 + 1, 2**18),
+                                                     (10**9, 2**30)])
+def test_grain_domain_follows_index_shuffle_cc(num_records, domain):
+    assert lesson.grain_domain(num_records) == domain
+
+
+def test_grain_version_is_the_installed_distributions():
+    pytest.importorskip("grain")
+    import importlib.metadata
+
+    assert lesson.grain_version() == importlib.metadata.version("grain")
+
+
+def test_grain_index_shuffle_misses_a_record_where_its_domain_is_one_short():
+    grain_python = pytest.importorskip("grain.python")
+    shuffle = grain_python.experimental.index_shuffle
+
+    def epoch(size):
+        return [shuffle(index, max_index=size - 1, seed=3, rounds=4) for index in range(size)]
+
+    assert lesson.grain_domain(2**16 + 1) < 2**16 + 1
+    assert not lesson.is_permutation(epoch(2**16 + 1), 2**16 + 1)
+    assert lesson.is_permutation(epoch(1000), 1000)
+    assert lesson.is_permutation(epoch(65_521), 65_521)
+
+
+def test_expected_walk_passes_matches_random_permutations():
+    assert lesson.expected_walk_passes(16, 16) == 1
+    assert lesson.expected_walk_passes(2**16, 10) == pytest.approx(5958, abs=1)
+    rng = np.random.default_rng(0)
+    passes = []
+    for _ in range(200):
+        permutation = rng.permutation(1024)
+        for index in range(10):
+            value, steps = permutation[index], 1
+            while value >= 10:
+                value, steps = permutation[value], steps + 1
+            passes.append(steps)
+    assert np.mean(passes) == pytest.approx(lesson.expected_walk_passes(1024, 10), rel=0.1)
+
+
+def test_grain_small_shuffle_sentence_has_a_wording_for_each_outcome():
+    small, big = [2.0e-3, 2.1e-3, 2.05e-3], [2.2e-6, 2.3e-6, 2.25e-6]
+    slow_small = lesson.grain_small_shuffle_sentence("Grain's index_shuffle", small, 10, big,
+                                                     10**9)
+    assert slow_small.startswith("Grain's index_shuffle at n = 1,000,000,000 was about 910x "
+                                 "faster than at n = 10 here (2.25 µs per index against "
+                                 "2.05 ms per index; medians of 3 runs each; margin 5%).")
+    assert "pays for the size of the domain" in slow_small
+    assert "2**16 = 65,536 values" in slow_small and "about 6,000 passes" in slow_small
+    assert "about 1.1 at n = 1,000,000,000" in slow_small and "not counted" in slow_small
+    same = lesson.grain_small_shuffle_sentence("g", big, 10, big, 10**9)
+    assert "took about as long as at n = 10" in same and "did not show" in same
+    reversed_ = lesson.grain_small_shuffle_sentence("g", big, 10, small, 10**9)
+    assert "slower than at n = 10" in reversed_ and "unexpected" in reversed_
+    noisy = lesson.grain_small_shuffle_sentence("g", [1e-6, 5e-6, 2e-6], 10,
+                                                [1e-6, 3e-6, 2.2e-6], 10**9)
+    assert "could not be told apart" in noisy and "passes" not in noisy

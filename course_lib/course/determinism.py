@@ -24,6 +24,27 @@ from course_lib.course.basics import (
 )
 
 
+def batch_sizes_text(sizes: Sequence[int]) -> str:
+    """The sizes of a run's batches, in order, as runs of equal sizes: "28 of 64, then 1 of
+    5" (what the batches hold, not what `divmod` predicts)."""
+    if not sizes:
+        return "no batches"
+    runs: list[list[int]] = []
+    for size in sizes:
+        if runs and runs[-1][1] == size:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, int(size)])
+    return ", then ".join(f"{count:,} of {size:,}" for count, size in runs)
+
+
+def grain_version() -> str:
+    """The installed Grain's version ("0.2.18"), for sentences about measured Grain facts."""
+    import importlib.metadata
+
+    return importlib.metadata.version("grain")
+
+
 def first_draws(sampler: Any, count: int) -> np.ndarray:
     """The first 63-bit integer each of the `count` first records' generators draws.
 
@@ -61,8 +82,10 @@ def position_in_counter_word(word: int) -> Callable[[int, int], np.random.Genera
     """A record generator built like `record_rng` (Philox, its key hashed from the seed) but
     with the position in counter word `word` and the other three words 0.
 
-    NumPy's Philox counter is four 64-bit words, word 0 the lowest: it goes up by one for
-    every four 64-bit outputs. Word 2 is where course_lib puts the position, so
+    NumPy's Philox counter is four 64-bit words, word 0 the lowest. For each block of four
+    64-bit outputs it first adds one to the counter, then encrypts the new value
+    (`philox4x64`), so the starting counter itself is never encrypted. Word 2 is where
+    course_lib puts the position, so
     `position_in_counter_word(2)(seed, p)` draws what `record_rng(seed, p)` draws; word 0
     is "the counter is the position", whose records run into each other's streams."""
     if word not in range(4):
@@ -101,7 +124,54 @@ def neighbour_overlap_sentence(layout: str, offset: int | None, position: int,
         return (f"{layout}: {mine} and {theirs} start with the same 4 outputs: the two "
                 "records share one stream.")
     return (f"{layout}: {mine}'s outputs {offset + 1} to {offset + 4} are {theirs}'s "
-            f"outputs 1 to 4: after {offset} draws, {mine} draws its neighbour's numbers.")
+            f"outputs 1 to 4: after {offset} outputs, {mine} draws its neighbour's numbers.")
+
+
+_MASK64 = 2**64 - 1
+_PHILOX_M = (0xD2E7470EE14C6C93, 0xCA5A826395121157)  # Random123's Philox-4x64 multipliers
+_PHILOX_W = (0x9E3779B97F4A7C15, 0xBB67AE8584CAA73B)  # and its key increments
+
+
+def philox4x64(counter: Sequence[int], key: Sequence[int]) -> list[int]:
+    """The four 64-bit outputs Philox-4x64 (10 rounds, as NumPy's `Philox`) encrypts from
+    one counter value `(word 0, word 1, word 2, word 3)` under a 128-bit `key`, in plain
+    Python: the arithmetic NumPy runs in C, written out so a notebook can check which
+    counter value a generator's outputs come from."""
+    c0, c1, c2, c3 = (int(word) for word in counter)
+    k0, k1 = (int(word) for word in key)
+    for round_ in range(10):
+        if round_:
+            k0, k1 = (k0 + _PHILOX_W[0]) & _MASK64, (k1 + _PHILOX_W[1]) & _MASK64
+        p0, p1 = _PHILOX_M[0] * c0, _PHILOX_M[1] * c2
+        c0, c1, c2, c3 = (p1 >> 64) ^ c1 ^ k0, p1 & _MASK64, (p0 >> 64) ^ c3 ^ k1, p0 & _MASK64
+    return [c0, c1, c2, c3]
+
+
+def _plus_one(counter: Sequence[int]) -> tuple[int, ...]:
+    """A 256-bit counter of four 64-bit words (word 0 the lowest) plus one, with the carry."""
+    value = sum(int(word) << (64 * index) for index, word in enumerate(counter)) + 1
+    return tuple((value >> (64 * index)) & _MASK64 for index in range(4))
+
+
+def encrypted_counter_sentence(who: str, rng: np.random.Generator) -> str:
+    """Which counter value a fresh Philox generator's first four outputs encrypt: the one
+    it starts at, or that value plus one. Measured by comparing `rng`'s first four 64-bit
+    outputs with `philox4x64` of each; the check uses up those outputs of `rng`."""
+    state = rng.bit_generator.state["state"]
+    start = tuple(int(word) for word in state["counter"])
+    plus_one = _plus_one(start)
+    outputs = [int(value) for value in rng.bit_generator.random_raw(4)]
+    from_start = philox4x64(start, state["key"]) == outputs
+    from_plus_one = philox4x64(plus_one, state["key"]) == outputs
+    checks = (f"{who}'s first 4 outputs are Philox's encryption of its starting counter "
+              f"{start}: {from_start}; of that counter plus one, {plus_one}: {from_plus_one}")
+    if from_plus_one and not from_start:
+        return (f"{checks}. Philox adds one to the counter before it encrypts, so {start} "
+                "itself is never encrypted.")
+    if from_start and not from_plus_one:
+        return (f"{checks}. This Philox encrypts the counter first and adds one after.")
+    return (f"{checks}. Neither counter gives those outputs, so this generator is not "
+            "the Philox-4x64 that `philox4x64` computes.")
 
 
 def epoch_order(sampler: Any, size: int, epoch: int) -> list[int]:
@@ -116,8 +186,8 @@ def epoch_seed_sentence(who: str, same: bool, size: int) -> str:
     if same:
         return (f"{found} in exactly seed 8's epoch 0 order: here, changing the seed from 7 "
                 "to 8 gave no new order, only seed 7's epoch 1 order one epoch earlier.")
-    return (f"{found} in another order than seed 8's epoch 0: the two seeds do not repeat "
-            "each other's orders one epoch apart.")
+    return (f"{found} in another order than seed 8's epoch 0: here seed 7's epoch 1 is not "
+            "seed 8's epoch 0.")
 
 
 def first_draw_grid(make_rng: Callable[[int, int], np.random.Generator],
@@ -216,6 +286,99 @@ def domain_fill_sentence(sizes: Sequence[int]) -> str:
         parts.append(f"{size:,} records fill {size / domain:.0%} of the domain of "
                      f"4**{exponent} = {domain:,} values")
     return "; ".join(parts) + "."
+
+
+def is_permutation(keys: Sequence[int], size: int) -> bool:
+    """Whether `keys` holds every index of `[0, size)` exactly once."""
+    return np.array_equal(np.sort(np.asarray(keys, dtype=np.int64)), np.arange(size))
+
+
+def _listed(values: Sequence[int], most: int = 3) -> str:
+    """Up to `most` integers, then how many more: "65,536" or "1, 2, 3 and 4 more"."""
+    shown = ", ".join(f"{int(value):,}" for value in values[:most])
+    more = len(values) - most
+    return f"{shown} and {more:,} more" if more > 0 else shown
+
+
+def permutation_check_sentence(who: str, keys_by_size: Mapping[int, Sequence[int]]) -> str:
+    """What one epoch's keys at each size say: every index exactly once at every size, or,
+    for each size where not, how many distinct keys came, which records never came and which
+    came more than once."""
+    failures = []
+    for size, keys in keys_by_size.items():
+        if is_permutation(keys, size):
+            continue
+        values, counts = np.unique(np.asarray(keys, dtype=np.int64), return_counts=True)
+        missing = np.setdiff1d(np.arange(size), values)
+        repeated = values[counts > 1]
+        outside = values[(values < 0) | (values >= size)]
+        parts = [f"{len(values):,} distinct keys for {size:,} records"]
+        if len(missing):
+            parts.append(f"record{'s' * (len(missing) != 1)} {_listed(missing)} never "
+                         "came")
+        if len(repeated):
+            parts.append(f"record{'s' * (len(repeated) != 1)} {_listed(repeated)} came more "
+                         "than once")
+        if len(outside):
+            parts.append(f"key{'s' * (len(outside) != 1)} {_listed(outside)} lie outside "
+                         "the data")
+        failures.append(", ".join(parts))
+    if not failures:
+        where = (f"all {len(keys_by_size)} sizes" if len(keys_by_size) > 1 else
+                 f"n = {next(iter(keys_by_size)):,}")
+        return f"{who}: every index exactly once at {where}: an epoch reads every record once."
+    return (f"{who}: not a permutation at {len(failures)} of the {len(keys_by_size)} sizes: "
+            + "; ".join(failures) + ". An epoch there reads some records twice and others "
+            "never.")
+
+
+GRAIN_MIN_BLOCK_BITS = 16  # kMinBlockSize in Grain's index_shuffle.cc
+
+
+def grain_domain(num_records: int) -> int:
+    """The number of values Grain's `index_shuffle` permutes for `num_records` records, as
+    its source (index_shuffle.cc) sizes the cipher's block: `ceil(log2(max_index))` bits for
+    `max_index = num_records - 1`, rounded up to even, at least 16. When `max_index` is a
+    power of two this is one value short of the records (2**16 values for 2**16 + 1). (For
+    one record, `max_index = 0`, Grain returns 0 without the cipher.)"""
+    max_index = num_records - 1
+    bits = (max_index - 1).bit_length() if max_index > 0 else 0  # ceil(log2(max_index))
+    return 2 ** max(bits + bits % 2, GRAIN_MIN_BLOCK_BITS)
+
+
+def expected_walk_passes(domain: int, num_records: int) -> float:
+    """How many passes through a cipher over `domain` values an index of `[0, num_records)`
+    takes on average before it lands back in range, if the cipher were a random permutation
+    of the domain: `(domain + 1) / (num_records + 1)`."""
+    return (domain + 1) / (num_records + 1)
+
+
+def grain_small_shuffle_sentence(who: str, small_seconds: Sequence[float], small: int,
+                                 big_seconds: Sequence[float], big: int) -> str:
+    """Grain's `index_shuffle` per index at a large size against a small one (each a list
+    of per-index times, the small size's the baseline), judged by the margin rule, with the
+    passes its domain implies. Faster at the large size is what the domain predicts."""
+    comparison = Comparison(tuple(big_seconds), tuple(small_seconds), per=" per index")
+    sentence = (f"{comparison.how(f'{who} at n = {big:,}', f'at n = {small:,}')} here "
+                f"{comparison.numbers()}.")
+    if comparison.verdict == TOO_NOISY_TO_TELL:
+        return f"{sentence} {NOISY_EXPLANATION}"
+    small_domain, big_domain = grain_domain(small), grain_domain(big)
+    passes = (f"its domain is never smaller than 2**{GRAIN_MIN_BLOCK_BITS} = "
+              f"{2 ** GRAIN_MIN_BLOCK_BITS:,} values (Grain's index_shuffle.cc), so at "
+              f"n = {small:,} an index walks about "
+              f"{round_significant(expected_walk_passes(small_domain, small), 2):,.0f} passes "
+              f"through the cipher on average, against about "
+              f"{expected_walk_passes(big_domain, big):.2g} at n = {big:,} (computed from the "
+              "domains as for a random permutation, not counted)")
+    if comparison.verdict == "better":
+        return (f"{sentence} A small data set pays for the size of the domain, not of the "
+                f"data: {passes}.")
+    if comparison.verdict == "same":
+        return (f"{sentence} The long walk did not show in this run's times, although "
+                f"{passes}.")
+    return (f"{sentence} That is unexpected, since {passes}: rerun the cell, a busy machine "
+            "can delay one measurement.")
 
 
 def plot_cycle_walks(permutation: Any):
@@ -401,10 +564,10 @@ def stored_table_sentence(per_record_bytes: float, per_record_seconds: float,
 
 
 def growth_sentence(small_seconds: Sequence[float], smallest: int,
-                    large_seconds: Sequence[float], largest: int) -> str:
+                    large_seconds: Sequence[float], largest: int, records: int) -> str:
     """How the stored permutation's cost per record changed from `smallest` to `largest`
-    records (each timed several times), and what that means for the extrapolation to a
-    billion: an underestimate if it grew, no evidence either way if it did not."""
+    records (each timed several times), and what that means for the extrapolation to
+    `records`: an underestimate if it grew, no evidence either way if it did not."""
     per_record = Comparison(tuple(t / largest for t in large_seconds),
                             tuple(t / smallest for t in small_seconds))
     small, large = (f"{format_duration(per_record.baseline_median)} at n = {smallest:,}",
@@ -412,11 +575,14 @@ def growth_sentence(small_seconds: Sequence[float], smallest: int,
     costs = f"{small} against {large}"
     moved = f"from {small} to {large}"
     noise = per_record.noise()
+    target = f"a table of {records:,} records"
+    times = (f"{records // largest:,}" if records % largest == 0 else
+             f"{round_significant(records / largest, 2):,g}")
     if per_record.verdict == "worse":
         return (f"That is an underestimate if the trend goes on: the cost per record grew "
-                f"{format_times(1 / per_record.ratio)}, {moved} ({noise}), and a "
-                "billion-record table is a hundred times larger still. (What makes a larger "
-                "table cost more per record is not measured here.)")
+                f"{format_times(1 / per_record.ratio)}, {moved} ({noise}), and {target} is "
+                f"{times} times larger still. (What makes a larger table "
+                "cost more per record is not measured here.)")
     if per_record.verdict == "better":
         return (f"The cost per record fell {format_times(per_record.ratio)}, {moved} "
                 f"({noise}). The extrapolation uses the largest size's rate; with the rate "
@@ -426,8 +592,8 @@ def growth_sentence(small_seconds: Sequence[float], smallest: int,
         return (f"Whether the cost per record grew cannot be told from this run: {costs} "
                 f"({noise}). {NOISY_EXPLANATION}")
     return (f"The cost per record stayed the same within the noise, {costs} ({noise}), so "
-            "these sizes show no growth; a billion-record table, far larger than the CPU "
-            "caches, may still cost more per record than any size measured here.")
+            f"these sizes show no growth; {target}, {times} times the "
+            "largest measured, may still cost more per record than any size measured here.")
 
 
 def computed_epoch_sentence(computed_seconds: Sequence[float],
@@ -451,22 +617,70 @@ def computed_epoch_sentence(computed_seconds: Sequence[float],
                        "its memory and its wait before the first record."})
 
 
-def first_key_sentence(computed_bytes: int, computed_seconds: Sequence[float], records: int,
-                       table_seconds: Sequence[float], table_records: int) -> str:
-    """The computed shuffle's memory and time to its first key at `records`, against the
-    time a stored table of `table_records` takes before its first key can be read."""
-    memory = (f"The computed shuffle of {records:,} records used "
-              f"{format_bytes(computed_bytes)}. ")
+def first_block_sentence(computed_runs: Mapping[int, Sequence[float]],
+                         table_seconds: Sequence[float], table_records: int, records: int,
+                         computed_bytes: int) -> str:
+    """The wait before an epoch's first record, like with like: at `table_records`, the
+    computed shuffle's construction and first block of keys (timed in
+    `computed_runs[size]`) against
+    building the stored table; then the same block at `records` against at
+    `table_records`, and its memory at `records`."""
+    from course_lib.sampler import KEY_BLOCK
+
+    block = f"the loader's first block of {KEY_BLOCK:,} keys"
+    against_table = Comparison(tuple(computed_runs[table_records]), tuple(table_seconds))
+    first = (f"At n = {table_records:,}, "
+             f"{against_table.how(f'computing {block}', 'building the stored table')} "
+             f"here {against_table.numbers()}.")
+    first += " " + {
+        "better": "The computed shuffle starts an epoch sooner.",
+        "same": "At this size the two start an epoch equally soon.",
+        "worse": "Here the computed block was slower to start than the table, which is "
+                 "unexpected: rerun the cell, since a busy machine can delay one short "
+                 "measurement.",
+        TOO_NOISY_TO_TELL: NOISY_EXPLANATION}[against_table.verdict]
+    by_size = Comparison(tuple(computed_runs[records]), tuple(computed_runs[table_records]))
+    second = (f"{by_size.how(f'At n = {records:,} the same block', f'at n = {table_records:,}')}"
+              f" {by_size.numbers()}")
+    second += {
+        "better": ": its wait did not grow with the number of records.",
+        "same": ": its wait does not grow with the number of records, while the table's "
+                "grows with n.",
+        "worse": ": here its wait grew with the number of records (what made it grow is "
+                 "not measured).",
+        TOO_NOISY_TO_TELL: f". {NOISY_EXPLANATION}"}[by_size.verdict]
+    memory = (f"The shuffle of {records:,} records and its first block used "
+              f"{format_bytes(computed_bytes)} of memory.")
+    return f"{first} {second} {memory}"
+
+
+def small_table_sentence(computed_seconds: Sequence[float], table_seconds: Sequence[float],
+                         size: int) -> str:
+    """At the smallest size measured, the computed shuffle's first block against building
+    the whole table: where a table is cheap, it can be the quicker start."""
     comparison = Comparison(tuple(computed_seconds), tuple(table_seconds))
-    table = f"building the stored table of only {table_records:,} records"
-    sentence = f"{memory}{comparison.how('Reaching its first key', table)} here " \
-               f"{comparison.numbers()}."
-    if comparison.verdict == TOO_NOISY_TO_TELL:
-        return f"{sentence} {NOISY_EXPLANATION}"
-    why = {"better": "An epoch starts at once, whatever its size.",
-           "same": "At this size the two start an epoch equally soon; the table's wait "
-                   "grows with n, the computed one's does not.",
-           "worse": "Here the computed shuffle was slower to start than the table, which is "
-                     "unexpected: rerun the cell, since a busy machine can delay one short "
-                     "measurement."}
-    return f"{sentence} {why[comparison.verdict]}"
+    sentence = (f"At n = {size:,}, the smallest size measured, "
+                f"{comparison.how('computing the first block', 'building the stored table')} "
+                f"{comparison.numbers()}")
+    return sentence + {
+        "worse": ": a table that small is quicker to build than one block of keys, so there "
+                 "the stored order starts an epoch sooner.",
+        "same": ": at that size neither starts an epoch sooner.",
+        "better": ": even there the computed shuffle starts an epoch sooner.",
+        TOO_NOISY_TO_TELL: f". {NOISY_EXPLANATION}"}[comparison.verdict]
+
+
+def epoch_summary(computed_seconds: Sequence[float], table_seconds: Sequence[float],
+                  records: int) -> str:
+    """One line for "What to remember": a whole epoch's keys, computed in the loader's
+    blocks, against the stored table at the same size, with what the verdict means."""
+    comparison = Comparison(tuple(computed_seconds), tuple(table_seconds))
+    name = f"a whole epoch of {records:,} keys computed in the loader's blocks"
+    head = (f"{comparison.how(name, 'the table')} "
+            f"{comparison.numbers()}")
+    return head + {
+        "worse": ": it buys memory and the first record's wait, not speed per key.",
+        "same": ": the same per key; it buys memory and the first record's wait.",
+        "better": ": cheaper even per key here, on top of memory and the first record's wait.",
+        TOO_NOISY_TO_TELL: ": too noisy to tell per key; it buys memory and the first "
+                           "record's wait."}[comparison.verdict]
