@@ -4,9 +4,9 @@ A random augmentation must give the same result for record position `p` whether 
 the main process or in worker 3 of 8, today or after a resume. So each record's generator
 is a pure function of `(seed, position)`: a Philox counter-based generator whose 128-bit
 *key* comes from hashing the seed and whose 256-bit *counter* (four 64-bit words) holds the
-position in its third word (index 2). Philox counts its draws in the low words, so a record
-can draw 2**128 blocks of numbers before it would reach another record's stream; a position
-in the low words would run into the next record's stream after its first few draws.
+position in its third word (index 2). Philox counts its blocks of four 64-bit outputs in the
+low words, so a record can draw 2**128 blocks before it would reach another record's stream;
+a position in the low words would run into the next record's stream after a few blocks.
 Different seeds give unrelated keys, so seed 7 at position 1 shares nothing with seed 8 at
 position 0 (a generator keyed on `seed + position` would make those two identical).
 
