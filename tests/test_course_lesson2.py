@@ -114,7 +114,7 @@ def test_time_pipelines_keeps_every_repetition_on_the_median_run():
     assert timing.cpu_seconds_per_record().value >= 0
 
 
-# course_lib's execution lines, in the formats of loader.py, read_ahead.py and reader.py
+# course_lib's execution lines, in the formats of loader.py, read_ahead.py and record_stage.py
 BATCH = "on the batch thread: the second chunk took 9.10 ms, at least 2 ms"
 HERE = "in the caller's thread: the second chunk took 0.51 ms, under 2 ms"
 MEASURED = ("the first chunk waited 0.0 µs and took 30 µs per record (threads from 200 µs "
