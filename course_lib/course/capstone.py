@@ -23,6 +23,7 @@ import numpy as np
 
 from course_lib.course.basics import (
     BETTER,
+    NOISE_FLOOR,
     SAME,
     TOO_NOISY,
     TOO_NOISY_TO_TELL,
@@ -327,13 +328,18 @@ def read_reports(run: str | Path) -> list[dict]:
 
 
 def tokens_per_second(steps: Sequence[Mapping], skip: int = 1) -> float:
-    """Real (non-padding) tokens of all processes per second of wall time, leaving out the
-    first `skip` steps (the compilation)."""
+    """Real (non-padding) tokens of all processes per second of wall time over the steps
+    after the first `skip` (the compilation): from the log time of step `skip` (written when
+    it ended) to that of the last, the tokens of every step in between, so that the rate
+    covers the very steps the processes time (those after the compiling step)."""
+    if skip < 1:
+        raise ValueError(f"skip={skip!r} must be at least 1: the rate starts when a logged "
+                         "step ended.")
     kept = steps[skip:]
-    if len(kept) < 2:
+    if len(kept) < 1:
         raise ValueError(f"{len(steps)} steps are too few to time after skipping {skip}.")
-    seconds = kept[-1]["time"] - kept[0]["time"]
-    return sum(step["real_tokens"] for step in kept[1:]) / max(seconds, 1e-9)
+    seconds = kept[-1]["time"] - steps[skip - 1]["time"]
+    return sum(step["real_tokens"] for step in kept) / max(seconds, 1e-9)
 
 
 def resumed_lines(steps: Sequence[Mapping], resumed_from: int) -> list[dict]:
@@ -398,7 +404,6 @@ def resume_sentence(comparison: Mapping, killed_after: int, resumed_from: int,
     return head + "; ".join(parts) + "."
 
 
-
 def control_sentence(comparison: Mapping, resumed_from: int, same_weights: bool) -> str:
     """The negative control: a resume that ignores the data position, compared with the
     uninterrupted run by `compare_runs`. It opens with whether the comparison caught it."""
@@ -461,12 +466,17 @@ def per_step(report: Mapping) -> dict[str, Estimate]:
     """A process's time per timed step and its four parts, in seconds, all as means per
     step, so that the parts add up to the whole: the step and the wait for data as the mean
     over the steps, with their standard errors; the checkpoints and the rest as their totals
-    over the steps, divided by the count (measured once)."""
+    over the steps, divided by the count (measured once). The whole carries the standard
+    error of the parts that have one (the step's and the wait's, combined): it is their sum
+    plus parts measured once, so it is at least as uncertain as they are."""
     split = time_split(report)
     count = len(report["step_spans"])
-    return {"whole": Estimate.once(split["wall"] / count, "mean"),
-            "step": Estimate.mean_of([b - a for a, b in report["step_spans"]]),
-            "wait": Estimate.mean_of([b - a for a, b in report["wait_spans"]]),
+    step = Estimate.mean_of([b - a for a, b in report["step_spans"]])
+    wait = Estimate.mean_of([b - a for a, b in report["wait_spans"]])
+    errors = [0.0 if math.isnan(part.stderr) else part.stderr for part in (step, wait)]
+    whole_error = math.hypot(*errors) if count > 1 else float("nan")
+    return {"whole": Estimate(split["wall"] / count, whole_error, count, "mean"),
+            "step": step, "wait": wait,
             "checkpoint": Estimate.once(split["checkpoint"] / count, "mean"),
             "rest": Estimate.once(split["rest"] / count, "mean")}
 
@@ -476,6 +486,13 @@ def _ms(seconds: float) -> str:
     if abs(milliseconds) < 0.05:  # no "-0.0"
         milliseconds = 0.0
     return f"{milliseconds:.0f}" if abs(milliseconds) >= 10 else f"{milliseconds:.1f}"
+
+
+def _pm(estimate: Estimate) -> str:
+    """'75 ± 4.6' (milliseconds), or '75' when there is no standard error."""
+    if math.isnan(estimate.stderr):
+        return _ms(estimate.value)
+    return f"{_ms(estimate.value)} ± {_ms(estimate.stderr)}"
 
 
 def _alone(first: Mapping[str, Estimate], second: Mapping[str, Estimate], part: str):
@@ -522,11 +539,18 @@ def _step_note(first: Mapping, second: Mapping, slowest: int = 3) -> str:
     mean_change, median_change = means[1] - means[0], medians[1] - medians[0]
     line = (f"The step's median: {_ms(medians[1])} against {_ms(medians[0])} ms, "
             f"{median_change * 1e3:+.1f} ms where the mean moved {mean_change * 1e3:+.1f} ms")
-    if mean_change != 0 and (abs(median_change) < 0.5 * abs(mean_change)
-                             or median_change * mean_change < 0):
-        line += ": the typical step barely changed, the change lies in a few slow steps"
+    moved = median_change / medians[0]  # the typical step's change, as a share of it
+    if mean_change != 0 and median_change * mean_change < 0:
+        line += (f": the typical step moved the other way ({moved:+.0%}), so the change lies "
+                 "in a few slow steps")
+    elif abs(median_change) >= 0.5 * abs(mean_change):
+        line += f": the typical step changed ({moved:+.0%}), not only a few"
+    elif abs(moved) <= NOISE_FLOOR:
+        line += (f": the typical step barely changed ({moved:+.0%}, within "
+                 f"{NOISE_FLOOR:.0%}), the change lies in a few slow steps")
     else:
-        line += ": the typical step changed, not only a few"
+        line += (f": the typical step changed too ({moved:+.0%}), but by less than half as "
+                 "much as the mean: a few slow steps hold the rest")
 
     def listed(run):
         worst = sorted(run, key=lambda item: -item[1])[:slowest]
@@ -556,10 +580,11 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     a, b = per_step(first), per_step(second)
     saves = [time_split(report)["saves"] for report in (first, second)]
     steps = [len(report["step_spans"]) for report in (first, second)]
-    head = (f"Process {second['rank']}: {_ms(b['whole'].value)} ms per step against "
-            f"{_ms(a['whole'].value)} ms (its wall time over its {steps[1]} steps), made of, as "
-            f"means per step: the step {_ms(b['step'].value)} ± {_ms(b['step'].stderr)} against "
-            f"{_ms(a['step'].value)} ± {_ms(a['step'].stderr)} ms (± its standard error), "
+    head = (f"Process {second['rank']}: {_pm(b['whole'])} against {_pm(a['whole'])} ms per "
+            f"step (its wall time over its {steps[1]} steps, ± the standard error of its step "
+            "and its wait combined), made of, as "
+            f"means per step: the step {_pm(b['step'])} against {_pm(a['step'])} ms (± its "
+            "standard error), "
             f"waiting for data {_ms(b['wait'].value)} against {_ms(a['wait'].value)} ms, the "
             f"checkpoints {_ms(b['checkpoint'].value)} against {_ms(a['checkpoint'].value)} ms "
             f"({_count(saves[1], 'save')} in {steps[1]} steps against {saves[0]} in "
@@ -576,18 +601,20 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
                             f"{'their' if part in PLURAL_PARTS else 'its'} own)"
                             for part in parts)
 
-    def held(part, share):
+    def held(part):
         change_ms = 1e3 * (b[part].value - a[part].value)
         its = "their" if part in PLURAL_PARTS else "its"
         part_margin = alone[part][2]
-        within = (f"is too noisy to tell on {its} own (a margin of {part_margin:.0%}, from "
-                  f"{its} spread)" if part_margin > TOO_NOISY else
-                  f"stays within {its} margin on {its} own ({part_margin:.0%}, from {its} "
-                  "spread)")
+        # the margin comes from the part's spread only when it is wider than the floor
+        source = (f"from {its} spread" if part_margin > NOISE_FLOOR
+                  else f"the course's {NOISE_FLOOR:.0%} floor")
+        within = (f"is too noisy to tell on {its} own (a margin of {part_margin:.0%}, "
+                  f"{source})" if part_margin > TOO_NOISY else
+                  f"stays within {its} margin on {its} own ({part_margin:.0%}, {source})")
         if part in PLURAL_PARTS:
             within = within.replace("is too", "are too").replace("stays", "stay")
-        return (f"lies in {RUN_PARTS[part]} ({share:+.0%}, {change_ms:+.1f} ms per step), "
-                f"which {within}")
+        return (f"lies in {RUN_PARTS[part]} ({alone[part][1]:+.0%} on {its} own, "
+                f"{change_ms:+.1f} ms per step), which {within}")
 
     notes = []
 
@@ -618,12 +645,16 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     against = [part for part, (v, _) in moved.items() if v != verdict]
     line = f"{word.capitalize()}, beyond the margin ({margin:.0%}), by {total:+.0%}: "
     remainder = total - sum(moved[part][1] for part in (*causes, *against))
+    # the named parts account for the change when what they leave is within the margin and
+    # that margin could tell (at most 25%); inside a wider margin only a remainder under the
+    # 5% floor is nothing: a larger one is too noisy to call nothing, and is placed below
+    accounted = abs(remainder) <= (margin if margin <= TOO_NOISY else NOISE_FLOOR)
     holder = _holder(alone, remainder, [*causes, *against])
-    if holder is not None:
-        notes.append(holder)
+    if holder is not None and not (causes and accounted):
+        notes.append(holder)  # named below, so its notes follow
     if causes:
         single = len(causes) == 1 and causes[0] not in PLURAL_PARTS
-        if abs(remainder) <= margin:
+        if accounted:
             line += f"{named(causes)} {'accounts' if single else 'account'} for it"
             if against:
                 line += f", partly offset by {named(against)}"
@@ -631,7 +662,7 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
         line += (f"{named(causes)} {'moves' if single else 'move'} it beyond the margin"
                  + (f", partly offset by {named(against)}" if against else ""))
         if holder is not None:
-            return finish(line + f"; the other {remainder:+.0%} " + held(holder, remainder))
+            return finish(line + f"; the other {remainder:+.0%} " + held(holder))
         return finish(line + f"; the other {remainder:+.0%} is spread over parts none of "
                       "which moves beyond the margin alone, so this run cannot say where it "
                       "went")
@@ -639,7 +670,7 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     if against:
         line += f" ({named(against)} moved the other way)"
     if holder is not None:
-        return finish(line + ", but the change " + held(holder, remainder))
+        return finish(line + ", but the change " + held(holder))
     return finish(line + ", and the change is spread over several parts, so this run cannot "
                   "say which part made it " + word)
 
@@ -685,8 +716,9 @@ def runs_sentence(first_steps: Sequence[Mapping], first_reports: Sequence[Mappin
     first_rate, second_rate = tokens_per_second(same), tokens_per_second(second_steps)
     # One verdict, per process, from its own timings: the rates (rank 0's log) are given
     # as numbers only, so that two measurements of one thing cannot disagree in words.
-    lines = [f"From the end of step {min(timed)} to the end of step {max(timed)}, the same "
-             f"steps in both runs: {format_rate(second_rate)} real tokens per second in the "
+    lines = [f"Steps {min(timed)}-{max(timed)} (from the end of step {min(timed) - 1} to the "
+             f"end of step {max(timed)}), the same steps in both runs: "
+             f"{format_rate(second_rate)} real tokens per second in the "
              f"resumed run against {format_rate(first_rate)} in the uninterrupted one "
              f"({second_rate / first_rate - 1:+.0%}). Each process's time per step over steps "
              f"{min(timed)}-{max(timed)}, as it timed them, judged by the margin rule, and "
@@ -836,7 +868,8 @@ IDLE_PARTS = {"wait": "waiting for data", "checkpoint": "saving checkpoints",
 def idle_sentence(reports: Sequence[Mapping], rate: float) -> str:
     """Tokens/s, then each process's wall time split into the step, waiting for data,
     checkpoint saves and the rest, with which part the idle time mostly is."""
-    lines = [f"{format_rate(rate)} real tokens per second over both processes."]
+    lines = [f"{format_rate(rate)} real tokens per second over both processes, over the steps "
+             "after the compiling step, those each process times below."]
     for report in reports:
         split = time_split(report)
         share = {name: split[name] / split["wall"] for name in ("step", *IDLE_PARTS)}
@@ -854,12 +887,16 @@ def idle_sentence(reports: Sequence[Mapping], rate: float) -> str:
             line += "The loader makes the step wait (5% or more); "
         if idle < 0.02:
             line += "there is almost no idle time (under 2%)."
-        elif largest == "checkpoint" and share["checkpoint"] >= CHECKPOINT_LARGE:
-            line += (f"most of the idle time is saving checkpoints, {percent['checkpoint']}% "
-                     f"of the wall time ({CHECKPOINT_LARGE:.0%} or more): the saves are "
-                     "synchronous, so a longer job would save less often or asynchronously.")
         else:
-            line += f"most of the idle time is {IDLE_PARTS[largest]}."
+            # "most" only when the part is more than half the idle time
+            most = "most of" if share[largest] > idle / 2 else "the largest part of"
+            if largest == "checkpoint" and share["checkpoint"] >= CHECKPOINT_LARGE:
+                line += (f"{most} the idle time is saving checkpoints, "
+                         f"{percent['checkpoint']}% of the wall time ({CHECKPOINT_LARGE:.0%} "
+                         "or more): the saves are synchronous, so a longer job would save "
+                         "less often or asynchronously.")
+            else:
+                line += f"{most} the idle time is {IDLE_PARTS[largest]}."
         lines.append(line)
     return "\n".join(lines)
 
@@ -1043,6 +1080,7 @@ def mixture_sentence(check: Mapping, names: Sequence[str] = CORPORA) -> str:
         return head + tokens + (f"about their share of records (within the course's "
                                 f"{margin:.0%} margin): the weights hold for tokens too.")
     side = "more" if gap > 0 else "less"
-    return head + tokens + (f"{side} than their share of records, because a {first} record "
-                            f"holds {lengths[0]:.0f} bytes on average and a {second} record "
-                            f"{lengths[1]:.0f}: the weights count records, not tokens.")
+    return head + tokens + (f"{side} than their share of records, because the {first} "
+                            f"records this process drew hold {lengths[0]:.0f} bytes on average "
+                            f"and its {second} records {lengths[1]:.0f}: the weights count "
+                            "records, not tokens.")
