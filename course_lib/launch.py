@@ -7,11 +7,12 @@ its rank through environment variables, and each calls `initialize_from_env()` f
 
 The launcher also watches the processes. A JAX process whose peer has died does not end
 quickly: on CPU its next collective fails (Gloo's socket to the peer is reset), but at exit
-JAX's shutdown barrier waits until the coordination service declares the peer dead after
-its heartbeat timeout (`heartbeat_timeout_seconds`, 100 s by default), and then the process
-aborts. So as soon as one rank fails, or
-the deadline passes, the launcher kills every other rank's whole process group and tells
-you which rank failed and which were still running, with the end of each one's output.
+it waits for the other processes to terminate, up to `shutdown_timeout_seconds` (300 s by
+default), and a peer counts as dead only after `heartbeat_timeout_seconds` (100 s) without
+a heartbeat (`jax.distributed.initialize`'s docstring, JAX 0.10.2). So as soon as one rank
+fails, or the deadline passes, the launcher kills every other rank's whole process group
+and tells you which rank failed and which were still running, with the end of each one's
+output.
 For a rank still running at the deadline it also shows where that rank was waiting: the
 Python stack of its main thread, dumped just before it is killed.
 
