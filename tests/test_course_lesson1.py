@@ -113,6 +113,30 @@ def test_idle_prediction_sentence_for_each_outcome():
         0.79, 0.63)
     with pytest.raises(ValueError, match="share between 0 and 1"):
         bottleneck.idle_prediction_sentence(75, 0.5)
+    # without the timings and the loop, no half and no cause is named
+    plain = bottleneck.idle_prediction_sentence(0.84, 0.73)
+    assert "cannot say which half moved" in plain and "cache" not in plain
+
+
+def test_idle_prediction_sentence_names_the_half_that_moved_between_timing_and_loop():
+    timed = (_steady(0.01257, 0.00017), _steady(0.00238, 0.0002))  # next() alone, step alone
+    # the step took twice as long in the loop, next() as long: only the step is named
+    step_moved = bottleneck.idle_prediction_sentence(0.84, 0.73, timed=timed,
+                                                     loop=_profiler(0.01303, 0.00485, 100))
+    assert "The loop idled less than the timings predicted" in step_moved
+    assert "Beyond its noise, the step took more time in the loop (next() 13.03 ms" in step_moved
+    assert "copies its batch from host memory to the device" in step_moved
+    assert "next() took" not in step_moved and "cache" not in step_moved
+    # next() faster in the loop: named, and nothing said about the copy
+    wait_moved = bottleneck.idle_prediction_sentence(0.84, 0.70, timed=timed,
+                                                     loop=_profiler(0.0060, 0.00238, 100))
+    assert "Beyond its noise, next() took less time in the loop" in wait_moved
+    assert "copies" not in wait_moved
+    # both halves within the noise of their timings: no half named
+    neither = bottleneck.idle_prediction_sentence(0.70, 0.84, timed=timed,
+                                                  loop=_profiler(0.0126, 0.00240, 100))
+    assert "The loop idled more than the timings predicted" in neither
+    assert "Neither half moved beyond its noise" in neither and "took" not in neither
 
 
 def test_same_schedule_sentence_for_each_outcome():
@@ -213,6 +237,9 @@ def test_overlap_sentence_explains_a_slower_loop_whose_idle_share_fell():
                                            worker_count=2, cores=2)
     assert "slower than the naive loop" in sentence and "Overlap made training slower" in sentence
     assert "The step itself got slower (30.00 ms against 10.00 ms, means)" in sentence
+    assert ("shares the 2 cores with the 2 workers and with prefetch_to_device's thread, which "
+            "takes each batch from them, and this pair does not separate which of them slowed "
+            "it") in sentence
     assert "The idle share fell all the same" in sentence
     assert "too few" not in sentence and "Other programs" not in sentence
 
@@ -241,11 +268,14 @@ def test_overlap_sentence_calls_a_tie_a_tie_and_a_short_run_short():
 def test_busy_step_sentence_for_each_outcome():
     alone = _steady(0.0076)
     slower = bottleneck.busy_step_sentence(_steady(0.012), alone, 2)
-    assert "what ran beside it, the workers" in slower and "share the 2 cores" in slower
+    # what ran beside the step is the workers and prefetch_to_device's thread: both named,
+    # neither blamed alone
+    assert "beside it on the same 2 cores, the 2 workers and prefetch_to_device's thread" in slower
+    assert "does not separate the two" in slower
     same = bottleneck.busy_step_sentence(_steady(0.0077), alone, 2)
     assert "did not slow beyond the noise of this run" in same and "left the step" not in same
     faster = bottleneck.busy_step_sentence(_steady(0.005), alone, 2)
-    assert "the workers cannot cause" in faster and "does not say what made" in faster
+    assert "work beside it cannot cause" in faster and "does not say what made" in faster
     noisy = bottleneck.busy_step_sentence(_steady(0.0080, 0.003), _steady(0.0076, 0.003), 2)
     assert "too noisy to tell" in noisy and "No cause can be named" in noisy
 
@@ -260,51 +290,255 @@ def test_busy_step_sentence_compares_with_the_baseline_it_names():
 
 
 @pytest.mark.parametrize("loop_s, expected", [
-    (0.0218, "overlap hid 66% of what it could"),
-    (0.0164, "overlap reached the best case"),
-    (0.0120, "faster than that best case"),
-    (0.0330, "no faster than one after the other"),
-    (0.0500, "slower even than one after the other"),
+    (0.0218, "overlap hid 66% of the 16.30 ms a step it could hide"),
+    (0.0164, "overlap reached the best case, within the noise"),
+    (0.0120, "faster than the best case, beyond the margin"),
+    (0.0330, "the loop was no faster, within the noise, so overlap hid nothing"),
+    (0.0500, "the loop was slower even than that, beyond the margin"),
 ])
 def test_overlap_bound_sentence_never_states_a_bound_the_loop_beats(loop_s, expected):
-    # The naive loop waited 25 ms and stepped 7.6 ms: the slower half (25 ms) is not the bound
+    # The loader waited 25 ms and stepped 7.6 ms: the slower half (25 ms) is not the bound
     # with 2 workers on 2 cores; the best case is the whole work over the cores, 16.3 ms.
-    naive = _profiler(0.025, 0.0076, 20)
+    baseline = _profiler(0.025, 0.0076, 20)
     overlapped = _profiler(loop_s - 0.0076, 0.0076, 20)
-    sentence = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2)
-    assert "a best case of 16.30 ms" in sentence and "32.60 ms" in sentence
+    sentence = bottleneck.overlap_bound_sentence(overlapped, baseline, worker_count=2, cores=2,
+                                                 baseline_name="the loader at num_threads=0")
+    assert "against the best case of 16.30 ms ± 0.0 µs (means; margin 5%)" in sentence
     assert expected in sentence
 
 
+def test_overlap_bound_judges_the_best_case_with_its_own_standard_error():
+    # The bound is computed from measured halves: their spread widens the margin. A loop 8%
+    # above a bound known exactly is slower than it; above a bound whose inputs spread, it
+    # is within the noise.
+    steady = _profiler(0.025, 0.0076, 100)
+    spread = _noisy_profiler([0.005, 0.045] * 50, [0.0076] * 100)  # the same mean wait
+    overlapped = _profiler(0.0176 - 0.0076, 0.0076, 100)  # 17.6 ms a step, 8% above 16.3 ms
+    exact = bottleneck.overlap_bound_sentence(overlapped, steady, worker_count=2, cores=2)
+    assert "overlap hid" in exact and "margin 5%" in exact
+    wide = bottleneck.overlap_bound_sentence(overlapped, spread, worker_count=2, cores=2)
+    assert "the best case of 16.30 ms ± 1.01 ms" in wide
+    assert "overlap reached the best case, within the noise" in wide and "margin 12%" in wide
+
+
+def test_overlap_bound_table_prints_the_three_bounds_and_marks_the_largest():
+    baseline = _profiler(0.025, 0.0076, 20)
+    table = bottleneck.overlap_bound_table(baseline, worker_count=2, cores=2, busy_cores=1.6)
+    header, rule, step, loading, work, footer = table.splitlines()
+    assert header.startswith("bound") and "computed from the loader at num_threads=0" in header
+    assert header.endswith("ms (mean ± s.e.)") and set(rule) == {"-"}
+    assert step.startswith("the step") and "its mean step" in step and "7.60 ± 0.00" in step
+    assert "its mean wait 25.00 ms / 2" in loading and "12.50 ± 0.00" in loading
+    assert "its time a step 32.60 ms x 1.60 cores busy / 2" in work and "26.08 ± 0.00" in work
+    assert work.endswith("<- the best case (the largest)")
+    assert "best case" not in step + loading
+    assert footer.startswith("cores busy: that loop's CPU time over its wall time")
+    assumed = bottleneck.overlap_bound_table(baseline, worker_count=2, cores=2)
+    assert "its time a step 32.60 ms x 1 core assumed / 2" in assumed and "16.30 ± 0.00" in assumed
+    assert assumed.endswith("1 core assumed: the CPU time of that loop was not measured.")
+    capped = bottleneck.overlap_bound_table(baseline, worker_count=2, cores=2, busy_cores=2.03)
+    assert "2.00 cores busy" in capped  # ticks can round past the cores; no more than all
+    many = bottleneck.overlap_bound_table(baseline, worker_count=2, cores=16)
+    marked = [line for line in many.splitlines() if "<-" in line]
+    assert len(marked) == 1 and marked[0].startswith("the loading split between the 2 workers")
+    with pytest.raises(ValueError, match="busy_cores=0 must be above 0"):
+        bottleneck.overlap_bound_table(baseline, worker_count=2, cores=2, busy_cores=0)
+    with pytest.raises(ValueError, match="must both be at least 1"):
+        bottleneck.overlap_bound_table(baseline, worker_count=0, cores=2)
+
+
 def test_overlap_bound_sentence_with_many_cores_is_bound_by_the_split_loading():
-    naive, overlapped = _profiler(0.025, 0.0076, 20), _profiler(0.0124, 0.0076, 20)
-    sentence = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=16)
-    assert "a best case of 12.50 ms" in sentence
-    assert "here the loading split between the 2 workers sets it" in sentence
+    baseline, overlapped = _profiler(0.025, 0.0076, 20), _profiler(0.0124, 0.0076, 20)
+    sentence = bottleneck.overlap_bound_sentence(overlapped, baseline, worker_count=2, cores=16)
+    assert "against the best case of 12.50 ms ± 0.0 µs" in sentence
     step_bound = bottleneck.overlap_bound_sentence(_profiler(0.0031, 0.0200, 20),
                                                    _profiler(0.0100, 0.0200, 20),
                                                    worker_count=2, cores=16)
-    assert "a best case of 20.00 ms" in step_bound and "here the step sets it" in step_bound
+    assert "the best case of 20.00 ms ± 0.0 µs" in step_bound
+    # a loop faster than a bound that is not the CPU work: the pair cannot say why
+    beaten = bottleneck.overlap_bound_sentence(_profiler(0.0024, 0.0076, 20), baseline,
+                                               worker_count=2, cores=16, busy_cores=1.0,
+                                               loop_cores=3.0)
+    assert "faster than the best case" in beaten
+    assert ("cannot separate those halves taking longer then from the loading split between "
+            "the 2 workers not being a floor for this loop") in beaten
     with pytest.raises(ValueError, match="must both be at least 1"):
-        bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=0, cores=2)
+        bottleneck.overlap_bound_sentence(overlapped, baseline, worker_count=0, cores=2)
 
 
 def test_overlap_bound_counts_the_cores_the_baseline_loop_kept_busy():
-    # A step that runs on 1.6 cores: the baseline's work per step is 32.6 ms x 1.6, so the
-    # bound is 26.08 ms over 2 cores, not 16.30 ms; a loop at 20 ms beats only the old bound.
-    naive, overlapped = _profiler(0.025, 0.0076, 20), _profiler(0.0124, 0.0076, 20)
-    measured = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2,
+    # A loop that keeps 1.6 cores busy: its work per step is 32.6 ms x 1.6, so the bound is
+    # 26.08 ms over 2 cores, not 16.30 ms; a loop at 20 ms beats only the assumed bound.
+    baseline, overlapped = _profiler(0.025, 0.0076, 20), _profiler(0.0124, 0.0076, 20)
+    measured = bottleneck.overlap_bound_sentence(overlapped, baseline, worker_count=2, cores=2,
                                                  busy_cores=1.6)
-    assert "a best case of 26.08 ms" in measured and "1.60 cores busy" in measured
-    assumed = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2)
-    assert "a best case of 16.30 ms" in assumed and "taking that loop to keep one core" in assumed
-    assert "faster than that best case" in measured
-    capped = bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2,
-                                               busy_cores=2.03)
-    assert "2.00 cores busy" in capped  # ticks can round past the cores; no more than all
-    with pytest.raises(ValueError, match="busy_cores=0 must be above 0"):
-        bottleneck.overlap_bound_sentence(overlapped, naive, worker_count=2, cores=2,
-                                          busy_cores=0)
+    assert "the best case of 26.08 ms" in measured and "faster than the best case" in measured
+    assumed = bottleneck.overlap_bound_sentence(overlapped, baseline, worker_count=2, cores=2)
+    assert "the best case of 16.30 ms" in assumed and "overlap hid" in assumed
+
+
+def _rest(loop_s: float, loop_cores: float | None, busy_cores: float | None = 1.0,
+          other_cores: float | None = None) -> str:
+    """The bound sentence of a loop of `loop_s` a step against the 32.6 ms loader (25 ms
+    waiting, 7.6 ms stepping) on 2 cores, whose best case is 16.3 ms at 1 core busy."""
+    return bottleneck.overlap_bound_sentence(
+        _profiler(loop_s - 0.0076, 0.0076, 20), _profiler(0.025, 0.0076, 20), worker_count=2,
+        cores=2, baseline_name="the loader at num_threads=0", busy_cores=busy_cores,
+        loop_cores=loop_cores, other_cores=other_cores)
+
+
+def test_overlap_bound_sentence_splits_the_rest_into_what_was_measured():
+    # all the cores busy and more CPU a step (40 ms against 32.6): the rest is added work
+    added = _rest(0.020, 2.0)
+    assert "The 3.70 ms a step above the best case: the loop kept 2.0 of the 2 cores busy" in added
+    assert "within 5% of all of them, and used 40.00 ms ± 0.0 µs of CPU time a step against " \
+        "32.60 ms" in added
+    assert "So it is CPU work the overlapped loop added" in added
+    assert "prefetch_to_device's thread" in added and "does not split between" in added
+    # cores left unused and more CPU (37.4 ms): both, and no cause for either
+    both = _rest(0.022, 1.7)
+    assert "leaving 0.3 unused by it on average" in both and "Both make it" in both
+    assert "and cores left idle." in both
+    # cores left unused, the same CPU (32.0 ms): the rest is idle cores
+    idle = _rest(0.020, 1.6)
+    assert "leaving 0.4 unused by it on average" in idle and "So it is cores left idle" in idle
+    assert "added" not in idle.split("So it is")[1]
+    # ... unless other programs were busy meanwhile: then idle and taken are not separated
+    taken = _rest(0.020, 1.6, other_cores=0.4)
+    assert "leaving 0.4 unused by it on average, while other programs used 0.4" in taken
+    assert "cannot say whether those cores sat idle or other programs took them" in taken
+    assert "cores left idle;" not in taken
+    quiet = _rest(0.020, 1.6, other_cores=0.1)
+    assert "while other programs used 0.1" in quiet and "So it is cores left idle" in quiet
+    both_taken = _rest(0.022, 1.7, other_cores=0.3)
+    assert "Both make it" in both_taken and "other programs took them" in both_taken
+    # the cores full and the CPU the same (34.1 ms, within 5%): neither stands out
+    neither = _rest(0.0175, 1.95)
+    assert "Neither unused cores nor added work stands out" in neither
+    # without the overlapped loop's CPU time: no split, and the sentence says so
+    unmeasured = _rest(0.020, None)
+    assert "cannot say what took it" in unmeasured and "was not measured" in unmeasured
+    assert "prefetch_to_device's thread" in unmeasured
+    # with the loop's cores but not the baseline's CPU time
+    full_only = _rest(0.020, 2.0, busy_cores=None)
+    assert "so it is not cores left unused" in full_only
+    idle_only = _rest(0.020, 1.6, busy_cores=None)
+    assert "leaving 0.4 unused" in idle_only and "how much of it is unused cores" in idle_only
+    # the same split where the loop is no faster, or slower, than one half after the other
+    assert "So it is CPU work" in _rest(0.040, 2.0) and "slower even than" in _rest(0.040, 2.0)
+    assert "no faster" in _rest(0.033, 2.0) and "So it is CPU work" in _rest(0.033, 2.0)
+
+
+def test_rest_clause_too_noisy_names_no_cause():
+    loop, serial = course.Estimate(0.020, 0.004, 20), course.Estimate(0.0326, 0.0, 20)
+    said = bottleneck._rest_clause(loop, course.Estimate(0.0163, 0.0, 20), serial, 1.0, 2.0,
+                                   2, 2)
+    assert "too noisy to tell whether it did more work a step" in said
+    assert "So it is" not in said
+
+
+def test_overlap_bound_sentence_when_the_loop_beats_the_best_case():
+    # 12 ms a step at 2 cores is 24 ms of CPU a step, less than the 32.6 ms at num_threads=0:
+    # measured, and the sentence names what this pair cannot separate, no unmeasured cause
+    less = _rest(0.012, 2.0)
+    assert "faster than the best case, beyond the margin" in less
+    assert "this loop used 24.00 ms ± 0.0 µs (means; 2.0 of the 2 cores busy), less" in less
+    assert "cannot say whether that CPU time counted work this loop did not need" in less
+    assert "busier" not in less and "colder" not in less
+    unmeasured = _rest(0.012, None)
+    assert "cannot separate those halves taking longer then" in unmeasured
+    same = bottleneck._beat_clause(course.Estimate(0.015, 0.0001, 100),
+                                   course.Estimate(0.0326, 0.003, 100),
+                                   "all the work shared by the 2 cores", 2,
+                                   "the loader at num_threads=0", 1.0, 2.0)
+    assert "not less beyond the margin" in same and "cannot say why" in same
+
+
+def test_overlap_bound_sentence_too_noisy_names_no_cause():
+    noisy = _noisy_profiler([0.0001, 0.0189] * 10, [0.0076] * 20)  # 17.1 ms ± 2.2 ms
+    said = bottleneck.overlap_bound_sentence(noisy, _profiler(0.025, 0.0076, 20), worker_count=2,
+                                             cores=2, busy_cores=1.0, loop_cores=2.0)
+    assert "Too noisy to tell how much overlap hid, so this run names no cause" in said
+    assert "So it is" not in said and "hid " not in said.replace("how much overlap hid", "")
+
+
+def test_step_cores_sentence_for_each_outcome():
+    more = bottleneck.step_cores_sentence(1.62, 2)
+    assert "kept 1.62 of the 2 cores busy on average" in more
+    assert "more than one core" in more and "CPU time is more than its wall time" in more
+    one = bottleneck.step_cores_sentence(1.03, 2)
+    assert "one core, within the 5% floor" in one and "more than" not in one
+    less = bottleneck.step_cores_sentence(0.71, 2)
+    assert "less than one core" in less
+    with pytest.raises(ValueError, match="must be positive"):
+        bottleneck.step_cores_sentence(0.0, 2)
+
+
+def test_process_cores_measures_this_process_cpu_time_over_the_wall_time(monkeypatch):
+    # the figure is the CPU time over the wall time of the block: 0.3 s over 0.2 s, 1.5 cores
+    cpu, wall = iter([10.0, 10.3]), iter([5.0, 5.2])
+    monkeypatch.setattr(bottleneck.time, "process_time", lambda: next(cpu))
+    monkeypatch.setattr(bottleneck.time, "perf_counter", lambda: next(wall))
+    with bottleneck.process_cores() as found:
+        pass
+    assert found == [pytest.approx(1.5)]
+    monkeypatch.undo()
+    # on the real clocks: a sleep keeps no core busy, a busy loop keeps some (how much of
+    # one depends on what else the machine runs)
+    with bottleneck.process_cores() as slept:
+        time.sleep(0.1)
+    with bottleneck.process_cores() as busy:
+        end = time.perf_counter() + 0.1
+        while time.perf_counter() < end:
+            pass
+    assert slept[0] < 0.3 and busy[0] > slept[0]
+
+
+def test_idle_pair_says_the_same_when_the_shares_print_the_same():
+    assert bottleneck.idle_pair("A", 0.071, "B", 0.074) == (
+        "The accelerator idled 7% of the time both with A and with B, the same to the percent.")
+    assert bottleneck.idle_pair("A", 0.74, "B", 0.28) == (
+        "The accelerator idled 74% of the time with A and 28% with B.")
+    same = bottleneck.overlap_sentence(_profiler(0.0021, 0.0279, 100),
+                                       _profiler(0.0022, 0.0291, 100), worker_count=2, cores=2)
+    assert "7% of the time both with the naive loop and with overlap" in same
+
+
+def _pooled(*periods_ms: float, step_s: float = 0.0076) -> bottleneck.PooledRuns:
+    return bottleneck.PooledRuns(_profiler(ms / 1e3 - step_s, step_s, 20) for ms in periods_ms)
+
+
+@pytest.mark.parametrize("loader, overlapped_ms, expected, absent", [
+    ((27.6, 28.6), 13.6, "2.39x the speed = 1.18x (the loader at num_threads=0 against the "
+     "naive loop, the same schedule, 2 rounds each, taking turns) x 2.03x (2 workers + "
+     "prefetch against the loader at num_threads=0, the same code).", "no factor"),
+    ((32.0, 33.0), 13.6, "2.03x the speed, the one ratio beyond its noise (2 workers + "
+     "prefetch against the loader at num_threads=0, the same code). The other, 1.02x (the "
+     "loader at num_threads=0 against the naive loop, the same schedule, 2 rounds each, "
+     "taking turns), is within the noise, margin 5%, so it is no factor: this run cannot "
+     "tell it from no change.", " = "),
+    ((27.6, 28.6), 27.0, "1.18x the speed, the one ratio beyond its noise (the loader at "
+     "num_threads=0 against the naive loop", " = "),
+    ((32.0, 33.0), 27.0, "neither ratio is beyond its noise (1.02x (the loader at "
+     "num_threads=0 against the naive loop, the same schedule, 2 rounds each, taking turns): "
+     "within the noise, margin 5%; 1.02x (2 workers + prefetch against the loader at "
+     "num_threads=0, the same code): within the noise, margin 5%), so neither is a factor",
+     " = "),
+])
+def test_combined_gain_sentence_multiplies_only_ratios_beyond_their_noise(
+        loader, overlapped_ms, expected, absent):
+    naive = _pooled(32.6, 33.6)
+    said = bottleneck.combined_gain_sentence(naive, _pooled(*loader), _profiler(0.020, 0.0076, 100),
+                                             _profiler(overlapped_ms / 1e3 - 0.0076, 0.0076, 100))
+    assert said.startswith("2 workers + prefetch against the naive loop: ")
+    assert expected in said and absent not in said
+
+
+def test_combined_gain_sentence_counts_a_too_noisy_ratio_as_no_factor():
+    said = bottleneck.combined_gain_sentence(_pooled(20.0, 60.0), _pooled(27.6, 28.6),
+                                             _profiler(0.020, 0.0076, 100),
+                                             _profiler(0.006, 0.0076, 100))
+    assert "is too noisy to tell, so it is no factor" in said and " = " not in said
 
 
 def test_stand_in_sentence_for_each_outcome():
@@ -313,12 +547,26 @@ def test_stand_in_sentence_for_each_outcome():
     # the stand-in frees the CPU both ways: the step is no longer slowed by the workers and the
     # workers no longer lose CPU to the step; the sentence must not credit one side only
     assert "cost each other" in gained and "which column moved" in gained
+    assert "the loading beside it (the workers, prefetch_to_device's thread)" in gained
     assert "the CPU that the real step takes from the workers" not in gained
     same = bottleneck.stand_in_sentence(real, _steady(1.68, 0.02))
     # a gain within the noise names no cause: it cannot say the hand-over held the workers back
     assert "the same within the noise" in same and "cannot show" in same
     assert "did." not in same and "not measured here" in same
-    assert "busier during the stand-in" in bottleneck.stand_in_sentence(real, _steady(1.2, 0.02))
+    # a stand-in that gained less: no cause unless other programs' CPU use was measured
+    less = bottleneck.stand_in_sentence(real, _steady(1.2, 0.02))
+    assert "The stand-in gained less, beyond the margin" in less
+    assert "was not measured during both loops, so this pair cannot say why" in less
+    assert "busier" not in less
+    busier = bottleneck.stand_in_sentence(real, _steady(1.2, 0.02), other_cores=(0.0, 0.5))
+    assert ("other programs used 0.5 cores during the stand-in's loop with workers and 0.0 "
+            "during the real step's: the machine was busier") in busier
+    quiet = bottleneck.stand_in_sentence(real, _steady(1.2, 0.02), other_cores=(0.1, 0.2))
+    assert "no busier, so this pair cannot say why" in quiet and "was busier" not in quiet
+    columns = bottleneck.stand_in_sentence(real, _steady(1.2, 0.02),
+                                           real=_profiler(0.003, 0.009, 100),
+                                           stand_in=_profiler(0.008, 0.005, 100))
+    assert "With the stand-in against the real step, both columns moved beyond" in columns
 
 
 def test_in_process_overlap_sentence_for_each_outcome():
@@ -387,15 +635,14 @@ def test_overlap_bound_sentence_uses_the_halves_of_the_baseline_it_is_given():
     overlapped = _profiler(0.00314, 0.00944, 100)  # 12.58 ms a step
     sentence = bottleneck.overlap_bound_sentence(overlapped, loader, worker_count=2, cores=2,
                                                  baseline_name="the loader at num_threads=0")
-    assert "a best case of 12.05 ms" in sentence
-    assert "the loader at num_threads=0, its two halves one after the other" in sentence
-    # the three bounds are printed, with the one that sets the best case named
-    assert "18.05 ms / 2 = 9.02 ms" in sentence
-    assert "24.11 ms (taking that loop to keep one core busy) / 2 = 12.05 ms" in sentence
-    assert "here all the work shared by the 2 cores sets it" in sentence
-    # the hidden share alone cannot name what took the rest: the sentence says so
-    assert "cannot say what took the rest" in sentence or "reached the best case" in sentence
-    assert "faster than that best case" not in sentence and "colder" not in sentence
+    assert "against the best case of 12.05 ms ± 0.0 µs" in sentence
+    assert "One half after the other, the loader at num_threads=0 took 24.11 ms" in sentence
+    table = bottleneck.overlap_bound_table(loader, worker_count=2, cores=2)
+    assert "its mean wait 18.05 ms / 2" in table and "9.02 ± 0.00" in table
+    assert "its time a step 24.11 ms x 1 core assumed / 2" in table and "12.05 ± 0.00" in table
+    # 12.58 ms is within 5% of 12.05 ms: the best case, reached within the noise
+    assert "overlap reached the best case, within the noise" in sentence
+    assert "faster than the best case" not in sentence and "colder" not in sentence
 
 
 def test_batch_thread_sentence_for_each_case():
@@ -457,16 +704,18 @@ def test_stand_in_sentence_judges_which_column_moved():
 
     step_only = said(_profiler(0.0043, 0.0118, 100))
     assert "With the real step against the stand-in, only the step moved beyond its" in step_only
-    assert "the workers slowed the step" in step_only
-    assert "the step slowed the workers" not in step_only
+    assert "what ran beside it slowed the step (the workers, prefetch_to_device's thread, or " \
+        "both: this pair does not separate them)" in step_only
+    assert "the step slowed the loading" not in step_only
     assert "the table shows which column moved" not in step_only
     wait_only = said(_profiler(0.0090, 0.0066, 100))
-    assert "the step slowed the workers" in wait_only
-    assert "the workers slowed the step" not in wait_only
+    assert "the step slowed the loading (the workers, or the thread that takes their " \
+        "batches" in wait_only
+    assert "slowed the step" not in wait_only
     both = said(_profiler(0.0090, 0.0118, 100))
-    assert "the workers slowed the step; and the loop waited longer" in both
+    assert "does not separate them); and the loop waited longer" in both
     opposite = said(_profiler(0.0020, 0.0118, 100))
-    assert "the workers slowed the step" in opposite and "the wait fell" in opposite
+    assert "slowed the step" in opposite and "the wait fell" in opposite
     neither = bottleneck.stand_in_sentence(
         real_gain, stand_in_gain, real=_noisy_profiler([0.001, 0.008] * 5, [0.003, 0.010] * 5),
         stand_in=_noisy_profiler([0.001, 0.007] * 5, [0.003, 0.009] * 5))
@@ -585,7 +834,7 @@ def test_short_waits_sentence_counts_the_thin_lines_and_the_turns_of_two_workers
             "order (twice its spread: 10% points)") in said
     blocks = _noisy_profiler([0.0002] * 50 + [0.012] * 50, [0.010] * 100)
     no_turns = bottleneck.short_waits_sentence(blocks, "2 workers", worker_count=2)
-    assert "take turns in 1% of consecutive steps, not beyond the about 50%" in no_turns
+    assert "take turns in 1% of consecutive steps, fewer than the about 50%" in no_turns
     # 64 short and 36 long waits: 71% turns against about 46% by chance is a pattern
     pattern = [0.0002, 0.012] * 35 + [0.0002] * 29 + [0.012]
     mixed = bottleneck.short_waits_sentence(_noisy_profiler(pattern, [0.010] * 100),
@@ -598,6 +847,16 @@ def test_short_waits_sentence_counts_the_thin_lines_and_the_turns_of_two_workers
         _noisy_profiler(blocks_of_few, [0.010] * len(blocks_of_few)), "2 workers",
         worker_count=2)
     assert "shows no pattern" in said_near
+    # 1 short wait first and 29 long: 1 turn in 29 steps (3%) against about 6%: not beyond
+    one_short = bottleneck.short_waits_sentence(
+        _noisy_profiler([0.0002] + [0.012] * 29, [0.010] * 30), "2 workers", worker_count=2)
+    assert "take turns in 3% of consecutive steps, not beyond the about 6%" in one_short
+    # shares that print the same are said to be the same: 1 short wait in the middle of 40,
+    # 2 turns in 39 steps (5%) against about 5% by chance
+    middle = [0.012] * 20 + [0.0002] + [0.012] * 19
+    same = bottleneck.short_waits_sentence(_noisy_profiler(middle, [0.010] * 40), "2 workers",
+                                           worker_count=2)
+    assert "take turns in 5% of consecutive steps, the same as the about 5%" in same
     assert "as two workers would give" not in no_turns
     assert "take turns" not in bottleneck.short_waits_sentence(turns, "a thread")
     none = bottleneck.short_waits_sentence(_profiler(0.012, 0.01, 10), "naive")

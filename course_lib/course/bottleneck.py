@@ -9,13 +9,17 @@ that measures the opposite prints the opposite, with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from course_lib.course.basics import (
     BETTER,
+    NOISE_FLOOR,
+    SAME,
     TOO_NOISY_TO_TELL,
     WORSE,
     Estimate,
@@ -28,6 +32,7 @@ from course_lib.course.basics import (
     relative_margin,
 )
 
+OTHERS_BUSY_CORES = 0.25  # other programs using this many cores or more were busy (lesson 4's)
 READ_THREADS_PREFIX = "course_lib-read"  # the names of course_lib.reader's pool of read threads
 
 
@@ -179,6 +184,42 @@ def dispatch_sentence(dispatch_s: float | Estimate, synced_s: float | Estimate,
             "way an unsynchronised timer measures nothing you can rely on.")
 
 
+@contextlib.contextmanager
+def process_cores() -> Iterator[list[float]]:
+    """How many cores this process kept busy over the block, on average: its CPU time
+    (every thread of it, `time.process_time`) over the wall time. Yields a list that holds
+    the one figure after the block. Worker processes are not counted: measure a loop that
+    runs in this process alone."""
+    found: list[float] = []
+    cpu, wall = time.process_time(), time.perf_counter()
+    try:
+        yield found
+    finally:
+        found.append((time.process_time() - cpu) / (time.perf_counter() - wall))
+
+
+def step_cores_sentence(busy_cores: float, cores: int) -> str:
+    """How many cores the jitted step kept busy while it was timed alone (`process_cores`
+    around the synchronised repetitions), against one core, with the margin rule's floor
+    (a figure measured once has no standard error)."""
+    if not busy_cores > 0 or cores < 1:
+        raise ValueError(f"busy_cores={busy_cores!r} and cores={cores!r} must be positive: "
+                         "pass the process's CPU time over the wall time, and the core count.")
+    said = (f"While the step was timed alone, this process kept {busy_cores:.2f} of the "
+            f"{cores} cores busy on average (its CPU time over the wall time, every thread "
+            "counted)")
+    verdict = judge(Estimate.once(busy_cores), Estimate.once(1.0), lower_is_better=False)
+    if verdict == BETTER:
+        return (f"{said}: more than one core, so during a step more than one of XLA's "
+                "threads was on a core at once, and a step's CPU time is more than its wall "
+                "time.")
+    if verdict == SAME:
+        return (f"{said}: one core, within the {NOISE_FLOOR:.0%} floor of the margin rule, so "
+                "here a step's CPU time is its wall time.")
+    return (f"{said}: less than one core, so for part of each step no thread of this process "
+            "computed (dispatching the step, waiting for its result).")
+
+
 def baseline_moved_sentence(real_baseline: Any, stand_in_baseline: Any) -> str:
     """Empty when the `num_threads=0` loop, the baseline of lesson 1's stand-in control,
     took the same time per step (`step_period`, margin rule) with the real step and with the
@@ -222,22 +263,46 @@ def diagnosis_sentence(next_time: Estimate, step_time: Estimate) -> str:
 IDLE_TOLERANCE = 0.10  # idle shares closer than 10 points tell the same story
 
 
-def idle_prediction_sentence(predicted_idle: float, measured_idle: float) -> str:
-    """Whether the two timings alone predicted the idle share the loop measured."""
+def idle_prediction_sentence(predicted_idle: float, measured_idle: float, *,
+                             timed: tuple[Estimate, Estimate] | None = None,
+                             loop: Any = None) -> str:
+    """Whether the two timings alone predicted the idle share the loop measured.
+
+    With `timed`, the (next(), step) timings the prediction came from, and `loop`, the
+    loop's `StepProfiler`, a share that missed is traced to the half whose time moved
+    between the timings and the loop, by the margin rule; no other cause is named."""
     _check_share("predicted_idle", predicted_idle)
     _check_share("measured_idle", measured_idle)
     numbers = (f"predicted {predicted_idle:.0%}, measured {measured_idle:.0%}; shares within "
                f"{IDLE_TOLERANCE:.0%} points of each other count as close")
     if abs(predicted_idle - measured_idle) <= IDLE_TOLERANCE:
         return f"Close ({numbers}): the two timings alone already told the story."
-    if measured_idle > predicted_idle:
-        return (f"The loop idled more than the timings predicted ({numbers}): loading "
-                "slowed down during the loop, or the step sped up (a busy machine does "
-                "either), or the loop does work of its own between the two. Trust the "
-                "loop's own measurement.")
-    return (f"The loop idled less than the timings predicted ({numbers}): loading went "
-            "faster during the loop than when timed alone (files in the cache, a quieter "
-            "machine), or the step got slower. Trust the loop's own measurement.")
+    head = (f"The loop idled {'more' if measured_idle > predicted_idle else 'less'} than the "
+            f"timings predicted ({numbers}).")
+    trust = " Trust the loop's own measurement."
+    if timed is None or loop is None:
+        return (f"{head} The halves took other times in the loop than when timed alone; the "
+                f"two shares cannot say which half moved.{trust}")
+    (next_alone, step_alone), (wait, step) = timed, wait_and_step(loop)
+    halves = {"next()": (wait, next_alone), "the step": (step, step_alone)}
+    moved, clauses = [], []
+    for name, (in_loop, alone) in halves.items():
+        verdict = judge(in_loop, alone)
+        clauses.append(f"{name} {format_estimate(in_loop)} in the loop against "
+                       f"{format_estimate(alone)} timed alone")
+        if verdict in (BETTER, WORSE):
+            moved.append(f"{name} took {'less' if verdict == BETTER else 'more'} time in the "
+                         "loop")
+    numbers = "; ".join(clauses) + ", means"
+    if not moved:
+        return (f"{head} Neither half moved beyond its noise between the timings and the loop "
+                f"({numbers}), so this run cannot say what changed the idle share.{trust}")
+    said = f"{head} Beyond its noise, {' and '.join(moved)} ({numbers})."
+    if any(name.startswith("the step") for name in moved):
+        said += (" The step in the loop also copies its batch from host memory to the device, "
+                 "which the timed step did not (its batch was placed there first); this run "
+                 "does not separate that copy from the conditions of the moment.")
+    return said + trust
 
 
 def _check_share(name: str, share: float) -> None:
@@ -357,6 +422,52 @@ def same_schedule_sentence(loader: Any, naive: Any) -> str:
     return f"{said} {columns}"
 
 
+def combined_gain_sentence(naive_rounds: Any, loader_rounds: Any, baseline: Any,
+                           overlapped: Any, *, worker_count: int = 2) -> str:
+    """Lesson 1's loop with workers against the naive loop, as the product of two
+    like-with-like ratios of time per step: the loader's code (`loader_rounds` against
+    `naive_rounds`, the loader at `num_threads=0` and the naive loop taking turns) and
+    overlap (`overlapped` against `baseline`, the loader at `num_threads=0`). Each ratio is
+    judged by the margin rule first: one within the noise, or too noisy to tell, is no
+    factor, and the sentence says so instead of multiplying by it."""
+    rounds = _rounds(loader_rounds)
+    taking_turns = (f", {len(rounds)} rounds each, taking turns" if rounds is not None else "")
+    code = step_period(naive_rounds).ratio(step_period(loader_rounds))
+    overlap = step_period(baseline).ratio(step_period(overlapped))
+    ratios = {
+        "code": (code, judge(step_period(loader_rounds), step_period(naive_rounds)),
+                 f"the loader at num_threads=0 against the naive loop, the same schedule"
+                 f"{taking_turns}",
+                 relative_margin(step_period(loader_rounds), step_period(naive_rounds))),
+        "overlap": (overlap, judge(step_period(overlapped), step_period(baseline)),
+                    f"{worker_count} workers + prefetch against the loader at num_threads=0, "
+                    "the same code",
+                    relative_margin(step_period(overlapped), step_period(baseline))),
+    }
+    factors = {key: f"{format_times(ratio.value)} ({what})"
+               for key, (ratio, verdict, what, _) in ratios.items()
+               if verdict in (BETTER, WORSE)}
+    left = {key: (f"{format_times(ratio.value)} ({what})",
+                  "too noisy to tell" if verdict == TOO_NOISY_TO_TELL else
+                  f"within the noise, margin {margin:.0%}")
+            for key, (ratio, verdict, what, margin) in ratios.items()
+            if verdict not in (BETTER, WORSE)}
+    against = f"{worker_count} workers + prefetch against the naive loop"
+    if len(factors) == 2:
+        return (f"{against}: {format_times(code.value * overlap.value)} the speed = "
+                f"{factors['code']} x {factors['overlap']}.")
+    if not factors:
+        return (f"{against}: neither ratio is beyond its noise ("
+                + "; ".join(f"{ratio_said}: {how}" for ratio_said, how in left.values())
+                + "), so neither is a factor, and this run shows no gain of the one loop over "
+                "the other from them.")
+    ((ratio, _, what, _),) = (ratios[key] for key in factors)
+    ((other, how),) = left.values()
+    return (f"{against}: {format_times(ratio.value)} the speed, the one ratio beyond its noise "
+            f"({what}). The other, {other}, is {how}, so it is no factor: this run cannot "
+            "tell it from no change.")
+
+
 def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: int,
                      load: float | None = None, baseline_name: str = "the naive loop",
                      own_processes: int | None = None) -> str:
@@ -376,8 +487,7 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
     if judge(fed, plain) == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
     verdict = judge(fed, plain)
-    idle = (f"The accelerator idled {naive.idle_fraction:.0%} of the time with "
-            f"{baseline_name} and {overlapped.idle_fraction:.0%} with overlap.")
+    idle = idle_pair(baseline_name, naive.idle_fraction, "overlap", overlapped.idle_fraction)
     wait_moved, step_moved = _column_outcomes(overlapped, naive)
     columns = which_moved(overlapped, naive)
     (_, step_with), (_, step_without) = wait_and_step(overlapped), wait_and_step(naive)
@@ -385,8 +495,9 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
     if step_moved == "worse":
         step_note = (f" The step itself got slower ({format_seconds(step_with.value)} "
                      f"against {format_seconds(step_without.value)}, means): on this CPU-only "
-                     f"machine the {worker_count} workers decode on the same {cores} cores "
-                     "the step computes on.")
+                     f"machine it shares the {cores} cores with the {worker_count} workers "
+                     "and with prefetch_to_device's thread, which takes each batch from them, "
+                     "and this pair does not separate which of them slowed it.")
     if verdict == "better":
         head = ("Overlap works: the next batches were made while the step ran, so the "
                 "loop waited less. This pair adds both the workers and prefetch_to_device's "
@@ -415,6 +526,18 @@ def overlap_sentence(overlapped: Any, naive: Any, *, worker_count: int, cores: i
     return f"{said} {idle} {columns} {head}{step_note}{others}{idle_note}{short}"
 
 
+def idle_pair(first_name: str, first: float, second_name: str, second: float) -> str:
+    """The idle shares of two loops in one sentence, in the order given; shares that print
+    the same (whole percents) are said once, as the same."""
+    _check_share("first", first)
+    _check_share("second", second)
+    if f"{first:.0%}" == f"{second:.0%}":
+        return (f"The accelerator idled {first:.0%} of the time both with {first_name} and "
+                f"with {second_name}, the same to the percent.")
+    return (f"The accelerator idled {first:.0%} of the time with {first_name} and "
+            f"{second:.0%} with {second_name}.")
+
+
 def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores: int,
                                 stand_in: bool = False, real_baseline: Any = None) -> str:
     """Lesson 1's overlap in one process: the loader at `worker_count=0` with its default
@@ -435,8 +558,8 @@ def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores:
     if judge(ahead, inline) == TOO_NOISY_TO_TELL:
         return f"{said} No cause can be named from it."
     verdict = judge(ahead, inline)
-    idle = (f"The accelerator idled {single_threaded.idle_fraction:.0%} of the time with "
-            f"num_threads=0 and {read_ahead.idle_fraction:.0%} with the batch thread.")
+    idle = idle_pair("num_threads=0", single_threaded.idle_fraction, "the batch thread",
+                     read_ahead.idle_fraction)
     wait_moved, step_moved = _column_outcomes(read_ahead, single_threaded)
     columns = which_moved(read_ahead, single_threaded)
     if verdict == "better" and wait_moved != "better":
@@ -486,10 +609,11 @@ def in_process_overlap_sentence(read_ahead: Any, single_threaded: Any, *, cores:
 
 
 def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores: int, *,
-                       baseline_name: str = "the step alone") -> str:
-    """The step's own time with the workers decoding beside it, against `baseline_name`:
-    like with like, the same step's mean in a loop with nothing beside it (the loader at
-    `num_threads=0`), measured by the same profiler."""
+                       baseline_name: str = "the step alone", worker_count: int = 2) -> str:
+    """The step's own time with the workers decoding beside it (and prefetch_to_device's
+    thread taking their batches), against `baseline_name`: like with like, the same step's
+    mean in a loop with nothing beside it (the loader at `num_threads=0`), measured by the
+    same profiler."""
     said = compare_estimates("The step with the workers busy", step_with_workers,
                              baseline_name, step_alone)
     verdict = judge(step_with_workers, step_alone)
@@ -497,93 +621,225 @@ def busy_step_sentence(step_with_workers: Estimate, step_alone: Estimate, cores:
         return f"{said} No cause can be named from it."
     if verdict == "worse":
         return (f"{said} The same step in the same kind of loop: what changed is what ran "
-                f"beside it, the workers, which on this machine share the {cores} cores with "
-                "it (the two loops also ran at different moments; a stand-in step that "
-                "leaves the CPU free separates the two).")
+                f"beside it on the same {cores} cores, the {worker_count} workers and "
+                "prefetch_to_device's thread, which takes each batch from them. This pair "
+                "does not separate the two, and the two loops also ran at different moments.")
     if verdict == "same":
         return (f"{said} The step did not slow beyond the noise of this run with the "
-                "workers beside it.")
-    return (f"{said} Faster with the workers busy, which the workers cannot cause: the two "
+                "workers and prefetch_to_device's thread beside it.")
+    return (f"{said} Faster with the workers busy, which work beside it cannot cause: the two "
             "loops ran at different moments, and this pair does not say what made the "
             "difference.")
 
 
-def _work_phrase(serial_s: float, busy_cores: float | None) -> str:
-    """The baseline's CPU work per step, as the overlap bound states it."""
-    if busy_cores is None:
-        return f"{format_seconds(serial_s)} (taking that loop to keep one core busy)"
-    return (f"{format_seconds(serial_s)} x {busy_cores:.2f} cores busy (its CPU time over its "
-            f"wall time) = {format_seconds(serial_s * busy_cores)} of CPU work")
+def overlap_bounds(baseline: Any, *, worker_count: int, cores: int,
+                   busy_cores: float | None = None) -> dict[str, tuple[str, Estimate]]:
+    """The three floors under the time per step of a loop with `worker_count` workers, from
+    `baseline`, the `StepProfiler` of the same loader at `ReadOptions(num_threads=0)` (the
+    code the workers run, its halves one after the other): name -> (how it is computed, the
+    bound with the standard error its measured inputs give).
 
-
-def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
-                           cores: int, baseline_name: str = "the naive loop",
-                           busy_cores: float | None = None) -> str:
-    """How the overlapped loop's time per step compares with the best overlap could give.
-
-    Both are `StepProfiler`s; `baseline_name` names the second. Its halves must be those
-    of the code the workers run: the same loader with `ReadOptions(num_threads=0)`, whose
-    mean wait and step were measured in a loop like the overlapped one (timings taken
-    alone, at another moment, can disagree with both on a busy machine). With one loading
-    process the best case would be the slower half. With `worker_count` workers the loading
-    half is itself split across processes, so the best case is `max(step, wait / workers)`;
-    on a CPU-only machine every half also shares `cores`, which makes it at least the
-    baseline's CPU work per step over the cores. That work is its time per step times
-    `busy_cores`, the cores the baseline loop kept busy on average (its CPU time over its
-    wall time: XLA runs one CPU step on several cores); without a measurement the loop is
-    taken to keep one core busy, and the sentence says so.
-    """
+    - the step: its mean step, which overlap cannot hide;
+    - the loading split between the workers: its mean wait over `worker_count`, each worker
+      making every other batch;
+    - all the work shared by the cores: on a CPU-only machine every half shares `cores`,
+      so the baseline's CPU work per step over the cores. That work is its time per step
+      times `busy_cores`, the cores it kept busy (its CPU time over its wall time, measured
+      once, so it adds no standard error); without it, one core is assumed.
+    The best case is the largest of the three."""
     if worker_count < 1 or cores < 1:
         raise ValueError(f"worker_count={worker_count!r} and cores={cores!r} must both be at "
                          "least 1.")
     if busy_cores is not None and not busy_cores > 0:
         raise ValueError(f"busy_cores={busy_cores!r} must be above 0: pass the baseline "
-                         "loop's CPU time over its wall time (CpuUse.own_cores), or None.")
-    if busy_cores is not None:
-        busy_cores = min(busy_cores, cores)  # CPU-time ticks can round a little past the cores
+                         "loop's CPU time over its wall time (bottleneck.process_cores), or "
+                         "None.")
+    wait, step = wait_and_step(baseline)
+    serial = step_period(baseline)
+    used = 1.0 if busy_cores is None else min(busy_cores, cores)  # ticks can round past
+
+    def scaled(estimate: Estimate, factor: float) -> Estimate:
+        return Estimate(estimate.value * factor, estimate.stderr * factor, estimate.count,
+                        "mean")
+
+    cores_busy = ("1 core assumed" if busy_cores is None else f"{used:.2f} cores busy")
+    return {
+        "the step": ("its mean step", step),
+        f"the loading split between the {worker_count} workers":
+            (f"its mean wait {format_seconds(wait.value)} / {worker_count}",
+             scaled(wait, 1 / worker_count)),
+        f"all the work shared by the {cores} cores":
+            (f"its time a step {format_seconds(serial.value)} x {cores_busy} / {cores}",
+             scaled(serial, used / cores)),
+    }
+
+
+def _best_case(bounds: Mapping[str, tuple[str, Estimate]]) -> tuple[str, Estimate]:
+    binding = max(bounds, key=lambda name: bounds[name][1].value)
+    return binding, bounds[binding][1]
+
+
+def _ms(estimate: Estimate) -> str:
+    return f"{1e3 * estimate.value:.2f} ± {1e3 * estimate.stderr:.2f}"
+
+
+def overlap_bound_table(baseline: Any, *, worker_count: int, cores: int,
+                        baseline_name: str = "the loader at num_threads=0",
+                        busy_cores: float | None = None) -> str:
+    """The three bounds of `overlap_bounds` as a small table, the largest, the best case,
+    marked, and a line saying where the cores busy come from."""
+    bounds = overlap_bounds(baseline, worker_count=worker_count, cores=cores,
+                            busy_cores=busy_cores)
+    binding, _ = _best_case(bounds)
+    how_header = f"computed from {baseline_name}"
+    name_width = max(len("bound"), *map(len, bounds))
+    how_width = max(len(how_header), *(len(how) for how, _ in bounds.values()))
+    lines = [f"{'bound':<{name_width}}  {how_header:<{how_width}}  ms (mean ± s.e.)",
+             "-" * (name_width + how_width + 20)]
+    for name, (how, bound) in bounds.items():
+        mark = "  <- the best case (the largest)" if name == binding else ""
+        lines.append(f"{name:<{name_width}}  {how:<{how_width}}  {_ms(bound):>16}{mark}")
+    if busy_cores is None:
+        lines.append("1 core assumed: the CPU time of that loop was not measured.")
+    else:
+        lines.append("cores busy: that loop's CPU time over its wall time, every thread of this "
+                     "process counted, measured around it.")
+    return "\n".join(lines)
+
+
+def overlap_bound_sentence(overlapped: Any, naive: Any, *, worker_count: int,
+                           cores: int, baseline_name: str = "the naive loop",
+                           busy_cores: float | None = None,
+                           loop_cores: float | None = None,
+                           other_cores: float | None = None) -> str:
+    """How the overlapped loop's time per step compares with the best case of
+    `overlap_bounds` (printed by `overlap_bound_table`), by the margin rule with the
+    standard errors of both sides.
+
+    `naive` is the baseline's `StepProfiler`, whose halves must be those of the code the
+    workers run: the same loader with `ReadOptions(num_threads=0)`, measured in a loop like
+    the overlapped one. `busy_cores` is the cores that baseline kept busy, `loop_cores` the
+    cores the overlapped loop with its workers kept busy (`CpuUse.own_cores`), each None
+    where it was not measured. With both, the time the loop took beyond the best case is
+    split into what the measurements show: cores the loop left unused, or CPU work a step
+    beyond the baseline's; the sentence names no cause within either. `other_cores`, the
+    cores other programs used meanwhile (`CpuUse.other_cores`), says whether unused cores
+    could have been taken rather than left idle."""
+    bounds = overlap_bounds(naive, worker_count=worker_count, cores=cores,
+                            busy_cores=busy_cores)
+    binding, best = _best_case(bounds)
     loop, serial = step_period(overlapped), step_period(naive)
-    wait_s, step_s = float(naive.wait_times.mean()), float(naive.step_times.mean())
-    used = 1.0 if busy_cores is None else busy_cores
-    work_s = serial.value * used
-    bounds = {"the step": step_s,
-              f"the loading split between the {worker_count} workers": wait_s / worker_count,
-              f"all the work shared by the {cores} cores": work_s / cores}
-    binding = max(bounds, key=bounds.get)
-    best = bounds[binding]
-    numbers = (f"{format_estimate(loop)} per step (means), against "
-               f"{format_estimate(serial)} for {baseline_name}, its two halves one after the "
-               f"other, and a best case of {format_seconds(best)}")
-    explain = (f"(the largest of three bounds: the step, {format_seconds(step_s)}; the "
-               f"loading split between the {worker_count} workers, {format_seconds(wait_s)} / "
-               f"{worker_count} = {format_seconds(wait_s / worker_count)}; all the work shared "
-               f"by the {cores} cores, {_work_phrase(serial.value, busy_cores)} / {cores} = "
-               f"{format_seconds(work_s / cores)}; here {binding} sets it)")
-    loop_vs_best = judge(loop, Estimate(best, 0.0, loop.count))
-    loop_vs_serial = judge(loop, serial)
+    head = (f"The loop with {worker_count} workers + prefetch took {format_estimate(loop)} a "
+            f"step, against the best case of {format_estimate(best)} (means; margin "
+            f"{relative_margin(loop, best):.0%})")
+    serial_said = (f"One half after the other, {baseline_name} took "
+                   f"{format_estimate(serial)}")
+    loop_vs_best, loop_vs_serial = judge(loop, best), judge(loop, serial)
     if TOO_NOISY_TO_TELL in (loop_vs_best, loop_vs_serial):
-        return (f"The loop took {numbers} {explain}: too noisy to tell how much overlap hid, "
-                "so this run names no cause.")
-    if loop_vs_serial == "worse":
-        return (f"The loop took {numbers} {explain}: slower even than one after the other, "
-                "so overlap cost more than it hid. The cores were taken, by the step, the "
-                "hand-over of each batch, or other programs.")
-    if loop_vs_serial == "same":
-        return (f"The loop took {numbers} {explain}: no faster than one after the other, so "
-                "overlap hid nothing. The cores were taken, by the step, the hand-over of "
-                "each batch, or other programs.")
-    if loop_vs_best == "better":
-        return (f"The loop took {numbers} {explain}: faster than that best case, which only "
-                f"happens when {baseline_name}'s halves took longer than they would have "
-                "during the overlapped loop (the machine was busier then, or its caches "
-                "colder).")
-    if loop_vs_best == "same":
-        return (f"The loop took {numbers} {explain}: overlap reached the best case, within "
-                f"the noise of the {loop.count} steps.")
-    hidden = (serial.value - loop.value) / (serial.value - best)
-    return (f"The loop took {numbers} {explain}: overlap hid {hidden:.0%} of what it could. "
-            "This measurement cannot say what took the rest: the step and the workers "
-            "competing for the cores, or handing each batch over to this process (a step "
-            "that leaves the CPU free separates the first).")
+        return (f"{head}. {serial_said}. Too noisy to tell how much overlap hid, so this run "
+                "names no cause.")
+    rest = _rest_clause(loop, best, serial, busy_cores, loop_cores, worker_count, cores,
+                        other_cores)
+    if loop_vs_serial == WORSE:
+        return (f"{head}. {serial_said}: the loop was slower even than that, beyond the "
+                f"margin, so overlap cost more than it hid.\n{rest}")
+    if loop_vs_serial == SAME:
+        return (f"{head}. {serial_said}: the loop was no faster, within the noise, so overlap "
+                f"hid nothing measurable.\n{rest}")
+    if loop_vs_best == BETTER:
+        return (f"{head}: faster than the best case, beyond the margin.\n"
+                + _beat_clause(loop, serial, binding, cores, baseline_name, busy_cores,
+                               loop_cores))
+    if loop_vs_best == SAME:
+        return f"{head}: overlap reached the best case, within the noise. {serial_said}."
+    hidden = (serial.value - loop.value) / (serial.value - best.value)
+    return (f"{head}: slower, beyond the margin. {serial_said}, so overlap hid {hidden:.0%} of "
+            f"the {format_seconds(serial.value - best.value)} a step it could hide.\n{rest}")
+
+
+def _cpu_per_step(period: Estimate, busy: float) -> Estimate:
+    """CPU time a step: the time per step times the cores kept busy (measured once)."""
+    return Estimate(period.value * busy, period.stderr * busy, period.count, "mean")
+
+
+def _cores_full(loop_cores: float, cores: int) -> bool:
+    """Whether the loop kept all the cores busy, within the margin rule's floor."""
+    return loop_cores >= cores * (1 - NOISE_FLOOR)
+
+
+def _rest_clause(loop: Estimate, best: Estimate, serial: Estimate, busy_cores: float | None,
+                 loop_cores: float | None, worker_count: int, cores: int,
+                 other_cores: float | None = None) -> str:
+    """What the measurements say about the time the loop took beyond the best case."""
+    rest = f"The {format_seconds(loop.value - best.value)} a step above the best case"
+    beside = (f"the step, the {worker_count} workers and prefetch_to_device's thread "
+              "competing for the cores, and handing each batch over to this process")
+    if loop_cores is None:
+        return (f"{rest}: this measurement cannot say what took it ({beside}); the CPU time "
+                "of the loop was not measured.")
+    busy = (f"the loop kept {loop_cores:.1f} of the {cores} cores busy (its CPU time and its "
+            "workers' over its wall time)")
+    full = _cores_full(loop_cores, cores)
+    others_busy = other_cores is not None and other_cores >= OTHERS_BUSY_CORES
+    if full:
+        unused = f", within {NOISE_FLOOR:.0%} of all of them"
+    else:
+        unused = f", leaving {cores - loop_cores:.1f} unused by it on average"
+        if other_cores is not None:
+            unused += f", while other programs used {other_cores:.1f}"
+    left = ("cores the loop did not use, while other programs were busy, so this run cannot "
+            "say whether those cores sat idle or other programs took them" if others_busy else
+            "cores left idle")
+    if busy_cores is None:
+        if full:
+            return (f"{rest}: {busy}{unused}, so it is not cores left unused; this measurement "
+                    f"cannot say which work took it ({beside}).")
+        return (f"{rest}: {busy}{unused}; without the CPU time of the loop at num_threads=0, "
+                "this measurement cannot say how much of it is unused cores and how much "
+                "added work.")
+    cpu, cpu0 = _cpu_per_step(loop, min(loop_cores, cores)), _cpu_per_step(serial, busy_cores)
+    cpu_said = (f"used {format_estimate(cpu)} of CPU time a step against "
+                f"{format_estimate(cpu0)} at num_threads=0 (means)")
+    verdict = judge(cpu, cpu0)
+    if verdict == TOO_NOISY_TO_TELL:
+        return (f"{rest}: {busy}{unused}, and {cpu_said}: too noisy to tell whether it did "
+                "more work a step, so this run cannot say what took the rest.")
+    if verdict == WORSE and full:
+        return (f"{rest}: {busy}{unused}, and {cpu_said}, more beyond the margin. So it is CPU "
+                "work the overlapped loop added, which this measurement does not split "
+                f"between {beside}.")
+    if verdict == WORSE:
+        return (f"{rest}: {busy}{unused}, and {cpu_said}, more beyond the margin. Both make "
+                f"it: added CPU work, which this measurement does not split, and {left}.")
+    if full:
+        return (f"{rest}: {busy}{unused}, and {cpu_said}, no more beyond the margin. Neither "
+                "unused cores nor added work stands out, so this run cannot say what took it.")
+    if others_busy:
+        return (f"{rest}: {busy}{unused}, and {cpu_said}, no more beyond the margin. So it is "
+                f"{left}.")
+    return (f"{rest}: {busy}{unused}, and {cpu_said}, no more beyond the margin. So it is "
+            "cores left idle; this measurement does not say what the loop and the workers "
+            "waited for.")
+
+
+def _beat_clause(loop: Estimate, serial: Estimate, binding: str, cores: int,
+                 baseline_name: str, busy_cores: float | None,
+                 loop_cores: float | None) -> str:
+    """What a loop faster than its best case says about the bound, from what was measured."""
+    if not binding.startswith("all the work") or busy_cores is None or loop_cores is None:
+        return (f"The bound comes from {baseline_name}'s halves, measured at another moment; "
+                f"this pair cannot separate those halves taking longer then from {binding} "
+                "not being a floor for this loop.")
+    cpu, cpu0 = _cpu_per_step(loop, min(loop_cores, cores)), _cpu_per_step(serial, busy_cores)
+    said = (f"The bound takes the CPU time a step of {baseline_name}, "
+            f"{format_estimate(cpu0)}, as the least this loop needs; this loop used "
+            f"{format_estimate(cpu)} (means; {loop_cores:.1f} of the {cores} cores busy)")
+    if judge(cpu, cpu0) == BETTER:
+        return (f"{said}, less beyond the margin. This pair cannot say whether that CPU time "
+                "counted work this loop did not need, or the two loops, run at different "
+                "moments, ran in different conditions.")
+    return (f"{said}, not less beyond the margin: the gap is inside what the two "
+            "measurements resolve, and this run cannot say why.")
 
 
 def _stand_in_columns(real: Any, stand_in: Any) -> str:
@@ -596,10 +852,13 @@ def _stand_in_columns(real: Any, stand_in: Any) -> str:
     causes = []
     if step_moved == WORSE:
         causes.append("the real step took longer than the stand-in, which sleeps as long as "
-                      "the step took with nothing beside it: the workers slowed the step")
+                      "the step took with nothing beside it: what ran beside it slowed the "
+                      "step (the workers, prefetch_to_device's thread, or both: this pair "
+                      "does not separate them)")
     if wait_moved == WORSE:
         causes.append("the loop waited longer for its batches beside the real step: the "
-                      "step slowed the workers")
+                      "step slowed the loading (the workers, or the thread that takes their "
+                      "batches: this pair does not separate them)")
     if not causes:
         return (f"With the real step against the stand-in, {columns} Neither column grew "
                 "beyond its noise, so this run cannot say which side lost to the other.")
@@ -613,13 +872,17 @@ def _stand_in_columns(real: Any, stand_in: Any) -> str:
 def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
                       baseline_name: str = "the naive loop", *, real: Any = None,
                       stand_in: Any = None, real_baseline: Any = None,
-                      stand_in_baseline: Any = None) -> str:
+                      stand_in_baseline: Any = None,
+                      other_cores: tuple[float, float] | None = None) -> str:
     """The loader's speed-up with the real step against the one with a stand-in step that
     sleeps as long, leaving the CPU to the workers; both over `baseline_name`. `real` and
     `stand_in`, the two overlapped loops' `StepProfiler`s, let the sentence judge which
     column (the wait or the step) made the difference instead of leaving it to the table.
     `real_baseline` and `stand_in_baseline`, the `num_threads=0` loops the two speed-ups are
-    measured against, are judged first: if that baseline moved, no cause is named."""
+    measured against, are judged first: if that baseline moved, no cause is named.
+    `other_cores`, the cores other programs used during the real and the stand-in loops
+    with workers (`CpuUse.other_cores`), is what a stand-in that gained less is read
+    against: only a measured difference is named."""
     numbers = (f"{format_times(real_gain.value)} with the real step, "
                f"{format_times(stand_in_gain.value)} with the stand-in")
     held = ""
@@ -638,8 +901,8 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
                 f"stand-in gained more, so no cause can be named from it.{held}")
     if verdict == "better":
         head = (f"Speed-up over {baseline_name}: {numbers}.{held} Only the step's use of the CPU "
-                "changed, so the difference is what the real step and the workers cost each "
-                "other on the shared cores")
+                "changed, so the difference is what the real step and the loading beside it "
+                "(the workers, prefetch_to_device's thread) cost each other on the shared cores")
         if real is None or stand_in is None:
             return (f"{head} (a slower step, a longer wait, or both: the table shows which "
                     "column moved): on a GPU machine the step would not compete with them.")
@@ -650,9 +913,22 @@ def stand_in_sentence(real_gain: Estimate, stand_in_gain: Estimate,
                 "run cannot show that the real step's CPU time held the workers back. What "
                 "did is not measured here (the hand-over of each batch, or other programs: "
                 "the CPU use printed above says how much they took).")
-    return (f"Speed-up over {baseline_name}: {numbers}.{held} The stand-in gained less, which "
-            "leaving the CPU free cannot cause: the machine was busier during the stand-in "
-            "runs. Run the two cells again to see.")
+    said = (f"Speed-up over {baseline_name}: {numbers}.{held} The stand-in gained less, beyond "
+            "the margin, which leaving the CPU free cannot cause by itself.")
+    if real is not None and stand_in is not None:
+        columns = which_moved(stand_in, real)
+        said += f" With the stand-in against the real step, {columns[:1].lower()}{columns[1:]}"
+    if other_cores is None:
+        return (f"{said} Other programs' CPU use was not measured during both loops, so this "
+                "pair cannot say why. Run the two cells again to see whether it holds.")
+    during_real, during_stand_in = other_cores
+    others = (f"other programs used {during_stand_in:.1f} cores during the stand-in's loop "
+              f"with workers and {during_real:.1f} during the real step's")
+    if during_stand_in - during_real >= OTHERS_BUSY_CORES:
+        return (f"{said} Measured from CPU time, {others}: the machine was busier during the "
+                "stand-in's loop, which can account for it.")
+    return (f"{said} Measured from CPU time, {others}, no busier, so this pair cannot say why. "
+            "Run the two cells again to see whether it holds.")
 
 
 def batch_thread_sentence(chunk_s: float, chunk_records: int,
@@ -778,8 +1054,10 @@ def short_waits_sentence(profiler: Any, name: str, *, under: float = 1e-3,
                      f"take turns, more than {random}: as two workers would give, each "
                      "making every other batch")
         else:
+            relation = ("the same as" if f"{turns:.0%}" == f"{chance:.0%}" else
+                        "fewer than" if turns < chance - 2 * spread else "not beyond")
             text += (f". Short and long waits take turns in {turns:.0%} of consecutive "
-                     f"steps, not beyond {random}: this run shows no pattern of the two "
+                     f"steps, {relation} {random}: this run shows no pattern of the two "
                      "workers taking turns")
     return text + "."
 
