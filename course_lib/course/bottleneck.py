@@ -33,7 +33,7 @@ from course_lib.course.basics import (
 )
 
 OTHERS_BUSY_CORES = 0.25  # other programs using this many cores or more were busy (lesson 4's)
-READ_THREADS_PREFIX = "course_lib-read"  # the names of course_lib.reader's pool of read threads
+READ_THREADS_PREFIX = "course_lib-read"  # course_lib.record_stage's pool: the read threads
 
 
 def profile_table(profilers: Mapping[str, Any]) -> str:
