@@ -232,6 +232,9 @@ def test_first_batch_sentence_covers_each_outcome():
     assert ("With 2 workers, the fastest count of the benchmark, it came about 70 ms later "
             "than at worker_count=0: that is the start-up") in same
     assert "the one start-up figure the rest of the lesson cites" in same
+    # a difference of first batches: the main process's first chunk is in both of them
+    assert "how much later the first batch comes than in the main process" in same
+    assert "first reads and decodes" not in same
     assert "median of that difference" not in same
     assert "1 against 2 workers: too noisy to tell" in same  # a margin of 52%
     assert "start in parallel" not in same

@@ -564,11 +564,12 @@ def first_batch_sentence(timings: Mapping[int, LoaderTiming]) -> str:
     elif with_workers.verdict == "worse":
         lines.append(f"With {which}, it came about {format_duration(startup_s(timings))} "
                      "later than at worker_count=0: that is the start-up of this pipeline's "
-                     "workers, everything a worker does before its first batch of decoded "
-                     "records is back (forking it, unpickling the pipeline with whatever "
-                     "modules that imports, its first reads and decodes), measured from "
-                     "outside; this run does not time the parts. It is the one start-up "
-                     "figure the rest of the lesson cites.")
+                     "workers, how much later the first batch comes than in the main process "
+                     "(forking them, unpickling the pipeline with whatever modules that "
+                     "imports, and whatever a fresh worker's first chunk costs beyond the main "
+                     "process's, which makes its first chunk too), measured from outside; this "
+                     "run does not time the parts. It is the one start-up figure the rest of "
+                     "the lesson cites.")
     elif with_workers.verdict == "better":
         lines.append(f"With {which}, the first batch came sooner than at worker_count=0 "
                      f"{with_workers.numbers()}: the workers' start-up did not show, and this "

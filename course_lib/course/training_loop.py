@@ -377,23 +377,46 @@ def fastest_sentence(timings: Mapping[str, FeedTiming]) -> str:
         return (f"{measure}, the fastest setup here was the {won}, faster than every other "
                 f"beyond the noise; against the next fastest, the {others[0].label} "
                 f"({_pair_numbers(timings, best, others[0])}).")
-    ties = [timing for timing in others if _outcome_of(timings, best, timing) != FASTER]
-    leaders = [best, *ties]
-    pairs = []
-    for timing in ties:
-        relation = ("within the noise" if _outcome_of(timings, best, timing) == SAME else
-                    f"too noisy to tell apart, a margin wider than {TOO_NOISY:.0%}")
-        later, earlier = in_order(timings, best, timing)
-        pairs.append(f"the {later.label} against the {earlier.label} "
-                     f"({judged_difference(later, earlier)}: {relation})")
+    leaders, pairs = _tied_with_the_fastest(timings, best, others)
     slower = len(timings) - len(leaders)
     rest = ("" if not slower else
-            f" The other {slower} {'was' if slower == 1 else 'were'} slower beyond the noise.")
+            f" The other {slower} {'was' if slower == 1 else 'were'} slower beyond the noise "
+            f"than the {best.label}, and within the noise of none of these {len(leaders)}.")
     return (f"{measure}, no single setup won (each pair quoted as the setup listed later "
             f"against the one listed earlier, as in every sentence here): {'; '.join(pairs)}. "
             f"This run cannot rank these "
             f"{len(leaders)} and names no cause for the order of their means; any of them "
             f"will do.{rest}")
+
+
+def _tied_with_the_fastest(timings: Mapping[str, FeedTiming], best: FeedTiming,
+                           others: Sequence[FeedTiming]) -> tuple[list, list[str]]:
+    """The setups this run cannot rank against the fastest: the fastest, every setup not
+    slower beyond the noise than it, and, in turn, every setup within the noise of one of
+    those (A ties B and B ties C puts C with them even where A beats C, since the run cannot
+    order B against either). Each joins with the pair that ties it, quoted."""
+    leaders, pairs = [best], []
+    joined = True
+    while joined:
+        joined = False
+        for timing in others:
+            if timing in leaders:
+                continue
+            for leader in leaders:
+                outcome = _outcome_of(timings, leader, timing)
+                if outcome == FASTER or (leader is not best and outcome != SAME):
+                    continue
+                relation = ("within the noise" if outcome == SAME else
+                            f"too noisy to tell apart, a margin wider than {TOO_NOISY:.0%}"
+                            if outcome == NOISY else
+                            f"the {timing.label} faster beyond the noise")
+                later, earlier = in_order(timings, leader, timing)
+                pairs.append(f"the {later.label} against the {earlier.label} "
+                             f"({judged_difference(later, earlier)}: {relation})")
+                leaders.append(timing)
+                joined = True
+                break
+    return leaders, pairs
 
 
 def _column(timing: FeedTiming, baseline: FeedTiming, column: str) -> str:
