@@ -283,3 +283,20 @@ def test_must_raise_traceback_points_at_the_call_that_raised_in_a_kernel_cell(ca
     arrows = [line for line in printed.splitlines() if re.match(r"-+> ", line)]
     assert arrows and "int(text)" in arrows[0], printed
     assert not any("with course.must_raise" in line for line in arrows), printed
+
+
+def test_compilations_unregisters_on_a_jax_without_the_public_function(monkeypatch):
+    # JAX 0.7.2 (Colab's) has no jax.monitoring.unregister_event_duration_listener: the
+    # block must still end cleanly and remove its listener
+    jax = pytest.importorskip("jax")
+    from jax._src import monitoring
+
+    monkeypatch.delattr(jax.monitoring, "unregister_event_duration_listener", raising=False)
+    if not hasattr(monitoring, "_unregister_event_duration_listener_by_callback"):
+        monkeypatch.setattr(monitoring, "_unregister_event_duration_listener_by_callback",
+                            monitoring.unregister_event_duration_listener, raising=False)
+    before = len(monitoring.get_event_duration_listeners())
+    with recompilation.compilations() as compiled:
+        assert len(monitoring.get_event_duration_listeners()) == before + 1
+    assert compiled == []
+    assert len(monitoring.get_event_duration_listeners()) == before

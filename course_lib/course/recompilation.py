@@ -238,7 +238,21 @@ def compilations() -> Iterator[list[str]]:
     try:
         yield compiled
     finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
+        _unregister_duration_listener(listen)
+
+
+def _unregister_duration_listener(listen) -> None:
+    """Removes a duration listener: `jax.monitoring.unregister_event_duration_listener`
+    where JAX has it (0.10.2 does), else the private function JAX 0.7.2 (Colab's) keeps
+    for the same job, `jax._src.monitoring._unregister_event_duration_listener_by_callback`."""
+    import jax
+
+    unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+    if unregister is None:
+        from jax._src import monitoring
+
+        unregister = monitoring._unregister_event_duration_listener_by_callback
+    unregister(listen)
 
 
 def epoch_traces_sentence(traces: Sequence[int], function: str = "the step",
