@@ -234,8 +234,8 @@ def test_padded_rows_sentence_for_each_outcome():
     same = recompilation.padded_rows_sentence("Grain 0.2.18", [64, 64, 64, 64, 41], shapes,
                                               [64, 64, 64, 64, 41])
     assert same == ("Grain 0.2.18: 5 batches of shape (64, 8, 8), real rows per batch "
-                    "[64, 64, 64, 64, 41]: one shape, and the same real rows as PadAndMask's "
-                    "masks.")
+                    "[64, 64, 64, 64, 41]: one shape, and the same number of real rows per "
+                    "batch as PadAndMask's masks.")
     unpadded = recompilation.padded_rows_sentence("Grain", [64, 41], [(64, 8, 8), (41, 8, 8)],
                                                   [64, 41])
     assert "2 shapes, so the step would trace once per shape" in unpadded
@@ -300,3 +300,43 @@ def test_compilations_unregisters_on_a_jax_without_the_public_function(monkeypat
         assert len(monitoring.get_event_duration_listeners()) == before + 1
     assert compiled == []
     assert len(monitoring.get_event_duration_listeners()) == before
+
+
+def test_recompile_sentence_places_the_trap_against_the_fresh_compilations():
+    timing = CompilationTiming(first_call=(0.401, 0.501, 0.451),
+                               step_times=(0.001, 0.001, 0.002))  # compilations 400-500 ms
+    inside = timing.recompile_sentence([0.431, 0.481, 0.441], rows=28, compiled_rows=64)
+    assert inside == ("The trap's own recompilation, a step already compiled for 64 rows fed "
+                      "the 28-row batch once, took 440 ms (the median of 3, from 430 ms to "
+                      "480 ms), less one compiled step as above: within the range of the 3 "
+                      "fresh 64-row compilations above (from 400 ms to 500 ms). The short "
+                      "batch costs what a first compilation does, within their spread: about "
+                      "as much as 440 steps.")
+    above = timing.recompile_sentence([0.601, 0.651, 0.701], rows=28, compiled_rows=64)
+    assert "600 ms to 700 ms), less one compiled step as above: more than any of the 3 fresh" \
+        in above
+    assert above.endswith("The short batch costs more than the first compilation here, about "
+                          "as much as 650 steps.")
+    below = timing.recompile_sentence([0.201], rows=28, compiled_rows=64)
+    assert "took 200 ms, less one compiled step as above: less than any of the 3 fresh" in below
+    assert "costs less than the first compilation here, about as much as 200 steps." in below
+    cached = timing.recompile_sentence([0.0015, 0.002], rows=28, compiled_rows=64)
+    assert "this run saw no recompilation there" in cached and "steps." not in cached
+    one = CompilationTiming(first_call=0.501, step_times=(0.001,))
+    assert "within the range" not in one.recompile_sentence([0.301], rows=28, compiled_rows=64)
+    assert "less than the fresh 64-row compilation above (500 ms)" in \
+        one.recompile_sentence([0.301], rows=28, compiled_rows=64)
+    with pytest.raises(ValueError, match="positive times"):
+        timing.recompile_sentence([], rows=28, compiled_rows=64)
+
+
+def test_cache_miss_sentence_for_each_outcome():
+    reasons = ["* at images, now f32[28,8,8] and before f32[64,8,8]"]
+    assert recompilation.cache_miss_sentence(2, reasons) == (
+        "JAX traced the step 2 times. Why the last time:\n"
+        "* at images, now f32[28,8,8] and before f32[64,8,8]")
+    silent = recompilation.cache_miss_sentence(2, [])
+    assert silent.startswith("JAX traced the step 2 times. JAX logged no reason")
+    assert "jax_explain_cache_misses on" in silent and "Why the last time" not in silent
+    assert recompilation.cache_miss_sentence(1, []) == (
+        "JAX traced the step once. No trace after the first, so no cache miss to explain.")

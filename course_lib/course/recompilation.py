@@ -135,6 +135,45 @@ class CompilationTiming:
                 f"{format_duration(min(self.compile_times))} to "
                 f"{format_duration(max(self.compile_times))}")
 
+    def recompile_sentence(self, recompile_calls: Sequence[float], rows: int,
+                           compiled_rows: int) -> str:
+        """The trap's own recompilation read against the fresh compilations.
+
+        `recompile_calls` are first calls, in seconds, of steps already compiled for
+        `compiled_rows` rows, each fed a batch of `rows` rows once (trace, compile, run).
+        Each less one compiled step, as `compile_times` are, their median is placed
+        against the range of the fresh compilations: inside it, above it or below it."""
+        if not recompile_calls or min(recompile_calls) <= 0:
+            raise ValueError(f"recompile_calls={recompile_calls!r} must be positive times in "
+                             "seconds, at least one.")
+        times = [seconds - self.step_seconds for seconds in recompile_calls]
+        median = float(np.median(times))
+        what = (f"The trap's own recompilation, a step already compiled for {compiled_rows} "
+                f"rows fed the {rows}-row batch once, ")
+        timed = (f"took {format_duration(median)}" if len(times) == 1 else
+                 f"took {format_duration(median)} (the median of {len(times)}, from "
+                 f"{format_duration(min(times))} to {format_duration(max(times))})")
+        if max(recompile_calls) <= self.slowest_step:
+            return (what + f"took no longer than the slowest compiled step "
+                    f"({format_duration(max(recompile_calls))} at most, against "
+                    f"{format_duration(self.slowest_step)}): this run saw no recompilation "
+                    "there. A compilation cache that already held that shape would explain it.")
+        low, high = min(self.compile_times), max(self.compile_times)
+        fresh = (f"the {len(self.compile_times)} fresh {compiled_rows}-row compilations "
+                 f"above (from {format_duration(low)} to {format_duration(high)})"
+                 if len(self.compile_times) > 1 else
+                 f"the fresh {compiled_rows}-row compilation above "
+                 f"({format_duration(self.compile_seconds)})")
+        steps = f"{about(median / self.step_seconds)} steps"
+        if low <= median <= high:
+            return (what + f"{timed}, less one compiled step as above: within the range of "
+                    f"{fresh}. The short batch costs what a first compilation does, within their "
+                    f"spread: {steps}.")
+        side = "more" if median > high else "less"
+        return (what + f"{timed}, less one compiled step as above: {side} than "
+                f"{'any of ' if len(self.compile_times) > 1 else ''}{fresh}. The short batch "
+                f"costs {side} than the first compilation here, {steps}.")
+
     def sentence(self) -> str:
         """Compilation against the step, in steps; says so when they cannot be told apart."""
         fastest_first = min(self.first_calls)
@@ -184,6 +223,20 @@ def time_compilation(call: Callable[[], Any], repeats: int, *, compiles: int = 1
         step_times.append(time.perf_counter() - start)
     first_call = first_calls[0] if compiles == 1 else tuple(first_calls)
     return CompilationTiming(first_call, tuple(step_times))
+
+
+def cache_miss_sentence(traces: int, reasons: Sequence[str], function: str = "the step"
+                        ) -> str:
+    """How often `function` was traced and JAX's reasons for the last trace, one a line
+    (the lines of its `jax_explain_cache_misses` log that say what changed)."""
+    times = "once" if traces == 1 else f"{traces} times"
+    head = f"JAX traced {function} {times}."
+    if reasons:
+        return head + " Why the last time:\n" + "\n".join(reasons)
+    if traces <= 1:
+        return head + " No trace after the first, so no cache miss to explain."
+    return head + (" JAX logged no reason for the traces after the first: is "
+                   "jax_explain_cache_misses on (course.jax_messages() switches it on)?")
 
 
 def shared_counter_sentence(raised: bool, function: str) -> str:
@@ -334,7 +387,8 @@ def restart_sentence(cache_dir: str | None, min_compile_seconds: float,
 def padded_rows_sentence(library: str, real_rows: Sequence[int], shapes: Sequence[Sequence[int]],
                          expected_rows: Sequence[int]) -> str:
     """Whether a padding recipe run on `library` gave batches of one shape whose masks count
-    the real rows `expected_rows` (those of `PadAndMask`, batch by batch)."""
+    the real rows `expected_rows` (those of `PadAndMask`, batch by batch). Only the counts
+    are compared, not which records the rows hold (PadAndMask's loader shuffles)."""
     real_rows = [int(rows) for rows in real_rows]
     expected_rows = [int(rows) for rows in expected_rows]
     distinct = list(dict.fromkeys(tuple(shape) for shape in shapes))
@@ -342,7 +396,8 @@ def padded_rows_sentence(library: str, real_rows: Sequence[int], shapes: Sequenc
             f"{' and '.join(_shape_text(shape) for shape in distinct)}, real rows per batch "
             f"{real_rows}")
     if len(distinct) == 1 and real_rows == expected_rows:
-        return head + ": one shape, and the same real rows as PadAndMask's masks."
+        return head + (": one shape, and the same number of real rows per batch as "
+                       "PadAndMask's masks.")
     if len(distinct) > 1:
         return head + (f": {len(distinct)} shapes, so the step would trace once per shape; "
                        "check the batch_size given to batch_and_pad.")

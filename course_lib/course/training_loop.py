@@ -22,6 +22,7 @@ from course_lib.course.basics import (
     Estimate,
     format_times,
     judge,
+    noise_rule,
     relative_margin,
 )
 
@@ -50,8 +51,10 @@ def naive_batches(folder: str | Path, batch_size: int, *, num_records: int | Non
 
 
 def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
-                  title: str = "Training on the digits"):
-    """Two panels: the loss of every step, and the held-out accuracy after each epoch."""
+                  title: str = "Training on the digits", short: int = 0):
+    """Two panels: the loss of every step, and the held-out accuracy after each epoch.
+    `short` is how many records of the last epoch the run never trained on (see
+    `accuracy_sentence`): the right panel's title says so when it is not 0."""
     import matplotlib.pyplot as plt
 
     figure, (loss_ax, accuracy_ax) = plt.subplots(1, 2, figsize=(10, 3.4))
@@ -64,10 +67,21 @@ def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
     accuracy_ax.set_xlabel("step")
     accuracy_ax.set_ylabel("held-out accuracy (%)")
     accuracy_ax.set_ylim(0, 100)
-    accuracy_ax.set_title("accuracy on the held-out digits, after each epoch")
+    accuracy_ax.set_title(accuracy_title(short))
     figure.suptitle(title)
     figure.tight_layout()
     return figure
+
+
+def accuracy_title(short: int = 0) -> str:
+    """The accuracy panel's title: the last point comes `short` records before the end of
+    the last epoch when full batches ran on across epochs."""
+    if short < 0:
+        raise ValueError(f"short={short!r}: pass the records of the last epoch not trained on.")
+    if not short:
+        return "accuracy on the held-out digits, after each epoch"
+    return (f"accuracy on the held-out digits, after each epoch\n(the last one {short} "
+            f"record{'s' if short > 1 else ''} short)")
 
 
 def accuracy_sentence(accuracies: Mapping[int, float], held_out: int, *, short: int = 0) -> str:
@@ -107,7 +121,10 @@ def accuracy_sentence(accuracies: Mapping[int, float], held_out: int, *, short: 
                        f"{accuracies[last]:.1%}.")
     fewer = correct[best_step] - correct[last]
     return said + (f"; after {ending} (step {last}), it was {accuracies[last]:.1%}, {fewer} "
-                   f"image{'s' if fewer > 1 else ''} fewer right.")
+                   f"image{'s' if fewer > 1 else ''} fewer right. One image is "
+                   f"{1 / held_out:.2%} of the {held_out}: whether that drop is training's "
+                   "wobble from epoch to epoch or the start of overfitting, one run cannot "
+                   "say (that takes several seeds, or more epochs), so it claims neither.")
 
 
 # -- feeding the loop several ways, and what the numbers say -----------------------------
@@ -734,6 +751,19 @@ def measure_feeds(feeds: Mapping[str, Callable[[], Any]], step_fn: Callable[[Any
 # work split in two halves, against a pure-Python control that can never run in parallel.
 
 
+def margin_rule() -> str:
+    """The part of the course's rule (`basics.noise_rule`) that this lesson's figures use:
+    means (or medians) of the runs, their spread drawn as dots, and the margin; no figure
+    here is printed as "value ± error"."""
+    rule = noise_rule()
+    judged = rule.index("One rule judges")
+    return ("How to read the numbers: every figure below is the mean of a setup's runs (the "
+            "thread test after them, the median of its rounds); the charts draw each run as "
+            "a dot, so the dots are the spread of the runs, and a mean's standard error, "
+            "how far it would move if the whole measurement were taken again, is computed "
+            "from that spread. " + rule[judged:])
+
+
 def time_in_threads(work: Callable[[Sequence[Any]], Any], items: Sequence[Any], threads: int,
                     repeats: int) -> list[float]:
     """Seconds to run `work` over all `items`, split into `threads` interleaved shares, each
@@ -792,14 +822,15 @@ def gil_sentence(decode_one: Sequence[float], decode_two: Sequence[float],
         beyond = judge(decode_gain, control_gain, lower_is_better=False)
         if beyond == "better":
             return (f"Two threads decoded faster than one, and the pure-Python control sped "
-                    f"up too ({numbers}); the control gains without releasing the lock, so "
-                    f"only the decoder's gain beyond it counts, "
-                    f"{format_times(gain / control_gain.value)}, beyond the noise: part of "
-                    f"each decode ran without the interpreter lock{released}. Why a loop that "
-                    "never releases the lock gained at all, this run cannot say (it does not "
-                    "measure the threads' start, the clock speed or the scheduling), and "
-                    "dividing the control's gain out assumes the decoder's Python gained as "
-                    "much.")
+                    f"up too ({numbers}). The control holds the interpreter lock throughout, "
+                    f"so it should have gained nothing: its {format_times(control_gain.value)} "
+                    "is something this run cannot explain (it does not measure the threads' "
+                    "start, the clock speed or the scheduling), and it is read as no "
+                    "correction factor. What the run does show is that the decode gained more "
+                    f"than the control, beyond the noise ({format_times(gain)} against "
+                    f"{format_times(control_gain.value)}): if whatever sped up the control "
+                    "sped up the decode no more, part of each decode ran without the "
+                    f"interpreter lock{released}.")
         return (f"Two threads decoded faster than one, but the pure-Python control, which "
                 f"never releases the lock, sped up too ({numbers}): the decoder's "
                 "gain is not beyond the control's, so this run cannot credit the decoder.")
