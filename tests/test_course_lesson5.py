@@ -352,3 +352,34 @@ def test_plot_step_partners_keeps_coinciding_epochs_visible():
     figure = sharding_policies.plot_step_partners(shared, shared)
     sizes = [line.get_markersize() for line in figure.axes[0].lines]
     assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 3  # epoch 0 largest
+
+
+def test_shard_sizes_plot_keeps_both_markers_visible_where_the_lines_meet():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    sizes = {drop: {2: [5, 5], 3: [4, 3, 3] if not drop else [3, 3, 3]} for drop in (False, True)}
+    figure = sharding_policies.plot_shard_sizes(sizes, 10)
+    for ax in figure.axes:
+        kept, dropped = ax.get_lines()[:2]
+        # at 2 shards both lines are at 0: the hollow, larger square leaves the dot visible
+        assert dropped.get_markerfacecolor() == "none"
+        assert dropped.get_markersize() > kept.get_markersize()
+
+
+def test_device_rows_lines_for_each_outcome():
+    own = [{"rank": 1, "local_ids": [4, 5, 6, 7], "device_ids": {"2": [4, 5], "3": [6, 7]}},
+           {"rank": 0, "local_ids": [0, 1, 2, 3], "device_ids": {"1": [2, 3], "0": [0, 1]}}]
+    lines = sharding_policies.device_rows_lines(own)
+    assert lines[0] == ("rank 0: local batch [0, 1, 2, 3]; device 0 holds [0, 1]; "
+                        "device 1 holds [2, 3]")
+    assert lines[1].startswith("rank 1: local batch [4, 5, 6, 7]; device 2 holds [4, 5]")
+    assert lines[2].startswith("Every device holds only rows of its own process's local batch")
+    mixed = [{"rank": 0, "local_ids": [0, 1, 2, 3], "device_ids": {"0": [0, 1], "1": [4, 5]}},
+             {"rank": 1, "local_ids": [4, 5, 6, 7], "device_ids": {"2": [2, 3], "3": [6, 7]}}]
+    verdict = sharding_policies.device_rows_lines(mixed)[-1]
+    assert verdict.startswith("Not every device holds only its own process's rows")
+    assert "rank 0's device 1 holds [4, 5] from another process" in verdict
+    assert "rank 1's device 2 holds [2, 3] from another process" in verdict
+    with pytest.raises(ValueError, match="no reports"):
+        sharding_policies.device_rows_lines([])

@@ -665,9 +665,34 @@ def test_state_formats_sentence_compares_real_states():
     without = resume.state_formats_sentence(ours, json.dumps(
         {"version": 2, "last_seen_indices": {"0": 7}, "worker_count": 0}))
     assert "last_worker_index" not in without
-    assert "does not restore in the other" in sentence
+    # it claims no refusal itself: the next cells try both directions and print the errors
+    assert "The formats differ: the next cells give each library's state to the other's " \
+        "loader." in sentence and "does not restore" not in sentence
     assert "the same format" in resume.state_formats_sentence(ours, ours)
     assert "not installed" in resume.state_formats_sentence(ours, None)
+
+
+def test_plot_resume_draws_the_control_dashed_only_when_given():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    whole = _rows("abcd", [2.0, 1.5, 1.2, 1.0])
+    forgot = _rows("abab", [2.0, 1.5, 1.4, 1.3])[2:]
+    ax = resume.plot_resume(whole, whole[:2], whole[2:], control=forgot).axes[0]
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert "control: resumed without the data position" in labels
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and list(dashed[0].get_xdata()) == [3, 4]
+    assert list(dashed[0].get_ydata()) == [1.4, 1.3]
+    ax = resume.plot_resume(whole, whole[:2], whole[2:]).axes[0]
+    assert not [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+
+
+def test_lesson8_tries_a_course_lib_state_in_grain_and_draws_the_control():
+    code = lesson_code("08_resume.ipynb")
+    assert "grain_fresh.set_state(saved)" in code
+    assert 'course.check_raised(ValueError, "Sampler in checkpoint")' in code
+    assert "control=forgot)" in code
 
 
 def test_checkpoint_listing_is_relative_and_summarises_deep_folders(tmp_path):

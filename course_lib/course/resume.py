@@ -7,9 +7,12 @@ from collections.abc import Mapping, Sequence
 
 
 def plot_resume(uninterrupted: Sequence[Mapping[str, float]],
-                before: Sequence[Mapping[str, float]], after: Sequence[Mapping[str, float]]):
+                before: Sequence[Mapping[str, float]], after: Sequence[Mapping[str, float]],
+                *, control: Sequence[Mapping[str, float]] | None = None):
     """The loss per step of an uninterrupted run, and of a run stopped and resumed in a
-    new process (rows are `{"step": ..., "loss": ...}`), on one plot."""
+    new process (rows are `{"step": ..., "loss": ...}`), on one plot; with `control`, the
+    rows of a wrong resume from the same checkpoint, dashed, so the picture shows what a
+    resume that goes wrong looks like."""
     import matplotlib.pyplot as plt
 
     figure, ax = plt.subplots(figsize=(8, 3.4))
@@ -19,6 +22,10 @@ def plot_resume(uninterrupted: Sequence[Mapping[str, float]],
             label="first process, until the save")
     ax.plot([row["step"] for row in after], [row["loss"] for row in after], marker=".",
             label="new process, after the restore")
+    if control:
+        ax.plot([row["step"] for row in control], [row["loss"] for row in control],
+                color="tab:red", linestyle="--", linewidth=1.2,
+                label="control: resumed without the data position")
     if before:
         ax.axvline(before[-1]["step"] + 0.5, color="black", linestyle=":",
                    label="checkpoint saved")
@@ -138,8 +145,8 @@ def state_formats_sentence(course_state: str | bytes, grain_state: str | bytes |
                      "-1 when it is worker 0's turn, as always at worker_count=0)")
     theirs_text = (f"Grain saves version {theirs.get('version')}, its position as "
                    + (" and ".join(parts) or _position_keys(theirs)))
-    return (f"{ours_text} (the next record to read); {theirs_text}. The formats differ, so a "
-            "checkpoint saved with one does not restore in the other: switching libraries "
+    return (f"{ours_text} (the next record to read); {theirs_text}. The formats differ: the "
+            "next cells give each library's state to the other's loader. Switching libraries "
             "means starting the data position afresh, or converting it. Lesson 11 moves this "
             "loop to Grain and saves its position with Grain's own checkpoint handler.")
 

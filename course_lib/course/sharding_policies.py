@@ -23,13 +23,18 @@ def plot_shard_sizes(sizes: Mapping[bool, Mapping[int, Sequence[int]]], num_reco
     import matplotlib.pyplot as plt
 
     figure, (size_ax, lost_ax) = plt.subplots(1, 2, figsize=(10, 3.4))
-    for drop, marker in ((False, "o"), (True, "s")):
+    # drop_remainder=True in large hollow squares over small filled dots, so that where the
+    # two lines meet (every count that divides num_records) both markers stay visible
+    styles = {False: {"marker": "o", "markersize": 5},
+              True: {"marker": "s", "markersize": 10, "markerfacecolor": "none",
+                     "markeredgewidth": 1.5}}
+    for drop in (False, True):
         counts = sorted(sizes[drop])
         spread = [max(sizes[drop][count]) - min(sizes[drop][count]) for count in counts]
         lost = [num_records - sum(sizes[drop][count]) for count in counts]
         label = f"drop_remainder={drop}"
-        size_ax.plot(counts, spread, marker=marker, label=label)
-        lost_ax.plot(counts, lost, marker=marker, label=label)
+        size_ax.plot(counts, spread, label=label, **styles[drop])
+        lost_ax.plot(counts, lost, label=label, **styles[drop])
     size_ax.set_xlabel("number of shards (processes)")
     size_ax.set_ylabel("largest minus smallest shard")
     size_ax.set_title("Do all shards have the same size?")
@@ -487,3 +492,28 @@ def endless_run_sentence(steps: int, epoch_counts: Sequence[int],
     return head + (f"{_processes(stayed)} read no record twice: {steps} steps did not take "
                    f"{'it' if len(stayed) == 1 else 'them'} past an epoch's end, so this run "
                    "does not show an endless stream outlasting an epoch; raise the step count.")
+
+
+def device_rows_lines(reports: Sequence[Mapping]) -> list[str]:
+    """One line per process: the ids of its local batch and the ids each of its devices holds
+    of the global batch (`report["local_ids"]`, `report["device_ids"]`: device id -> ids),
+    then whether every device holds only rows of its own process's local batch."""
+    lines, strays = [], []
+    for report in sorted(reports, key=lambda report: report["rank"]):
+        own = set(report["local_ids"])
+        held = "; ".join(f"device {device} holds {ids}"
+                         for device, ids in sorted(report["device_ids"].items(),
+                                                   key=lambda item: int(item[0])))
+        lines.append(f"rank {report['rank']}: local batch {report['local_ids']}; {held}")
+        strays += [(report["rank"], device, sorted(set(ids) - own))
+                   for device, ids in report["device_ids"].items() if set(ids) - own]
+    if not reports:
+        raise ValueError("no reports: the script printed no RESULT line")
+    if strays:
+        lines.append("Not every device holds only its own process's rows: " + "; ".join(
+            f"rank {rank}'s device {device} holds {ids} from another process"
+            for rank, device, ids in strays) + ".")
+    else:
+        lines.append("Every device holds only rows of its own process's local batch: each "
+                     "process's rows stay on its own devices.")
+    return lines
