@@ -79,7 +79,8 @@ def _report(rank, waits, saves, start_step=0):
                       "most of the idle time is waiting for data"]),
     ([0.01] * 10, [(5, 3.0)], ["The loader keeps up",
                                "most of the idle time is saving checkpoints, 23% of the wall "
-                               "time (5% or more): the saves are synchronous, so a longer "
+                               "time (at least the 5% at which this sentence advises a "
+                               "change): the saves are synchronous, so a longer "
                                "job would save less often or asynchronously."]),
 ])
 def test_the_idle_sentence_splits_the_idle_time_and_names_its_largest_part(waits, saves,
@@ -296,10 +297,12 @@ def test_a_batch_without_one_corpus_is_counted():
 @pytest.mark.parametrize(("mix", "text"), [
     (0.7, "1 - 0.7 = 0.30000000000000004 for the code. The mix's rule (Grain 0.2.18's "
           "`_float_to_int_proportions`, and course_lib's `integer_weights`) turns them into "
-          "whole numbers: it scales the smallest weight to 100 and truncates each, giving "
+          "whole numbers: it scales the smallest weight to 100 and truncates each (in "
+          "floating point, 0.30000000000000004 x (100 / 0.30000000000000004) is "
+          "99.99999999999999, just under 100, so the smallest truncates to 99), giving "
           "233:99, so the docstrings get 233/332 = 70.18% of the records, not 70% (weights"),
-    (0.75, "giving 300:100, so the docstrings get 300/400 = 75.00% of the records, exactly the "
-           "75% asked for."),
+    (0.75, "truncates each, giving 300:100, so the docstrings get 300/400 = 75.00% of the "
+           "records, exactly the 75% asked for."),
 ])
 def test_the_weights_sentence_gives_the_share_the_rule_makes(mix, text):
     assert text in capstone.weights_sentence(mix)
@@ -557,7 +560,7 @@ def test_a_change_inside_the_steps_spread_is_within_the_margin_of_the_whole():
     first = _timed(0, [0.03, 0.07] * 14, start_step=30)
     second = _timed(0, [0.038, 0.078] * 14, start_step=30)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "59 ± 3.8 against 51 ± 3.8 ms per step" in sentence
+    assert "59 ± 4 against 51 ± 4 ms per step" in sentence
     assert sentence.endswith("The same within the margin (21%), and no part moved beyond it "
                              "on its own.")
 
@@ -743,3 +746,70 @@ def test_the_summary_says_which_records_each_process_reads_and_the_rules_weights
     assert "the rule's 233:99 (70.18% docstrings); docstrings 70.20%, 70.41%" in lines[2]
     assert "every 3rd record" in capstone.summary_lines({**numbers, "processes": 3})[1]
     assert "every record" in capstone.summary_lines({**numbers, "processes": 1})[1]
+
+
+def test_the_loss_sentence_says_what_the_unigram_entropy_is_computed_from():
+    steps = [{**step, "real_tokens": 1000} for step in _steps([6.0] * 3 + [2.8] * 5,
+                                                                list(range(8)))]
+    plain = capstone.loss_sentence(steps, unigram_nats=3.0)
+    assert "(the unigram entropy of both written corpora's bytes, each corpus weighted by its " \
+        "share of the tokens the processes packed)" in plain, plain
+    more = capstone.loss_sentence(steps, unigram_nats=3.0, corpus_bytes=136_000)
+    assert "both written corpora's bytes, 136,000 bytes, 17x the 8,000 real tokens the steps " \
+        "trained on, each corpus" in more, more
+    alike = capstone.loss_sentence(steps, unigram_nats=3.0, corpus_bytes=8_100)
+    assert "8,100 bytes, about as many as the 8,000 real tokens" in alike, alike
+    fewer = capstone.loss_sentence(steps, unigram_nats=3.0, corpus_bytes=4_000)
+    assert "4,000 bytes, fewer than the 8,000 real tokens the steps trained on (they read " \
+        "the corpora more than once)" in fewer, fewer
+
+
+def test_the_span_sentence_says_whether_the_saves_account_for_a_faster_later_span():
+    # 59 steps of 100 ms, saves of 1 s after steps 15 and 30, 0.5 s after step 45
+    reports = [_timed(rank, [0.1] * 59, [(15, 1.0), (30, 1.0), (45, 0.5)]) for rank in range(2)]
+    times = [0.0]
+    for step in range(2, 61):
+        times.append(times[-1] + 0.1 + (1.0 if step - 1 in (15, 30) else 0) +
+                     (0.5 if step - 1 == 45 else 0))
+    steps = [{"step": i + 1, "real_tokens": 1000, "time": t} for i, t in enumerate(times)]
+    explained = capstone.span_sentence(steps, reports, 32)
+    assert "over steps 32-60 against its" in explained and "over steps 2-60 (section 3)" \
+        in explained, explained
+    assert "process 0 saved 1 checkpoint in steps 32-60 (17 ms per step) against 3 in its 59 " \
+        "steps (42 ms per step), and without the saves took 101 against 101 ms per step" \
+        in explained, explained
+    assert explained.endswith("the same within the 5% margin, so the saves account for the "
+                              "difference in rate."), explained
+    # the later steps also compute faster: the saves do not account for all of it
+    faster = [_timed(rank, [0.1] * 30 + [0.07] * 29, [(15, 1.0), (30, 1.0), (45, 0.5)])
+              for rank in range(2)]
+    rest = capstone.span_sentence(steps, faster, 32)
+    assert rest.endswith("still differs beyond the 5% margin, so the saves do not account "
+                         "for all of the difference in rate; this run does not measure what "
+                         "else does."), rest
+    even = [{"step": i + 1, "real_tokens": 1000, "time": 0.1 * i} for i in range(60)]
+    same = capstone.span_sentence(even, [_timed(rank, [0.1] * 59) for rank in range(2)], 32)
+    assert same.endswith("(section 3): the same within the 5% margin."), same
+
+
+def test_the_resumed_runs_legend_names_the_steps_it_draws():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [{"step": i, "loss": 5.0 - 0.01 * i} for i in range(1, 61)]
+    report = _timed(0, [0.1] * 29, [(45, 0.2)], start_step=30)
+    figure = capstone.plot_run(steps, [report], resumed=steps[30:], killed_after=37,
+                               run="resumed run", around=45)
+    labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    plt.close(figure)
+    assert "resumed run, steps 31-60 (the killed run's steps not drawn)" in labels, labels
+    assert "killed and resumed run" not in labels
+
+
+def test_an_error_of_a_millisecond_or_more_takes_no_more_decimals_than_its_value():
+    from course_lib.course.basics import Estimate
+
+    assert capstone._pm(Estimate(0.082, 0.0061, 29)) == "82 ± 6"
+    assert capstone._pm(Estimate(0.1, 0.0003, 29)) == "100 ± 0.3"
+    assert capstone._pm(Estimate(0.0075, 0.0046, 29)) == "7.5 ± 4.6"

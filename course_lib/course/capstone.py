@@ -264,18 +264,35 @@ def size_sentence(sizes: Mapping) -> str:
             "kept because every random read then touches one record only (lesson 9).")
 
 
-def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5) -> str:
+def loss_sentence(steps: Sequence[Mapping], unigram_nats: float, last: int = 5,
+                  corpus_bytes: int | None = None) -> str:
     """The mean loss of the last `last` steps, with its standard error, against the bytes'
     frequencies alone (the unigram entropy) and a uniform guess (ln 256), each judged by
-    the course's margin rule (lower is better)."""
+    the course's margin rule (lower is better). The unigram entropy is computed from the
+    whole written corpora (`corpus_bytes` bytes, when given, set against the real tokens
+    of `steps`), each corpus weighted by its share of the packed tokens."""
     if len(steps) < last:
         raise ValueError(f"{len(steps)} steps are fewer than last={last}.")
     final = Estimate.mean_of([step["loss"] for step in steps[-last:]])
     uniform = math.log(256)
     error = "" if math.isnan(final.stderr) else f" ± {final.stderr:.2f}"
+    basis = "both written corpora's bytes"
+    if corpus_bytes is not None:
+        trained = sum(step["real_tokens"] for step in steps)
+        ratio = corpus_bytes / max(trained, 1)
+        if ratio >= 1.05:
+            basis += (f", {corpus_bytes:,} bytes, {format_times(ratio)} the {trained:,} real "
+                      "tokens the steps trained on")
+        elif ratio > 1 / 1.05:
+            basis += (f", {corpus_bytes:,} bytes, about as many as the {trained:,} real tokens "
+                      "the steps trained on")
+        else:
+            basis += (f", {corpus_bytes:,} bytes, fewer than the {trained:,} real tokens the "
+                      "steps trained on (they read the corpora more than once)")
     head = (f"Mean loss of the last {last} steps: {final.value:.2f}{error} nats (mean ± "
             f"standard error over those steps' batches); the bytes' own frequencies (the "
-            f"unigram entropy of the training bytes) score {unigram_nats:.2f}, a uniform guess "
+            f"unigram entropy of {basis}, each corpus weighted by its share of the tokens the "
+            f"processes packed) score {unigram_nats:.2f}, a uniform guess "
             f"over 256 bytes ln 256 = {uniform:.2f}: ")
     unigram = Estimate.once(unigram_nats)
     margin = relative_margin(final, unigram)
@@ -489,10 +506,14 @@ def _ms(seconds: float) -> str:
 
 
 def _pm(estimate: Estimate) -> str:
-    """'75 ± 4.6' (milliseconds), or '75' when there is no standard error."""
+    """'75 ± 5' (milliseconds), or '75' when there is no standard error: an error of 1 ms
+    or more takes no more decimals than the value ('7.5 ± 4.6', '75 ± 5', '75 ± 0.3')."""
     if math.isnan(estimate.stderr):
         return _ms(estimate.value)
-    return f"{_ms(estimate.value)} ± {_ms(estimate.stderr)}"
+    error = _ms(estimate.stderr)
+    if _ms(estimate.value).count(".") == 0 and 1e3 * abs(estimate.stderr) >= 1:
+        error = f"{1e3 * estimate.stderr:.0f}"
+    return f"{_ms(estimate.value)} ± {error}"
 
 
 def _alone(first: Mapping[str, Estimate], second: Mapping[str, Estimate], part: str):
@@ -705,6 +726,44 @@ def from_step(report: Mapping, first: int) -> dict:
             "step_spans": report["step_spans"][skip:]}
 
 
+def span_sentence(steps: Sequence[Mapping], reports: Sequence[Mapping], first: int) -> str:
+    """One run's rate over its steps from `first` on against its rate over all the steps
+    after its compiling step (section 3's), and, per process, the saves each span holds and
+    its time per step without them (wall time less the saves, over the steps timed), each
+    pair judged by the course's margin rule on single values (its 5% floor)."""
+    span = [step for step in steps if step["step"] >= first - 1]
+    whole_rate, span_rate = tokens_per_second(steps), tokens_per_second(span)
+    last = steps[-1]["step"]
+    line = (f"The uninterrupted run's {format_rate(span_rate)} real tokens per second over "
+            f"steps {first}-{last} against its {format_rate(whole_rate)} over steps "
+            f"{steps[1]['step']}-{last} (section 3): ")
+    if judge(Estimate.once(1 / span_rate), Estimate.once(1 / whole_rate)) == SAME:
+        return line + f"the same within the {NOISE_FLOOR:.0%} margin."
+    parts, verdicts = [], []
+    for report in reports:
+        cut = from_step(report, first)
+        splits = [time_split(report), time_split(cut)]
+        counts = [len(report["step_spans"]), len(cut["step_spans"])]
+        per = [(split["wall"] - split["checkpoint"]) / count
+               for split, count in zip(splits, counts, strict=True)]
+        saves = [split["checkpoint"] / count for split, count in zip(splits, counts,
+                                                                     strict=True)]
+        verdicts.append(judge(Estimate.once(per[1]), Estimate.once(per[0])))
+        parts.append(f"process {report['rank']} saved {_count(splits[1]['saves'], 'checkpoint')} "
+                     f"in steps {first}-{last} ({_ms(saves[1])} ms per step) against "
+                     f"{splits[0]['saves']} in its {counts[0]} steps ({_ms(saves[0])} ms per "
+                     f"step), and without the saves took {_ms(per[1])} against {_ms(per[0])} "
+                     "ms per step")
+    line += "; ".join(parts)
+    if all(verdict == SAME for verdict in verdicts):
+        return line + (f". Without the saves the time per step is the same within the "
+                       f"{NOISE_FLOOR:.0%} margin, so the saves account for the difference "
+                       "in rate.")
+    return line + (f". Without the saves the time per step still differs beyond the "
+                   f"{NOISE_FLOOR:.0%} margin, so the saves do not account for all of the "
+                   "difference in rate; this run does not measure what else does.")
+
+
 def runs_sentence(first_steps: Sequence[Mapping], first_reports: Sequence[Mapping],
                   second_steps: Sequence[Mapping], second_reports: Sequence[Mapping]) -> str:
     """The resumed run against the uninterrupted one over the same steps, those the resumed
@@ -722,7 +781,8 @@ def runs_sentence(first_steps: Sequence[Mapping], first_reports: Sequence[Mappin
              f"resumed run against {format_rate(first_rate)} in the uninterrupted one "
              f"({second_rate / first_rate - 1:+.0%}). Each process's time per step over steps "
              f"{min(timed)}-{max(timed)}, as it timed them, judged by the margin rule, and "
-             "where it went (resumed run against uninterrupted run):"]
+             "where it went (resumed run against uninterrupted run):",
+             span_sentence(first_steps, first_reports, min(timed))]
     by_rank = {report["rank"]: report for report in first_reports}
     for report in second_reports:
         first = from_step(by_rank[report["rank"]], report["start_step"] + 2)
@@ -884,7 +944,7 @@ def idle_sentence(reports: Sequence[Mapping], rate: float) -> str:
         if share["wait"] < 0.05:
             line += "The loader keeps up (under 5% waiting); "
         else:
-            line += "The loader makes the step wait (5% or more); "
+            line += "The loader makes the step wait (5% of the wall time or more); "
         if idle < 0.02:
             line += "there is almost no idle time (under 2%)."
         else:
@@ -892,9 +952,10 @@ def idle_sentence(reports: Sequence[Mapping], rate: float) -> str:
             most = "most of" if share[largest] > idle / 2 else "the largest part of"
             if largest == "checkpoint" and share["checkpoint"] >= CHECKPOINT_LARGE:
                 line += (f"{most} the idle time is saving checkpoints, "
-                         f"{percent['checkpoint']}% of the wall time ({CHECKPOINT_LARGE:.0%} "
-                         "or more): the saves are synchronous, so a longer job would save "
-                         "less often or asynchronously.")
+                         f"{percent['checkpoint']}% of the wall time (at least the "
+                         f"{CHECKPOINT_LARGE:.0%} at which this sentence advises a change): the "
+                         "saves are synchronous, so a longer job would save less often or "
+                         "asynchronously.")
             else:
                 line += f"{most} the idle time is {IDLE_PARTS[largest]}."
         lines.append(line)
@@ -933,7 +994,9 @@ def plot_run(steps: Sequence[Mapping], reports: Sequence[Mapping],
                  label="uninterrupted run")
     if resumed:
         loss_ax.plot([s["step"] for s in resumed], [s["loss"] for s in resumed], "o",
-                     markersize=3, color="tab:orange", label="killed and resumed run")
+                     markersize=3, color="tab:orange",
+                     label=f"resumed run, steps {resumed[0]['step']}-{resumed[-1]['step']} "
+                           "(the killed run's steps not drawn)")
     if killed_after is not None:
         loss_ax.axvline(killed_after, color="tab:red", linestyle="--",
                         label=f"SIGKILL after step {killed_after}")
@@ -1037,10 +1100,15 @@ def weights_sentence(mix: float, names: Sequence[str] = CORPORA) -> str:
     floats = [mix, 1 - mix]
     weights = integer_weights(floats, 2)
     share = weights[0] / sum(weights)
+    smallest = min(floats)
+    scaled = smallest * (100 / smallest)
+    under = ("" if int(scaled) == 100 else
+             f" (in floating point, {smallest!r} x (100 / {smallest!r}) is {scaled!r}, just "
+             f"under 100, so the smallest truncates to {int(scaled)})")
     line = (f"The script's weights are {floats[0]!r} for the {names[0]} and 1 - {floats[0]!r} "
             f"= {floats[1]!r} for the {names[1]}. The mix's rule (Grain 0.2.18's "
             "`_float_to_int_proportions`, and course_lib's `integer_weights`) turns them into "
-            "whole numbers: it scales the smallest weight to 100 and truncates each, "
+            f"whole numbers: it scales the smallest weight to 100 and truncates each{under}, "
             f"giving {weights[0]}:{weights[1]}, so the {names[0]} get "
             f"{weights[0]}/{sum(weights)} = {share:.2%} of the records")
     if math.isclose(share, mix, rel_tol=0, abs_tol=1e-12):
@@ -1066,7 +1134,7 @@ def mixture_sentence(check: Mapping, names: Sequence[str] = CORPORA) -> str:
         head += (f"only after {check['on_rule']} of {check['steps']} steps are the records so "
                  "far the mix's rule of the weights. ")
     low, high = check["batch_share"]
-    head += (f"One batch (about {check['records_per_batch']:.0f} records) held between "
+    head += (f"Single batches (about {check['records_per_batch']:.0f} records each) held between "
              f"{low:.0%} and {high:.0%} {first}. ")
     lengths = [t / r for t, r in zip(check["tokens"], check["records"], strict=True)]
     gap = check["token_share"] - check["record_share"]

@@ -11,8 +11,9 @@ Each way of batching them (pad to the longest, pad to a fixed length, buckets, p
 measured the same way: the batches of one pass are built first, then a jitted training
 step (loss, gradients, Optax update) runs over them, so that the time is the model's,
 counted in real tokens per second (padding does not count). Grain's own
-`PackAndBatchOperation` runs in a new Python process, as Grain's workers need absl's flags
-parsed, which a notebook never does; its Dataset API packers run in the notebook's process.
+`PackAndBatchOperation` runs in a new Python process, because Python's resource tracker
+reports leaked shared memory only when the process that started the workers exits; its
+Dataset API packers run in the notebook's process.
 """
 
 from __future__ import annotations
@@ -395,7 +396,8 @@ def plot_compile_passes(result: Mapping[str, Any], num_batches: int, title: str)
 
 def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
                      batches: int) -> str:
-    """What compiling cost in the first pass, from the two passes' times (each timed once,
+    """What tracing and compiling cost in the first pass (their sum: the difference of the
+    two passes holds both), from the two passes' times (each timed once,
     so the course's one margin rule judges them with its 5% floor)."""
     compiling = first_pass_s - compiled_pass_s
     head = (f"{batches} batches gave {traces} trace{'s' if traces != 1 else ''}: the first "
@@ -407,14 +409,14 @@ def compile_sentence(traces: int, first_pass_s: float, compiled_pass_s: float,
                 "margin of two single timings: the machine was busier during the second; "
                 "run the cell again.")
     if outcome != WORSE:
-        return (f"{head} Compiling cost nothing measurable here: the two passes are the same "
-                f"within the noise (margin {NOISE_FLOOR:.0%} for two single timings).")
+        return (f"{head} Tracing and compiling cost nothing measurable here: the two passes "
+                f"are the same within the noise (margin {NOISE_FLOOR:.0%} for two single timings).")
     share = compiling / first_pass_s
     if share >= 0.5:
-        return (f"{head} Compiling took {share:.1%} of the first pass: this loop spends more "
-                "time compiling than computing.")
-    return (f"{head} Compiling took {share:.0%} of the first pass, a cost paid again for "
-            "every new shape.")
+        return (f"{head} Tracing and compiling took {share:.1%} of the first pass: this loop "
+                "spends more time tracing and compiling than computing.")
+    return (f"{head} Tracing and compiling took {share:.0%} of the first pass, a cost paid "
+            "again for every new shape.")
 
 
 def shown_percent(share: float, decimals: int = 0) -> float:
@@ -551,9 +553,13 @@ def _cheaper_slots(larger: float, times: tuple[float, float],
              f"and takes {format_times(times[1] / times[0])} its time (median "
              f"{format_duration(times[1])} against {format_duration(times[0])})")
     if larger > 1.05:
-        return (f"{sizes}, so each of its slots costs more: part of a step's cost does not "
+        shapes = len(other.get("shapes", ()))
+        return (f"{sizes}. Its smaller steps may be why, if part of a step's cost does not "
                 "shrink with the step (for a model this small on a CPU, dispatching the jitted "
-                "call and the Python loop); this run does not isolate that part.")
+                "call and the Python loop)" +
+                (f", but {name} also alternates {shapes} compiled shapes, and this run does "
+                 "not separate the smaller steps from the alternating shapes." if shapes > 1
+                 else "; this run does not isolate that part."))
     if larger < 1 / 1.05:
         return (f"{sizes}; its longer rows may cost more per slot, as attention's work per slot "
                 "grows with the row length; this run does not isolate that cause.")
@@ -645,7 +651,7 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
         elif explained == BETTER:
             leftover = shown_times(ratio) / shown_times(padding)  # of the ratios printed
             parts.append(f"{head}: more than the padding explains (margin {left:.0%}). The other "
-                         f"{format_times(leftover)} goes with the size of the steps: "
+                         f"{format_times(leftover)} is a higher cost per slot: "
                          f"{_cheaper_slots(larger, times, (mine, other), (subject, name))}")
         else:
             parts.append(f"{head}: less than the padding gives, beyond the margin of "
@@ -658,6 +664,7 @@ def plot_throughput(rates: Mapping[str, Sequence[float]], subject: str = "packin
     pass. `subject` is drawn in orange only where it is faster than every other way by the
     course's one margin rule (as in `throughput_sentence`), so a tie is never highlighted."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import StrMethodFormatter
 
     medians = {name: statistics.median(values) for name, values in rates.items()}
     clear = all(_faster(rates[subject], rates[name])[0] == BETTER
@@ -672,6 +679,7 @@ def plot_throughput(rates: Mapping[str, Sequence[float]], subject: str = "packin
         ax.plot([index] * len(rates[name]), rates[name], "o", color="black", markersize=4,
                 label="one pass" if index == 0 else None)
     ax.set_ylabel("real tokens per second")
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))  # 160,000 as the bars print
     orange = ("; orange: faster than every other\nby the course's margin" if clear else "")
     ax.set_title(f"The same model and sequences, three ways to batch\n(bars: median of "
                  f"{len(rates[subject])} passes; dots: each pass{orange})", fontsize="medium")
@@ -706,8 +714,13 @@ def normalisation_sentence(counts: Mapping[str, Sequence[int]]) -> str:
     even = [name for name in ratios if name not in uneven]
     even_part = (f" ({' and '.join(even)}: almost the same count in every batch)"
                  if even else "")
-    last_part = (f" ({' and '.join(last)}: the sparsest batch is the epoch's last, shorter "
-                 "one)" if last else "")
+    def without_last(name):
+        values = counts[name][:-1]
+        return (f"; without it, {min(values):,} to {max(values):,}, "
+                f"{format_times(max(values) / max(min(values), 1))}")
+
+    last_part = "".join(f" ({name}: the sparsest batch is the epoch's last, shorter one"
+                        f"{without_last(name)})" for name in last)
     return (f"{head} `loss_fn` divides each batch's sum by that batch's count, so one token "
             f"of a way's sparsest batch weighs this many times one token of its fullest: "
             f"{weights}{even_part}{last_part}. "
@@ -984,7 +997,7 @@ def digest(batches) -> str:
 _GRAIN_PACKING_SCRIPT = """
 import gc, json, sys
 from absl import flags
-flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
+flags.FLAGS.mark_as_parsed()  # Grain's workers read an absl flag (lesson 11)
 import numpy as np
 import grain.python as grain
 from course_lib.course.variable_length import (SequenceSource, digest, docstring_sequences,
@@ -1074,12 +1087,13 @@ def _leaked_segments(stderr: str) -> int:
 
 def leak_sentence(leaked: int) -> str:
     """What Python's resource tracker reported at the exit of a Grain script, by count:
-    none, one segment or several."""
+    none (in this run), one segment or several (a count that varies between runs)."""
     head = "With every batch and iterator released before exit, Python's resource tracker"
     if not leaked:
-        return f"{head} reported no leaked shared memory segment."
+        return f"{head} reported no leaked shared memory segment in this run."
     return (f"{head} reported {leaked:,} leaked shared memory "
-            f"segment{'' if leaked == 1 else 's'}.")
+            f"segment{'' if leaked == 1 else 's'} (a count that varies from run to run, so "
+            "a re-run may print another, or none).")
 
 
 def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, Any]) -> str:
@@ -1116,7 +1130,7 @@ def grain_sentence(grain_report: Mapping[str, Any] | None, ours: Mapping[str, An
 _GRAIN_CHAIN_SCRIPT = """
 import gc, json, sys
 from absl import flags
-flags.FLAGS.mark_as_parsed()  # what a notebook never does; Grain's workers need it
+flags.FLAGS.mark_as_parsed()  # Grain's workers read an absl flag (lesson 11)
 import numpy as np
 import grain.python as grain
 from course_lib.course.variable_length import SequenceSource, digest, docstring_sequences
