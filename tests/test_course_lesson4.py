@@ -443,7 +443,11 @@ def test_cpu_use_tells_the_lesson_from_other_programs():
 
 
 def test_fork_server_sentence_follows_the_numbers():
-    assert "waited 4.00x as long" in parallel_workers.fork_server_sentence([0.4, 0.1, 0.12, 0.08])
+    slower = parallel_workers.fork_server_sentence([0.4, 0.1, 0.12, 0.08])
+    assert "waited 4.00x as long" in slower
+    assert "starting the fork server and multiprocessing's resource tracker" in slower
+    assert "this run does not time them apart" in slower
+    assert "It also started the fork server" not in slower
     assert "was not slower" in parallel_workers.fork_server_sentence([0.1, 0.1, 0.105])
     # a margin of 44%: no statement about the fork server
     noisy = parallel_workers.fork_server_sentence([0.1, 0.1, 0.2])
@@ -466,24 +470,36 @@ def test_rule_of_thumb_names_no_cause_from_a_noisy_gap():
 def test_transform_thread_sentence_tells_the_calling_thread_from_a_background_one():
     inline = parallel_workers.TransformTrace(("MainThread",), 64, 64, 32, 0.3)
     said = parallel_workers.transform_thread_sentence(inline, "ReadOptions(num_threads=0)")
-    assert "every transform ran in this thread (MainThread). Nothing was timed" in said
-    assert "no thread was started" in said
+    assert said.startswith("With ReadOptions(num_threads=0), every transform ran in this "
+                           "thread (MainThread). No thread was started while the loader ran")
+    assert "Nothing was timed" not in said and "decides nothing" not in said
     assert "times them" not in said and "timed the second" not in said
     assert "when 64 had been transformed" in said and "no more were" in said
     assert "breakpoint() stops that cell" in said
     ahead = parallel_workers.TransformTrace(("course_lib-ahead",), 64, 536, 32, 0.3,
-                                            timed_batches=4)
+                                            timed_batches=4, timed_threads=("MainThread",),
+                                            started=("course_lib-ahead",))
     said = parallel_workers.transform_thread_sentence(ahead, "the default ReadOptions")
-    assert "ran on the batch thread (course_lib-ahead), not in this thread" in said
-    assert "made its first two chunks (4 batches) in this thread and timed the second" in said
+    # the first chunks come first, then where the rest ran: no contradiction on its face
+    assert said.startswith("With the default ReadOptions, after its first two chunks "
+                           "(4 batches), which ran in MainThread and of which the loader "
+                           "timed the second")
+    assert said.index("ran in MainThread") < said.index("the transforms ran on the batch "
+                                                        "thread (course_lib-ahead), not in "
+                                                        "this thread")
+    assert "1 thread started while the loader ran" in said and ": course_lib-ahead." in said
+    assert "No thread was started" not in said
     assert "costs 2 ms or more" in said
+    assert "After those chunks, the cell's next() returned" in said
     assert "472 more were" in said and "Debug with ReadOptions(num_threads=0)" in said
     one = parallel_workers.TransformTrace(("course_lib-ahead", "course_lib-read_0"),
-                                          64, 65, 32, 0.3)
-    assert "1 more was" in parallel_workers.transform_thread_sentence(one, "x")
-    cheap = parallel_workers.TransformTrace(("MainThread",), 64, 64, 32, 0.3, timed_batches=4)
-    assert "so the batch thread did not start" in parallel_workers.transform_thread_sentence(
-        cheap, "x")
+                                          64, 65, 32, 0.3, started=("a", "b"))
+    said = parallel_workers.transform_thread_sentence(one, "x")
+    assert "1 more was" in said and "2 threads started while the loader ran" in said
+    cheap = parallel_workers.TransformTrace(("MainThread",), 64, 64, 32, 0.3, timed_batches=4,
+                                            timed_threads=("MainThread",))
+    said = parallel_workers.transform_thread_sentence(cheap, "x")
+    assert "so the batch thread did not start" in said and "No thread was started" in said
     with pytest.raises(ValueError, match="no record transformed"):
         parallel_workers.transform_thread_sentence(
             parallel_workers.TransformTrace((), 0, 0, 0, 0.3), "x")
@@ -516,10 +532,13 @@ def test_trace_transform_threads_times_nothing_at_num_threads_0():
     assert inline.threads == ("MainThread",) and inline.delivered == 8
     assert inline.timed_batches == 0 and inline.at_next == 64  # the first chunk, untimed
     assert inline.after_wait == inline.at_next
+    assert inline.started == () and inline.timed_threads == ()  # measured: no thread started
     loader, noted = _noted_loader(None)
     ahead = parallel_workers.trace_transform_threads(loader, noted, wait_s=0.05)
     assert "MainThread" not in ahead.threads and "course_lib-ahead" in ahead.threads
     assert ahead.timed_batches == 16  # two chunks of 64 records, in batches of 8
+    assert ahead.timed_threads == ("MainThread",)
+    assert "course_lib-ahead" in ahead.started  # the negative control: a thread did start
     with pytest.raises(ValueError, match="worker_count=2"):
         parallel_workers.trace_transform_threads(_range_loader(worker_count=2), [])
 
@@ -647,11 +666,12 @@ def test_rule_of_thumb_says_more_than_saved_when_workers_were_slower():
     line = parallel_workers.worker_rule_of_thumb(in_memory=slower, decode=slower,
                                                  vectorised=_timing(300), cores=2, usage=IDLE)[0]
     assert "every worker count was slower" in line
-    assert "here that cost more than the workers saved" in line
+    assert "cost more than the work they took over" in line
+    assert "this run does not separate the two" in line
     same = {0: _repeated([100, 101, 99], [0.01]), 2: _repeated([99, 100, 98], [0.05])}
     line = parallel_workers.worker_rule_of_thumb(in_memory=same, decode=same,
                                                  vectorised=_timing(300), cores=2, usage=IDLE)[0]
-    assert "here that cost as much as the workers saved" in line
+    assert "cost as much as the work they took over" in line
 
 
 def test_busy_means_other_programs_not_the_lessons_own_workers():
@@ -786,3 +806,57 @@ def test_plot_worker_scaling_keeps_a_run_above_every_median_inside_the_axes():
     assert bottom == 0
     assert top > 1.05 * 1300
     plt.close(figure)
+
+
+def _rule(in_memory, decode, vectorised=None, cores=2):
+    return parallel_workers.worker_rule_of_thumb(
+        in_memory=in_memory, decode=decode, vectorised=vectorised or _timing(3000),
+        cores=cores, usage=IDLE)[-1]
+
+
+def test_rule_line_states_the_rule_from_the_verdicts():
+    helped = {0: _timing(100), 2: _timing(300, 0.15)}  # workers 3x faster, 50 ms later
+    hurt = {0: _timing(1000), 2: _timing(400)}        # workers slower
+    rule = _rule(in_memory=hurt, decode=helped)
+    assert rule.startswith("Rule of thumb from these numbers: use workers when a record costs "
+                           "about as much as a PNG decode here (10 ms at worker_count=0), not "
+                           "when it costs as little as the in-memory record (1 ms)")
+    assert "vectorise after Batch instead" in rule
+    assert "use at most one worker per idle core (no count above the 2 cores" in rule
+    assert "count the start-up (about 50 ms here)" in rule
+    assert rule.endswith("then measure on your own machine.")
+    # vectorising did not gain: no advice to vectorise
+    rule = _rule(in_memory=hurt, decode=helped, vectorised=_timing(1000))
+    assert "keep worker_count=0 (vectorising did not gain" in rule
+    assert "vectorise after Batch instead" not in rule
+    both = _rule(in_memory=helped, decode=helped)
+    assert "workers paid off here for records costing 10 ms (decode-bound) and even 10 ms" in both
+    neither = _rule(in_memory=hurt, decode=hurt)
+    assert "workers paid off here neither for the decode-bound records" in neither
+    assert "keep worker_count=0 on this machine" in neither
+    backwards = _rule(in_memory=helped, decode=hurt)
+    assert "but not the decode-bound ones" in backwards and "rerun before" in backwards
+    # a count above the cores: helped, or not beyond the noise
+    over_helped = _rule(in_memory=hurt, decode={0: _timing(100), 2: _timing(200),
+                                                3: _timing(300)})
+    assert "more workers than the 2 cores helped here, which is unusual" in over_helped
+    over_not = _rule(in_memory=hurt, decode={0: _timing(100), 2: _timing(300),
+                                             3: _timing(200)})
+    assert "(more than the 2 cores was not faster beyond the noise)" in over_not
+    # no start-up showed: no figure is printed for it
+    no_startup = _rule(in_memory=hurt, decode={0: _timing(100, 0.2), 2: _timing(300, 0.1)})
+    assert "count the start-up against the run's length (it did not show here)" in no_startup
+
+
+def test_rule_line_draws_no_rule_from_a_noisy_verdict():
+    noisy = {0: _repeated([100, 70, 130]), 2: _repeated([150, 60, 250], [0.2, 0.2, 0.2])}
+    hurt = {0: _timing(1000), 2: _timing(400)}
+    rule = _rule(in_memory=hurt, decode=noisy)
+    assert "too noisy to tell whether workers paid off for the decode-bound records (" in rule
+    assert "so it draws no rule on when to use them" in rule
+    assert "in-memory records (1 ms)" in rule and "vectorising after Batch did pay off" in rule
+    assert "keep worker_count=0 on this machine" not in rule and "use workers when" not in rule
+    rule = _rule(in_memory=hurt, decode=noisy, vectorised=_timing(1000))
+    assert "vectorising after Batch did pay off" not in rule
+    both = _rule(in_memory=noisy, decode=noisy)
+    assert "for the decode-bound records (" in both and " or the in-memory records (" in both

@@ -651,9 +651,10 @@ def _workers_line(name: str, timings: Mapping[int, LoaderTiming], *, startup: fl
         than = "more than" if best_vs_zero.verdict == "worse" else "as much as"
         reasons.append(f"Each record took {format_duration(zero.total_s / zero.records)} at "
                        f"worker_count=0, too little work to be worth shipping to another "
-                       f"process: on these {cores} cores the workers share the CPU with the "
-                       "main process, which hands out positions and receives every batch, "
-                       f"and here that cost {than} the workers saved.")
+                       f"process: the workers' overhead (the main process handing out "
+                       f"positions and receiving every batch) cost {than} the work they took "
+                       f"over. On these {cores} cores the workers also share the CPU with the "
+                       "main process; this run does not separate the two.")
     if _busy(usage):
         reasons.append(f"Other programs also used {usage.other_cores:.1f} of the {cores} "
                        "cores while the timings ran (measured from CPU time, this process "
@@ -742,7 +743,74 @@ def worker_rule_of_thumb(*, in_memory: Mapping[int, LoaderTiming],
                      f"{cores} workers would hold about {cores * each:.0f} MB.")
     else:
         lines.append("Memory per worker was not measured here (it is read from Linux's /proc).")
+    lines.append(_rule_line(in_memory=in_memory, decode=decode, vector=vector.verdict,
+                            over=extra.verdict if over else None, startup=startup, cores=cores))
     return lines
+
+
+def _paid_off(timings: Mapping[int, LoaderTiming]) -> str:
+    """The verdict of the fastest worker count against worker_count=0 (the course's rule)."""
+    counts = [n for n in timings if n]
+    if not counts:
+        return "same"
+    best = max(counts, key=lambda n: timings[n].records_per_s)
+    return Comparison(timings[best].seconds_per_record, timings[0].seconds_per_record).verdict
+
+
+def _rule_line(*, in_memory: Mapping[int, LoaderTiming], decode: Mapping[int, LoaderTiming],
+               vector: str, over: str | None, startup: float, cores: int) -> str:
+    """The rule of thumb itself, in one line drawn from the verdicts above: for which cost
+    per record workers paid off here, what to do for cheap records, how many workers, and
+    the start-up to weigh. Each part turns with the verdict it rests on; a verdict too noisy
+    to tell draws no rule."""
+    def cost(timings):
+        return format_duration(timings[0].total_s / timings[0].records)
+
+    heavy, cheap = cost(decode), cost(in_memory)
+    decode_verdict, memory_verdict = _paid_off(decode), _paid_off(in_memory)
+    decode_paid, memory_paid = decode_verdict == "better", memory_verdict == "better"
+    noisy = [f"the {name} records ({value})" for name, value, verdict in
+             (("decode-bound", heavy, decode_verdict), ("in-memory", cheap, memory_verdict))
+             if verdict == TOO_NOISY_TO_TELL]
+    if noisy:
+        which = (f"this run was too noisy to tell whether workers paid off for "
+                 f"{' or '.join(noisy)}, so it draws no rule on when to use them; rerun on a "
+                 "quieter machine")
+        if vector == "better":
+            which += (f"; vectorising after Batch did pay off for the in-memory records "
+                      f"({cheap})")
+    elif decode_paid and not memory_paid:
+        which = (f"use workers when a record costs about as much as a PNG decode here ({heavy} "
+                 f"at worker_count=0), not when it costs as little as the in-memory record "
+                 f"({cheap})")
+        which += ("; for such cheap records, vectorise after Batch instead" if vector == "better"
+                  else "; for such cheap records keep worker_count=0 (vectorising did not "
+                       "gain beyond the noise here)")
+    elif decode_paid and memory_paid:
+        which = (f"workers paid off here for records costing {heavy} (decode-bound) and even "
+                 f"{cheap} (in memory), so on this machine try them for any pipeline")
+    elif memory_paid:
+        which = (f"workers paid off here for the in-memory records ({cheap}) but not the "
+                 f"decode-bound ones ({heavy}), against what the cost per record predicts: "
+                 "rerun before drawing a rule from this run")
+    else:
+        which = (f"workers paid off here neither for the decode-bound records ({heavy}) nor "
+                 f"for the in-memory ones ({cheap}): keep worker_count=0 on this machine "
+                 "unless your records cost more")
+    if over is None:
+        count = (f"use at most one worker per idle core (no count above the {cores} cores was "
+                 "measured)")
+    elif over == "better":
+        count = (f"more workers than the {cores} cores helped here, which is unusual: measure "
+                 "it before you rely on it")
+    else:
+        count = (f"use at most one worker per idle core (more than the {cores} cores was not "
+                 "faster beyond the noise)")
+    weigh = (f"count the start-up (about {format_duration(startup)} here) against the run's "
+             "length" if startup > 0 else
+             "count the start-up against the run's length (it did not show here)")
+    return (f"Rule of thumb from these numbers: {which}; {count}; {weigh}; then measure on "
+            "your own machine.")
 
 
 def vectorise_sentence(vectorised: LoaderTiming, in_memory: Mapping[int, LoaderTiming]) -> str:
@@ -833,23 +901,30 @@ def worker_memory_mb() -> dict[str, float]:
 
 def fork_server_sentence(seconds: Sequence[float]) -> str:
     """Seconds from `iter(loader)` to the first batch of loaders made one after another in a
-    new Python process (the first starts the fork server), in a sentence its numbers decide."""
+    new Python process, in a sentence its numbers decide. The first loader pays the
+    process's one-time costs (on Linux the fork server and multiprocessing's resource
+    tracker, which `forkserver.ensure_running` starts, and whatever it imports first); this
+    measurement does not time them apart, so the sentence names them all."""
     if len(seconds) < 2:
         raise ValueError(f"got {len(seconds)} timings; pass at least 2 (loaders=2 or more)")
     first, later = seconds[0], statistics.median(seconds[1:])
     times = f"{format_duration(first)} against {format_duration(later)} (median of the later ones)"
     comparison = Comparison((first,), tuple(seconds[1:]))
+    one_time = ("the process's one-time costs: starting the fork server and multiprocessing's "
+                "resource tracker, and whatever modules the first loader imports")
     if comparison.verdict == TOO_NOISY_TO_TELL:
         return (f"The first iter() in the new process against the later ones: too noisy to "
-                f"tell ({times}; margin {comparison.margin:.0%}), so this "
-                "run cannot show the fork server's start.")
+                f"tell ({times}; margin {comparison.margin:.0%}), so this run cannot show "
+                f"{one_time}.")
     if comparison.verdict == "worse":
         return (f"The first iter() in the new process waited {format_times(first / later)} "
-                f"as long for its first batch as the later ones: {times}. It also started the fork "
-                "server; every later loader in the process forks its workers from it.")
+                f"as long for its first batch as the later ones: {times}. The first loader "
+                f"is the one that pays {one_time}; this run does not time them apart. Every "
+                "later loader in the process forks its workers from the same server.")
     return (f"The first iter() in the new process was not slower than the later ones beyond "
-            f"the noise of the later ones: {times}. The fork server's start did not show "
-            "here; a busy machine can hide it.")
+            f"the noise of the later ones: {times}. The first loader's one-time costs (the "
+            "fork server and resource tracker it starts) did not show here; a busy machine "
+            "can hide them.")
 
 
 # -- where a transform runs at worker_count=0: what print and pdb can do there -------------
@@ -860,8 +935,10 @@ class TransformTrace:
 
     `timed_batches` is how many batches were taken before the trace began: the batches of
     the two chunks the default `ReadOptions` makes in the calling thread, timing the second
-    to decide whether the batch thread starts (`read_ahead.py`); 0 at `num_threads=0`,
-    where nothing is timed and no thread starts."""
+    to decide whether the batch thread starts (`read_ahead.py`); 0 at `num_threads=0`.
+    `timed_threads` are the threads that transformed those first chunks. `started` are the
+    threads alive after the cell's `next()` or after its wait that were not alive before
+    `iter()`: the threads started while the loader ran, measured, not assumed."""
 
     threads: tuple[str, ...]
     at_next: int
@@ -870,6 +947,8 @@ class TransformTrace:
     wait_s: float
     timed_batches: int = 0
     chunk_records: int = 64
+    timed_threads: tuple[str, ...] = ()
+    started: tuple[str, ...] = ()
 
 
 def trace_transform_threads(loader: Any, noted: list[str], *,
@@ -877,7 +956,11 @@ def trace_transform_threads(loader: Any, noted: list[str], *,
     """Take one batch from `loader` (`worker_count=0`), then wait `wait_s` as a training
     step would. `noted` is the list a transform of the loader appends its thread's name to,
     once per record. With the default `ReadOptions` the batches of the first two chunks are
-    taken first, since the loader makes those in this thread whatever it decides next."""
+    taken first, since the loader makes those in this thread whatever it decides next. The
+    threads alive before `iter()` are compared with those alive after `next()` and after
+    the wait, to count the threads started meanwhile."""
+    import threading
+
     from course_lib.stream import chunk_size_for
 
     if loader.worker_count != 0:
@@ -887,16 +970,31 @@ def trace_transform_threads(loader: Any, noted: list[str], *,
     batch_size = loader.pipeline.batch.batch_size if loader.pipeline.batch else 1
     timed = 2 * chunk if loader.read_options.reads_ahead else 0
     timed_batches = -(-timed // batch_size)
+    before = set(threading.enumerate())
     with iter(loader) as iterator:
         for _ in range(timed_batches):
             next(iterator)
         delivered = _leading_length(next(iterator))
+        alive = set(threading.enumerate())
         at_next = len(noted) - timed
         time.sleep(wait_s)
+        alive |= set(threading.enumerate())
         after_wait = len(noted) - timed
         traced = noted[timed:]
+        timed_threads = noted[:timed]
+    started = tuple(sorted(thread.name for thread in alive - before))
     return TransformTrace(tuple(sorted(set(traced))), at_next, after_wait, delivered, wait_s,
-                          timed_batches, chunk)
+                          timed_batches, chunk, tuple(sorted(set(timed_threads))), started)
+
+
+def _started_sentence(started: Sequence[str]) -> str:
+    """The threads started while the loader ran, as counted by `trace_transform_threads`."""
+    if not started:
+        return ("No thread was started while the loader ran (the threads alive after next() "
+                "and after the wait, against those alive before iter()).")
+    return (f"{len(started)} thread{'s' * (len(started) != 1)} started while the loader ran "
+            f"(the threads alive after next() and after the wait, against those alive before "
+            f"iter()): {', '.join(started)}.")
 
 
 def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
@@ -908,32 +1006,34 @@ def transform_thread_sentence(trace: TransformTrace, setting: str) -> str:
     more = trace.after_wait - trace.at_next
     threshold = format_duration(BACKGROUND_PAYS_OFF_S)
     if trace.timed_batches:
-        start = (f"The loader made its first two chunks ({trace.timed_batches} batches) in "
-                 "this thread and timed the second, to decide whether the batch thread pays "
-                 f"(it starts when a chunk of {trace.chunk_records} records costs {threshold} "
-                 "or more). After them, ")
+        made_in = ", ".join(trace.timed_threads) or "threads not noted"
+        first = (f"after its first two chunks ({trace.timed_batches} batches), which ran in "
+                 f"{made_in} and of which the loader timed the second, to decide whether the "
+                 f"batch thread pays (it starts when a chunk of {trace.chunk_records} records "
+                 f"costs {threshold} or more), ")
+        start = "After those chunks, the cell's "
     else:
-        start = ("Nothing was timed and no thread was started: at this setting the loader "
-                 "decides nothing. Then ")
+        first, start = "", "The cell's "
     counts = (f"{start}next() returned a batch of {trace.delivered} records when "
               f"{trace.at_next}{' more' * bool(trace.timed_batches)} had been transformed "
               f"(the loader transforms a chunk of {trace.chunk_records} at a time), and "
               f"while the cell then waited {format_duration(trace.wait_s)}, "
               f"{more or 'no'} more {'was' if more == 1 else 'were'}")
+    started = _started_sentence(trace.started)
     if trace.threads == ("MainThread",):
         cheap = (f" (the chunks cost under {threshold}, so the batch thread did not start)"
                  if trace.timed_batches else "")
-        return (f"With {setting}, every transform ran in this thread (MainThread){cheap}. "
-                f"{counts}. A transform runs inside next() and nowhere else, so a print in it "
-                "appears in the cell that called next(), and breakpoint() stops that cell, "
-                "as in plain Python.")
+        return (f"With {setting}, {first}every transform ran in this thread (MainThread)"
+                f"{cheap}. {started} {counts}. A transform runs inside next() and nowhere "
+                "else, so a print in it appears in the cell that called next(), and "
+                "breakpoint() stops that cell, as in plain Python.")
     names = ", ".join("the batch thread (" + name + ")" if name == THREAD_NAME else name
                       for name in trace.threads)
-    return (f"With {setting}, the transforms ran on {names}, not in this thread. {counts}. "
-            "That thread works ahead of the cell, so a print in a transform comes out before "
-            "the batch it belongs to, in whichever cell is running at that moment, and "
-            "breakpoint() would stop that thread, not the cell. Debug with "
-            "ReadOptions(num_threads=0).")
+    return (f"With {setting}, {first}the transforms ran on {names}, not in this thread. "
+            f"{started} {counts}. That thread works ahead of the cell, so a print in a "
+            "transform comes out before the batch it belongs to, in whichever cell is running "
+            "at that moment, and breakpoint() would stop that thread, not the cell. Debug "
+            "with ReadOptions(num_threads=0).")
 
 
 # -- which thread made the batches of a worker_count=0 run ----------------------------------
