@@ -614,6 +614,8 @@ def test_the_runs_sentence_gives_the_rates_then_judges_each_process(seconds, tex
     assert "(1 save in 29 steps against 1 in 29)" in sentence  # the same steps, the same saves
     assert "Slower, beyond the margin" in sentence  # per process, from its own timings
     assert "within the margin (5%; each rate" not in sentence
+    # the uninterrupted run's two spans come last, after the processes the header announces
+    assert sentence.splitlines()[-1].startswith("The uninterrupted run's ")
 
 
 def test_a_report_cut_to_the_resumed_runs_steps_keeps_their_spans_and_saves():

@@ -781,12 +781,12 @@ def runs_sentence(first_steps: Sequence[Mapping], first_reports: Sequence[Mappin
              f"resumed run against {format_rate(first_rate)} in the uninterrupted one "
              f"({second_rate / first_rate - 1:+.0%}). Each process's time per step over steps "
              f"{min(timed)}-{max(timed)}, as it timed them, judged by the margin rule, and "
-             "where it went (resumed run against uninterrupted run):",
-             span_sentence(first_steps, first_reports, min(timed))]
+             "where it went (resumed run against uninterrupted run):"]
     by_rank = {report["rank"]: report for report in first_reports}
     for report in second_reports:
         first = from_step(by_rank[report["rank"]], report["start_step"] + 2)
         lines.append(process_speed_sentence(first, report))
+    lines.append(span_sentence(first_steps, first_reports, min(timed)))  # after the processes
     return "\n".join(lines)
 
 
