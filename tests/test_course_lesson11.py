@@ -1071,6 +1071,14 @@ def test_handout_paragraph_turns_on_the_control():
                                      control_buffer_size=8)
     assert "had 2, no more than 2 either" in blind
     assert "does not say whether c kept to it" in blind and "held no more" not in blind
+    # runs saw a call wait 5.4 ms after a 0.5 s pause that could fill the buffer 30 times:
+    # the sentence names the call that ended the count and no cause (not the pause)
+    assert "the pause did not let" not in blind
+    assert "the count ended at call 4, which waited 20.00 ms; this run does not say why it " \
+        "waited, so this run shows no bound" in blind
+    every = lesson.handout_paragraph({"c": [0.07, 1e-5, 1e-5]}, 2,
+                                     controls={"c": [0.07, 1e-5, 1e-5]}, control_buffer_size=8)
+    assert "each of the 2 calls timed after the pause found its batch made" in every
     with pytest.raises(ValueError, match="control_buffer_size"):
         lesson.handout_paragraph({"c": bounded}, 2, controls={"c": wider})
     with pytest.raises(ValueError, match="control_buffer_size"):

@@ -560,6 +560,18 @@ def _margin_text(comparison: Comparison, unit: str = "runs") -> str:
     return f"medians of {told}; margin {comparison.margin:.0%}"
 
 
+def _count_end(times: Sequence[float], paused_after: int, made: int) -> str:
+    """Where a count of batches made ahead ended: the call that waited, and how long. It
+    names no cause: a pause long enough to fill the buffer many times over can still be
+    followed by a call that waits (lesson 11's runs saw it)."""
+    ending = paused_after + made
+    if ending >= len(times):
+        return (f"each of the {len(times) - paused_after} calls timed after the pause found "
+                "its batch made")
+    return (f"the count ended at call {ending + 1}, which waited "
+            f"{format_seconds(times[ending])}; this run does not say why it waited")
+
+
 def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size: int, *,
                       controls: Mapping[str, Sequence[float]] | None = None,
                       control_buffer_size: int | None = None, paused_after: int = 1,
@@ -615,8 +627,9 @@ def handout_paragraph(times: Mapping[str, Sequence[float]], prefetch_buffer_size
                          f"allowed: {why}")
         else:
             parts.append(f"{part}, and {with_more}, no more than {prefetch_buffer_size} "
-                         "either: the pause did not let a chain run ahead far enough to show "
-                         f"a bound, so this run does not say whether {name} kept to it")
+                         f"either: {_count_end(controls[name], paused_after, control)}, so "
+                         f"this run shows no bound and does not say whether {name} kept to "
+                         "it")
     text = ". ".join(parts) + "."
     if len(times) != 2:
         return text
