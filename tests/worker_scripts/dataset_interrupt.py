@@ -35,6 +35,9 @@ def _record_created_segments() -> None:
 
 
 def main():
+    # Python's own Ctrl-C handler, even where this process inherited SIGINT ignored (a suite
+    # started in the background by a shell): otherwise the signal below does nothing.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _record_created_segments()
     ds = (grain.MapDataset.range(2000).map(slow_pid).to_iter_dataset().batch(4)
           .mp_prefetch(grain.MultiprocessingOptions(num_workers=2)))
