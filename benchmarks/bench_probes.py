@@ -40,7 +40,6 @@ import argparse
 import json
 import math
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -126,19 +125,14 @@ def _force(shape: str) -> None:
 
 def chosen_shape(execution: str) -> str:
     """The shape an iterator's `execution` says ran: `caller`, `caller_read`, `batch` or
-    `batch_read`, from "on the batch thread" or "in the caller's thread" and "N read
-    threads" or "no read threads"."""
-    if execution.startswith("on the batch thread"):
-        thread = "batch"
-    elif execution.startswith("in the caller's thread"):
-        thread = "caller"
-    else:
+    `batch_read`, read by lesson 2's parser of that line (`building_blocks.read_execution`)."""
+    from course_lib.course.building_blocks import read_execution
+
+    ran = read_execution(execution)
+    if ran.place == "workers":
         raise ValueError(f"no batch-thread decision in execution={execution!r}")
-    if re.search(r"\d+ read threads", execution):
-        return f"{thread}_read"
-    if "no read threads" in execution:
-        return thread
-    raise ValueError(f"no read-thread decision in execution={execution!r}")
+    thread = "batch" if ran.place == "batch thread" else "caller"
+    return f"{thread}_read" if ran.read_threads else thread
 
 
 def run_child(pipeline: str, shape: str, num_records: int, step_ms: float) -> dict:
