@@ -14,7 +14,10 @@ fails, or the deadline passes, the launcher kills every other rank's whole proce
 and tells you which rank failed and which were still running, with the end of each one's
 output.
 For a rank still running at the deadline it also shows where that rank was waiting: the
-Python stack of its main thread, dumped just before it is killed.
+Python stack of its main thread, dumped just before it is killed. The watch goes both ways:
+a rank that joined through `initialize_from_env` ends, with whatever it started, within a
+second of its launcher being killed outright (a notebook kernel killed or restarted
+mid-launch), instead of training on or waiting for a peer.
 
     python -m course_lib.launch -n 2 --devices-per-process 2 train.py --steps 10
 
@@ -49,6 +52,7 @@ ENV_NUM_PROCESSES = "FTB_NUM_PROCESSES"
 ENV_COORDINATOR = "FTB_COORDINATOR"
 ENV_TIMEOUT = "FTB_TIMEOUT"
 ENV_STACK_FILE = "FTB_STACK_FILE"
+ENV_LAUNCHER_PID = "FTB_LAUNCHER_PID"
 
 # A stuck rank is asked for its Python stacks with this signal before it is killed; the
 # handler is installed by `initialize_from_env` (None where the platform has no SIGUSR1).
@@ -57,6 +61,7 @@ _DUMP_SECONDS = 1.0  # the longest the launcher waits for a stuck rank's stack d
 _MAIN_THREAD_HEADER = "main thread "
 
 _POLL_SECONDS = 0.02
+_ORPHAN_POLL_SECONDS = 0.5  # how often a rank checks that its launcher is still alive
 _GRACE_SECONDS = 1.0  # between SIGTERM and SIGKILL when stopping a rank
 _TAIL_LINES = 15
 # Lines the runtime writes, not the script: Gloo's connection lines, and the glog/absl lines
@@ -237,6 +242,7 @@ def _child_env(rank: int, num_processes: int, devices_per_process: int, coordina
     child[ENV_COORDINATOR] = coordinator
     child[ENV_TIMEOUT] = str(timeout)
     child[ENV_STACK_FILE] = str(stack_file)
+    child[ENV_LAUNCHER_PID] = str(os.getpid())
     return child
 
 
@@ -539,6 +545,7 @@ def initialize_from_env(*, required: bool = True) -> DistributedInfo:
             "must be below the count and the coordinator must be host:port; start the "
             "script through course_lib.launch instead of setting these by hand.")
     _enable_stack_dump()
+    _exit_with_launcher()
     import jax
 
     # Gloo carries cross-process collectives on CPU (JAX's default in recent versions;
@@ -581,6 +588,29 @@ def _enable_stack_dump() -> None:
     _stack_file.write(f"{_MAIN_THREAD_HEADER}0x{threading.main_thread().ident:0{digits}x}\n")
     _stack_file.flush()
     faulthandler.register(_DUMP_SIGNAL, file=_stack_file, all_threads=True)
+
+
+def _exit_with_launcher() -> None:
+    """End this rank, and everything it started, when the launcher that started it dies.
+
+    The launcher stops its ranks itself when it ends normally, on an error or on Ctrl-C.
+    A launcher killed outright (a notebook kernel restarted or killed) cannot: its ranks
+    would train on, or sit in a collective waiting for a peer, for minutes. Each rank is
+    its launcher's child, so when the launcher is gone its parent process changes; a
+    daemon thread checks that twice a second and then kills the rank's own process group
+    (the rank is the leader of its session, so its workers go with it).
+    """
+    raw = os.environ.get(ENV_LAUNCHER_PID, "")
+    if not raw.isdigit() or os.getppid() != int(raw):
+        return  # not a child of the launcher that set the variable: nothing to watch
+    launcher = int(raw)
+
+    def watch() -> None:
+        while os.getppid() == launcher:
+            time.sleep(_ORPHAN_POLL_SECONDS)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="launch-orphan-watch").start()
 
 
 def _int_from_env(name: str, *, minimum: int) -> int:

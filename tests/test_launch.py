@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -85,6 +90,37 @@ def test_rank_still_running_at_the_deadline_is_killed_and_reported_stuck():
     assert "deadline" in result.summary()
     # It never called initialize_from_env, so it was not asked for its stacks.
     assert result.ranks[1].stacks == "" and "waiting here" not in result.summary()
+
+
+@pytest.mark.timeout(60)
+def test_ranks_end_when_their_launcher_is_killed(tmp_path):
+    # A notebook kernel killed mid-launch cannot stop its ranks: they must notice and end.
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from course_lib.launch import launch; "
+         "launch(sys.argv[1], num_processes=2, timeout=50, args=sys.argv[2:])",
+         str(SCRIPTS / "outlive_launcher.py"), "--pid-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        files = [tmp_path / f"rank{rank}.pids" for rank in range(2)]
+        deadline = time.monotonic() + 40
+        while not all(path.exists() for path in files) and time.monotonic() < deadline:
+            assert launcher.poll() is None, "the launcher ended before its ranks started"
+            time.sleep(0.05)
+        pids = [int(pid) for path in files for pid in path.read_text().split()]
+        assert all(is_running(pid) for pid in pids)
+        launcher.kill()
+        launcher.wait()
+        deadline = time.monotonic() + 5
+        while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [pid for pid in pids if is_running(pid)]
+        assert not left, f"processes {left} (ranks and their children) outlived the launcher"
+    finally:
+        launcher.kill()
+        for path in tmp_path.glob("rank*.pids"):  # whatever a failing run left behind
+            for pid in map(int, path.read_text().split()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.timeout(60)
