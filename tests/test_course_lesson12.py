@@ -454,6 +454,14 @@ def test_the_state_sentence_lists_the_saved_entries_as_saved():
     assert "groups = 29: how many groups" in sentence and "rows_taken = 8: how many" in sentence
     other = capstone.state_sentence({"next_index": 5})
     assert "1 number:" in other and "next_index = 5: not described in this lesson" in other
+    assert "all 8 of them" not in sentence  # the group's size is not in the state
+    full = capstone.state_sentence(state, rows_per_group=8)
+    assert "handed out already (all 8 of them, so the next row starts a new group)." in full
+    part = capstone.state_sentence({**state, "rows_taken": 3}, rows_per_group=8)
+    assert "handed out already (3 of its 8)." in part, part
+    for bad in (0, 8.0, True):
+        with pytest.raises(ValueError, match=r"rows_per_group=.* must be a positive int"):
+            capstone.state_sentence(state, rows_per_group=bad)
 
 
 def _timed(rank, step_seconds, saves=(), wait=0.001, start_step=0, rest=0.0):
@@ -534,9 +542,15 @@ def test_a_faster_run_and_parts_that_cancel_are_said_so():
     # a 10% slower step, made up for by a loop that lost 10 ms per step
     cancel = capstone.process_speed_sentence(_timed(0, _jitter(0.100, 50), rest=0.010),
                                              _timed(0, _jitter(0.110, 50)))
-    assert "The same within the margin (5%), at +0%, though the step (+9%) and the rest of " \
-        "the loop (-9%) alone would move it beyond the margin; the other parts together: +0%." \
-        in cancel
+    assert "The same within the margin (5%), at +0%, though on their own 2 parts moved " \
+        "beyond their own margins: the step by +9% (margin 5%) and the rest of the loop by " \
+        "-9% (margin 5%); the other parts together: +0%." in cancel, cancel
+    # the checkpoints, measured once, have the 5% floor where the whole has a wider margin
+    wide = capstone.process_speed_sentence(
+        _timed(0, [0.06, 0.14] * 25, [(20, 0.3)]), _timed(0, [0.06, 0.14] * 25, [(20, 1.0)]))
+    assert "The same within the margin (15%), at +13%, though on its own one part moved " \
+        "beyond its own margin: the checkpoints by +13% (margin 5%); the other parts " \
+        "together: +0%." in wide, wide
     same = capstone.process_speed_sentence(first, _timed(0, _jitter(0.101, 50)))
     assert same.endswith("The same within the margin (5%), and no part moved beyond it on "
                          "its own.")
@@ -571,7 +585,8 @@ def test_a_step_not_named_gets_no_note():
     second = _timed(0, _jitter(0.104, 50), [(20, 1.4)])
     sentence = capstone.process_speed_sentence(first, second)
     assert "Slower, beyond the margin (5%), by +24%: the checkpoints (+21% on their own) " \
-        "account for it. Its saves took (ms) 1400 after step 20" in sentence
+        "account for it (the other +4% lies within the 5% margin). Its saves took (ms) 1400 " \
+        "after step 20" in sentence
     assert "The step's median" not in sentence and "slowest steps" not in sentence
 
 
@@ -714,7 +729,9 @@ def test_a_remainder_inside_a_margin_too_wide_to_tell_is_not_called_nothing():
     small = _timed(0, [0.13, *[0.04] * 6], [(12, 0.6)], start_step=8)
     sentence = capstone.process_speed_sentence(first, small)
     assert "Slower, beyond the margin (32%), by +76%: the checkpoints (+72% on their own) " \
-        "account for it. Its saves took (ms) 600 after step 12" in sentence
+        "account for it (the other +4% is under the course's 5% floor: inside a margin wider " \
+        "than 25%, only that little is left to chance). Its saves took (ms) 600 " \
+        "after step 12" in sentence
     assert "The step's median" not in sentence
 
 
@@ -733,8 +750,9 @@ def test_a_tie_with_slower_checkpoints_says_the_other_parts_went_the_other_way()
     first = _timed(0, _jitter(0.100, 28), [(45, 0.3)], start_step=30)
     second = _timed(0, _jitter(0.096, 28), [(45, 0.5)], start_step=30)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "The same within the margin (5%), at +3%, though the checkpoints (+6%) alone " \
-        "would move it beyond the margin; the other parts together: -4%. Its saves took (ms) " \
+    assert "The same within the margin (5%), at +3%, though on its own one part moved beyond " \
+        "its own margin: the checkpoints by +6% (margin 5%); the other parts together: -4%. " \
+        "Its saves took (ms) " \
         "500 after step 45 in the resumed run, 300 after step 45" in sentence
 
 
@@ -766,32 +784,67 @@ def test_the_loss_sentence_says_what_the_unigram_entropy_is_computed_from():
         "the corpora more than once)" in fewer, fewer
 
 
-def test_the_span_sentence_says_whether_the_saves_account_for_a_faster_later_span():
-    # 59 steps of 100 ms, saves of 1 s after steps 15 and 30, 0.5 s after step 45
-    reports = [_timed(rank, [0.1] * 59, [(15, 1.0), (30, 1.0), (45, 0.5)]) for rank in range(2)]
+def _span_steps():
+    """Rank 0's log of 60 steps of 100 ms, with saves of 1 s after steps 15 and 30 and 0.5 s
+    after step 45: the rate over steps 32-60 is higher than over steps 2-60."""
     times = [0.0]
     for step in range(2, 61):
         times.append(times[-1] + 0.1 + (1.0 if step - 1 in (15, 30) else 0) +
                      (0.5 if step - 1 == 45 else 0))
-    steps = [{"step": i + 1, "real_tokens": 1000, "time": t} for i, t in enumerate(times)]
-    explained = capstone.span_sentence(steps, reports, 32)
+    return [{"step": i + 1, "real_tokens": 1000, "time": t} for i, t in enumerate(times)]
+
+
+SPAN_SAVES = [(15, 1.0), (30, 1.0), (45, 0.5)]
+
+
+def test_the_span_sentence_says_the_saves_account_for_it_when_every_process_agrees():
+    reports = [_timed(rank, _jitter(0.1, 59), SPAN_SAVES) for rank in range(2)]
+    explained = capstone.span_sentence(_span_steps(), reports, 32)
     assert "over steps 32-60 against its" in explained and "over steps 2-60 (section 3)" \
         in explained, explained
     assert "process 0 saved 1 checkpoint in steps 32-60 (17 ms per step) against 3 in its 59 " \
-        "steps (42 ms per step), and without the saves took 101 against 101 ms per step" \
-        in explained, explained
-    assert explained.endswith("the same within the 5% margin, so the saves account for the "
-                              "difference in rate."), explained
-    # the later steps also compute faster: the saves do not account for all of it
-    faster = [_timed(rank, [0.1] * 30 + [0.07] * 29, [(15, 1.0), (30, 1.0), (45, 0.5)])
+        "steps (42 ms per step), and without the saves took 101 ± 0.3 against 101 ± 0.2 ms " \
+        "per step (+0%, within its 5% margin)" in explained, explained
+    assert explained.endswith("Without the saves each process's time per step is the same "
+                              "within its margin, so the saves account for the difference "
+                              "in rate."), explained
+    # the later steps also compute faster on both processes: the saves do not account for it
+    faster = [_timed(rank, _jitter(0.1, 30) + _jitter(0.07, 29), SPAN_SAVES)
               for rank in range(2)]
-    rest = capstone.span_sentence(steps, faster, 32)
-    assert rest.endswith("still differs beyond the 5% margin, so the saves do not account "
-                         "for all of the difference in rate; this run does not measure what "
-                         "else does."), rest
+    rest = capstone.span_sentence(_span_steps(), faster, 32)
+    assert "(-18%, beyond its 5% margin)" in rest, rest
+    assert rest.endswith("still differs beyond its margin, so the saves do not account for "
+                         "all of the difference in rate; this run does not measure what else "
+                         "does."), rest
     even = [{"step": i + 1, "real_tokens": 1000, "time": 0.1 * i} for i in range(60)]
     same = capstone.span_sentence(even, [_timed(rank, [0.1] * 59) for rank in range(2)], 32)
     assert same.endswith("(section 3): the same within the 5% margin."), same
+
+
+def test_the_span_sentence_judges_each_process_with_its_standard_error():
+    # steps that alternate 20 and 300 ms: a 10% faster later span is inside a wide margin
+    noisy = [_timed(rank, [0.02, 0.3] * 15 + [0.02, 0.25] * 14 + [0.02], SPAN_SAVES)
+             for rank in range(2)]
+    sentence = capstone.span_sentence(_span_steps(), noisy, 32)
+    assert sentence.count("too noisy to tell") == 3, sentence
+    assert sentence.endswith("Without the saves the times per step are too noisy to tell "
+                             "whether the saves account for the difference in rate."), sentence
+    assert "beyond" not in sentence and "do not account" not in sentence
+    # process 0 within its margin, process 1 faster beyond it: no one conclusion for both
+    mixed = [_timed(0, _jitter(0.1, 59), SPAN_SAVES),
+             _timed(1, _jitter(0.1, 30) + _jitter(0.07, 29), SPAN_SAVES)]
+    sentence = capstone.span_sentence(_span_steps(), mixed, 32)
+    assert "(+0%, within its 5% margin); process 1" in sentence, sentence
+    assert sentence.endswith("The processes do not agree (process 0 within its margin, "
+                             "process 1 beyond its margin), so this run cannot say whether "
+                             "the saves account for all of the difference in rate."), sentence
+    assert "still differs" not in sentence and "so the saves account" not in sentence
+    # an 8% faster later span, beyond the 5% floor but within a margin its spread widens
+    spread = [_timed(0, [0.06, 0.14] * 29 + [0.1], SPAN_SAVES),
+              _timed(1, [0.06, 0.14] * 15 + [0.045, 0.125] * 14 + [0.085], SPAN_SAVES)]
+    sentence = capstone.span_sentence(_span_steps(), spread, 32)
+    assert "(-8%, within its 19% margin)" in sentence, sentence
+    assert sentence.endswith("so the saves account for the difference in rate."), sentence
 
 
 def test_the_resumed_runs_legend_names_the_steps_it_draws():

@@ -463,12 +463,25 @@ def _flat(state: Mapping, prefix: str = "") -> dict[str, object]:
     return flat
 
 
-def state_sentence(state: Mapping) -> str:
+def state_sentence(state: Mapping, rows_per_group: int | None = None) -> str:
     """Each entry of a saved data position, as saved (nested keys joined by dots), with what
-    it means; an entry this lesson does not describe is said to be so."""
+    it means; an entry this lesson does not describe is said to be so. The state does not
+    hold how many rows a packed group has (the packer's `num_packing_bins`): given it as
+    `rows_per_group`, `rows_taken` is also said as a share of the group."""
+    if rows_per_group is not None and (isinstance(rows_per_group, bool)
+                                       or not isinstance(rows_per_group, int)
+                                       or rows_per_group < 1):
+        raise ValueError(f"rows_per_group={rows_per_group!r} must be a positive int, the "
+                         "packer's num_packing_bins (the script packs into as many bins as a "
+                         "batch has rows), or None.")
     entries = _flat(state)
     parts = [f"{key} = {value}: {STATE_MEANINGS.get(key, 'not described in this lesson')}"
              for key, value in entries.items()]
+    taken = entries.get("rows_taken")
+    if rows_per_group is not None and isinstance(taken, int):
+        index = list(entries).index("rows_taken")
+        parts[index] += (f" (all {rows_per_group} of them, so the next row starts a new group)"
+                         if taken == rows_per_group else f" ({taken} of its {rows_per_group})")
     return (f"The saved position holds {_count(len(entries), 'number')}:\n- "
             + ";\n- ".join(parts) + ".")
 
@@ -503,6 +516,11 @@ def _ms(seconds: float) -> str:
     if abs(milliseconds) < 0.05:  # no "-0.0"
         milliseconds = 0.0
     return f"{milliseconds:.0f}" if abs(milliseconds) >= 10 else f"{milliseconds:.1f}"
+
+
+def _signed(share: float) -> str:
+    """A share as a signed whole percent, '+0%' for anything that rounds to zero (no '-0%')."""
+    return "+0%" if f"{abs(share):.0%}" == "0%" else f"{share:+.0%}"
 
 
 def _pm(estimate: Estimate) -> str:
@@ -567,7 +585,7 @@ def _step_note(first: Mapping, second: Mapping, slowest: int = 3) -> str:
     elif abs(median_change) >= 0.5 * abs(mean_change):
         line += f": the typical step changed ({moved:+.0%}), not only a few"
     elif abs(moved) <= NOISE_FLOOR:
-        line += (f": the typical step barely changed ({moved:+.0%}, within "
+        line += (f": the typical step barely changed ({_signed(moved)}, within "
                  f"{NOISE_FLOOR:.0%}), the change lies in a few slow steps")
     else:
         line += (f": the typical step changed too ({moved:+.0%}), but by less than half as "
@@ -655,11 +673,17 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
             return head + (f"The same within the margin ({margin:.0%}), and no part moved "
                            "beyond it on its own.")
         rest = total - sum(change for _, change in moved.values())
-        parts = " and ".join(f"{RUN_PARTS[part]} ({change:+.0%})"
-                             for part, (_, change) in moved.items())
-        return finish(f"The same within the margin ({margin:.0%}), at {total:+.0%}, though "
-                      f"{parts} alone would move it beyond the margin; the other parts "
-                      f"together: {rest:+.0%}")
+
+        def own(part):  # a part is judged by its own margin, which may be narrower
+            return f"{RUN_PARTS[part]} by {moved[part][1]:+.0%} (margin {alone[part][2]:.0%})"
+
+        several = len(moved) > 1
+        return finish(f"The same within the margin ({margin:.0%}), at {_signed(total)}, though on "
+                      + (f"their own {_count(len(moved), 'part')} moved beyond their own "
+                         "margins: " if several else "its own one part moved beyond its own "
+                         "margin: ")
+                      + " and ".join(own(part) for part in moved) + "; the other parts "
+                      f"together: {_signed(rest)}")
     word = "slower" if verdict == WORSE else "faster"
     causes = sorted((part for part, (v, _) in moved.items() if v == verdict),
                     key=lambda part: -abs(moved[part][1]))
@@ -679,12 +703,17 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
             line += f"{named(causes)} {'accounts' if single else 'account'} for it"
             if against:
                 line += f", partly offset by {named(against)}"
+            if f"{abs(remainder):.0%}" != "0%":  # say what the named parts leave, and why
+                line += (f" (the other {remainder:+.0%} lies within the {margin:.0%} margin)"
+                         if margin <= TOO_NOISY else f" (the other {remainder:+.0%} is under "
+                         f"the course's {NOISE_FLOOR:.0%} floor: inside a margin wider than "
+                         f"{TOO_NOISY:.0%}, only that little is left to chance)")
             return finish(line)
         line += (f"{named(causes)} {'moves' if single else 'move'} it beyond the margin"
                  + (f", partly offset by {named(against)}" if against else ""))
         if holder is not None:
-            return finish(line + f"; the other {remainder:+.0%} " + held(holder))
-        return finish(line + f"; the other {remainder:+.0%} is spread over parts none of "
+            return finish(line + f"; the other {_signed(remainder)} " + held(holder))
+        return finish(line + f"; the other {_signed(remainder)} is spread over parts none of "
                       "which moves beyond the margin alone, so this run cannot say where it "
                       "went")
     line += "no part alone moves the time per step beyond the margin"
@@ -729,8 +758,12 @@ def from_step(report: Mapping, first: int) -> dict:
 def span_sentence(steps: Sequence[Mapping], reports: Sequence[Mapping], first: int) -> str:
     """One run's rate over its steps from `first` on against its rate over all the steps
     after its compiling step (section 3's), and, per process, the saves each span holds and
-    its time per step without them (wall time less the saves, over the steps timed), each
-    pair judged by the course's margin rule on single values (its 5% floor)."""
+    its time per step without them (wall time less the saves, over the steps timed).
+
+    The rates are single values, judged on the margin rule's 5% floor. Each process's two
+    times without the saves carry the standard error of its step and its wait combined (as
+    in `per_step`), so each gets its own verdict and margin; one conclusion is drawn for the
+    run only when every process reaches the same verdict."""
     span = [step for step in steps if step["step"] >= first - 1]
     whole_rate, span_rate = tokens_per_second(steps), tokens_per_second(span)
     last = steps[-1]["step"]
@@ -744,24 +777,43 @@ def span_sentence(steps: Sequence[Mapping], reports: Sequence[Mapping], first: i
         cut = from_step(report, first)
         splits = [time_split(report), time_split(cut)]
         counts = [len(report["step_spans"]), len(cut["step_spans"])]
-        per = [(split["wall"] - split["checkpoint"]) / count
-               for split, count in zip(splits, counts, strict=True)]
         saves = [split["checkpoint"] / count for split, count in zip(splits, counts,
                                                                      strict=True)]
-        verdicts.append(judge(Estimate.once(per[1]), Estimate.once(per[0])))
+        whole, later = per_step(report)["whole"], per_step(cut)["whole"]
+        without = [Estimate(estimate.value - save, estimate.stderr, estimate.count, "mean")
+                   for estimate, save in zip((whole, later), saves, strict=True)]
+        verdict = judge(without[1], without[0])
+        margin = relative_margin(without[1], without[0])
+        change = without[1].value / without[0].value - 1
+        verdicts.append(verdict)
+        said = {SAME: f"within its {margin:.0%} margin",
+                TOO_NOISY_TO_TELL: f"inside a {margin:.0%} margin: too noisy to tell"}.get(
+                    verdict, f"beyond its {margin:.0%} margin")
         parts.append(f"process {report['rank']} saved {_count(splits[1]['saves'], 'checkpoint')} "
                      f"in steps {first}-{last} ({_ms(saves[1])} ms per step) against "
                      f"{splits[0]['saves']} in its {counts[0]} steps ({_ms(saves[0])} ms per "
-                     f"step), and without the saves took {_ms(per[1])} against {_ms(per[0])} "
-                     "ms per step")
-    line += "; ".join(parts)
+                     f"step), and without the saves took {_pm(without[1])} against "
+                     f"{_pm(without[0])} ms per step ({_signed(change)}, {said})")
+    line += ("per process, the saves in each span and the time per step without them (± "
+             "the standard error of the step and the wait combined): " + "; ".join(parts))
+    each = "each process's" if len(reports) > 1 else "the"
     if all(verdict == SAME for verdict in verdicts):
-        return line + (f". Without the saves the time per step is the same within the "
-                       f"{NOISE_FLOOR:.0%} margin, so the saves account for the difference "
-                       "in rate.")
-    return line + (f". Without the saves the time per step still differs beyond the "
-                   f"{NOISE_FLOOR:.0%} margin, so the saves do not account for all of the "
-                   "difference in rate; this run does not measure what else does.")
+        return line + (f". Without the saves {each} time per step is the same within its "
+                       "margin, so the saves account for the difference in rate.")
+    if all(verdict in (BETTER, WORSE) for verdict in verdicts):
+        return line + (f". Without the saves {each} time per step still differs beyond its "
+                       "margin, so the saves do not account for all of the difference in "
+                       "rate; this run does not measure what else does.")
+    if all(verdict == TOO_NOISY_TO_TELL for verdict in verdicts):
+        return line + (". Without the saves the times per step are too noisy to tell whether "
+                       "the saves account for the difference in rate.")
+    kinds = {SAME: "within its margin", TOO_NOISY_TO_TELL: "too noisy to tell",
+             BETTER: "beyond its margin", WORSE: "beyond its margin"}
+    ranks = [report["rank"] for report in reports]
+    told = ", ".join(f"process {rank} {kinds[verdict]}"
+                     for rank, verdict in zip(ranks, verdicts, strict=True))
+    return line + (f". The processes do not agree ({told}), so this run cannot say whether "
+                   "the saves account for all of the difference in rate.")
 
 
 def runs_sentence(first_steps: Sequence[Mapping], first_reports: Sequence[Mapping],
