@@ -549,6 +549,14 @@ def test_proof_sentence_covers_each_outcome():
     assert "happen not to change" in variable_length.proof_sentence(1.0, 0.0, 0.0)
 
 
+def test_change_sizes_sentence_gives_the_unmasked_change_as_a_share_of_the_own():
+    sentence = variable_length.change_sizes_sentence(0.8, 3e-7, 0.2)
+    assert sentence == ("Largest change of any logit: 0.8 in the changed sequence's own "
+                        "outputs; in the other sequences' outputs 3e-07 with the segment mask "
+                        "and 0.2 without it (25% of the changed sequence's own)."), sentence
+    assert "%" not in variable_length.change_sizes_sentence(0.0, 0.0, 0.0)
+
+
 def test_proof_sentence_concludes_alone_in_its_row_only_when_the_proof_holds():
     assert "as if it were alone in its row" in variable_length.proof_sentence(1.0, 0.0, 1.0)
     leaky = variable_length.proof_sentence(1.0, 0.5, 1.0)

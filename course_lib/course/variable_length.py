@@ -983,6 +983,18 @@ def proof_sentence(changed: float, others: float, unmasked_others: float) -> str
     return f"{head} Each packed sequence is computed as if it were alone in its row."
 
 
+def change_sizes_sentence(changed: float, others: float, unmasked_others: float) -> str:
+    """How large the changes `proof_sentence` judges are, in logits: the neighbours' largest
+    change without the segment mask as a share of the changed sequence's own, so that "they
+    change" has a size."""
+    line = (f"Largest change of any logit: {changed:.3g} in the changed sequence's own outputs; "
+            f"in the other sequences' outputs {others:.2g} with the segment mask and "
+            f"{unmasked_others:.3g} without it")
+    if changed > 0:
+        line += f" ({unmasked_others / changed:.0%} of the changed sequence's own)"
+    return line + "."
+
+
 def digest(batches) -> str:
     """One short fingerprint of every array of every batch, in order."""
     hasher = hashlib.sha256()
