@@ -217,13 +217,23 @@ def _running(pid: int) -> bool:
 
 
 def test_the_memory_limit_turns_a_huge_allocation_into_a_failed_check(tmp_path):
+    import warnings
+
+    import jax
+
+    jax.devices()  # JAX's runtime threads make a fork that runs Python unsafe: JAX warns
+
     release = _release(tmp_path / "release", "01_big", (SETUP, []),
                        ("def answer():\n    return len(bytearray(3 * 2**30))", ["exercise"]),
                        ("checks.expect(answer() > 0, 'no', 'yes')", ["check"]))
-    result = grade.grade_notebook(release / "01_big.ipynb", release,
-                                  grade.Limits(cell_timeout=60, memory_limit=2 * 2**30))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = grade.grade_notebook(release / "01_big.ipynb", release,
+                                      grade.Limits(cell_timeout=60, memory_limit=2 * 2**30))
     assert [check.verdict for check in result.checks] == ["error"]
     assert result.checks[0].message.startswith("raised MemoryError")
+    forks = [str(warning.message) for warning in caught if "fork" in str(warning.message)]
+    assert not forks, forks  # the limit is set without running Python in a forked copy
 
 
 @pytest.mark.parametrize("size, expected", [("4G", 4 * 2**30), ("512M", 512 * 2**20),

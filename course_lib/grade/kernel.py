@@ -108,12 +108,18 @@ class Kernel:
                   "stdout": open(os.devnull, "wb"),  # noqa: SIM115 (closed in close())
                   "stderr": open(self.root / "kernel.log", "wb")}  # noqa: SIM115
         self._files = [launch["stdout"], launch["stderr"]]
-        if memory_limit is not None:
+        # Where the OS can set another process's limits (Linux), the limit is set on the
+        # started kernel: a `preexec_fn` runs Python in a forked copy of this process, which
+        # is unsafe once it has threads (JAX starts some, and warns at every fork).
+        set_after = memory_limit is not None and hasattr(resource, "prlimit")
+        if memory_limit is not None and not set_after:
             launch["preexec_fn"] = lambda: _limit_address_space(memory_limit)
         self.client = None
         try:
             self.manager.start_kernel(**launch)
             self.pid = self.manager.provisioner.pid
+            if set_after:
+                resource.prlimit(self.pid, resource.RLIMIT_AS, (memory_limit, memory_limit))
             self.client = self.manager.blocking_client()
             self.client.start_channels()
             self.client.wait_for_ready(timeout=START_TIMEOUT_S)
