@@ -129,7 +129,7 @@ def test_the_trace_counter_counts_one_trace_per_shape():
     assert traces == [3]
 
 
-def test_change_one_sequence_leaves_the_other_segments_alone():
+def test_change_each_sequence_leaves_the_other_segments_alone():
     from course_lib import sequence_model
 
     model = sequence_model.create_model(16, seed=0)
@@ -138,9 +138,14 @@ def test_change_one_sequence_leaves_the_other_segments_alone():
     positions = np.where(segments > 0, np.concatenate(
         [np.arange(5), np.arange(6), np.arange(3), [0, 0]]), 0).astype(np.int32)
     positions[1] = np.arange(16)
-    moved = variable_length.change_one_sequence(model, (tokens, segments, positions), row=0)
+    moved = variable_length.change_each_sequence(model, (tokens, segments, positions), row=0)
+    assert moved["sequences"] == 3
     assert moved["changed"] > 1e-4 and moved["others"] == 0.0
     assert moved["unmasked_others"] > 1e-4
+    # without segments (one sequence per row) nothing else is in the row to move
+    alone = variable_length.change_each_sequence(model, (tokens, segments, positions), row=1)
+    assert alone == {"sequences": 1, "changed": alone["changed"], "others": 0.0,
+                     "unmasked_others": 0.0} and alone["changed"] > 1e-4
 
 
 @pytest.mark.parametrize(("first", "compiled", "expected"), [
@@ -259,6 +264,17 @@ def test_throughput_sentence_with_other_shapes_sets_the_leftover_against_the_ste
     sentence = _sentence("4 buckets", packing, **changed)
     assert expected in sentence, sentence
     assert "both feed batches of one shape" not in sentence
+
+
+def test_throughput_sentence_concludes_nothing_when_the_passes_disagree():
+    # rounds' ratios 2.0, 2.0, 1.0: their median is 2.00x, the medians' ratio 200 / 150, 1.33x
+    sentence = variable_length.throughput_sentence(
+        {"fixed": [150, 50, 200], "packing": [300, 100, 200]},
+        {"fixed": SUMMARIES["fixed"], "packing": SUMMARIES["packing"]})
+    assert "Against fixed, the rounds' ratios give 2.00x but the table's medians 1.33x, " \
+        "further apart than the margin (" in sentence, sentence
+    assert "run the cell again." in sentence and "as it should be" not in sentence
+    assert "fixed 150, packing 200" in sentence  # rates to three significant digits
 
 
 def test_throughput_sentence_names_each_comparison_once_with_the_run_s_steps():
@@ -543,25 +559,31 @@ def test_plot_mask_draws_the_whole_row_with_a_key():
 
 
 def test_proof_sentence_covers_each_outcome():
-    assert "did not change" in variable_length.proof_sentence(1.0, 0.0, 1.0)
-    assert "changed too" in variable_length.proof_sentence(1.0, 0.5, 1.0)
-    assert "test is void" in variable_length.proof_sentence(0.0, 0.0, 0.0)
-    assert "happen not to change" in variable_length.proof_sentence(1.0, 0.0, 0.0)
+    proof = variable_length.proof_sentence
+    assert "did not change" in proof(1.0, 0.0, 1.0, 3)
+    assert "changed too" in proof(1.0, 0.5, 1.0, 3)
+    assert "test is void" in proof(0.0, 0.0, 0.0, 3)
+    assert "happen not to change" in proof(1.0, 0.0, 0.0, 3)
+    # no count in this checked sentence: fast and full mode may pick rows of other sizes
+    assert proof(1.0, 0.0, 1.0, 3).startswith("Changing each sequence of the row in turn")
+    # one sequence alone in its row proves nothing about the mask
+    assert "cannot tell the mask's work from chance" in proof(1.0, 0.0, 0.0, 1)
 
 
 def test_change_sizes_sentence_gives_the_unmasked_change_as_a_share_of_the_own():
-    sentence = variable_length.change_sizes_sentence(0.8, 3e-7, 0.2)
-    assert sentence == ("Largest change of any logit: 0.8 in the changed sequence's own "
-                        "outputs; in the other sequences' outputs 3e-07 with the segment mask "
-                        "and 0.2 without it (25% of the changed sequence's own)."), sentence
-    assert "%" not in variable_length.change_sizes_sentence(0.0, 0.0, 0.0)
+    sentence = variable_length.change_sizes_sentence(0.8, 3e-7, 0.2, 3)
+    assert sentence == ("Largest change of any logit: at least 0.8 in each of the 3 changed "
+                        "sequences' own outputs; 3e-07 in the other sequences' outputs with the "
+                        "segment mask; without it, up to 0.2 in the sequences after the changed "
+                        "one (25% of the smallest own change)."), sentence
+    assert "%" not in variable_length.change_sizes_sentence(0.0, 0.0, 0.0, 3)
 
 
 def test_proof_sentence_concludes_alone_in_its_row_only_when_the_proof_holds():
-    assert "as if it were alone in its row" in variable_length.proof_sentence(1.0, 0.0, 1.0)
-    leaky = variable_length.proof_sentence(1.0, 0.5, 1.0)
+    assert "as if it were alone in its row" in variable_length.proof_sentence(1.0, 0.0, 1.0, 3)
+    leaky = variable_length.proof_sentence(1.0, 0.5, 1.0, 3)
     assert "as if it were alone" not in leaky and "not computed as if alone" in leaky
-    weak = variable_length.proof_sentence(1.0, 0.0, 0.0)
+    weak = variable_length.proof_sentence(1.0, 0.0, 0.0, 3)
     assert "as if it were alone" not in weak and "cannot tell the mask's work" in weak
 
 

@@ -334,6 +334,12 @@ def round_significant(value: float, digits: int = 2) -> float:
     return float(round(value, digits - 1 - int(np.floor(np.log10(abs(value))))))
 
 
+def format_rate(per_second: float) -> str:
+    """A rate (tokens or records per second) to three significant digits (19,873 ->
+    "19,900"): runs of the same job differ in the third digit already."""
+    return f"{round_significant(per_second, 3):,.0f}"
+
+
 def format_times(ratio: float) -> str:
     """A ratio, the one way the course prints it, with no more digits than timings support:
     "1.10x" below 10, "86x" below 100, and from 100 on two significant digits with "about"

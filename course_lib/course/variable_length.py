@@ -43,6 +43,7 @@ from course_lib.course.basics import (
     WORSE,
     Estimate,
     format_duration,
+    format_rate,
     format_seconds,
     format_times,
     judge,
@@ -533,7 +534,7 @@ def feed_table(rates: Mapping[str, Sequence[float]],
             f"{name:<15} {summary['steps']:>5}  {_shapes(summary['shapes']):<29} "
             f"{summary['slots'] / summary['steps']:>10,.0f} {summary['fill']:>6.0%} "
             f"{format_seconds(_step_time(rates[name], summary).value):>9} "
-            f"{statistics.median(rates[name]):>13,.0f}")
+            f"{format_rate(statistics.median(rates[name])):>13}")
     lines.append("(filled: share of the slots holding a real token; slots/step: their mean; "
                  f"time/step and real tokens/s: medians of {len(next(iter(rates.values())))} "
                  "passes)")
@@ -581,10 +582,12 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
     accounts for everything: a leftover beyond the margin is not the steps' doing, and the
     sentence says this run cannot tell what it is. Where the shapes differ, a leftover goes
     with the size of the steps (measured: slots and time per step), whose cause this run
-    does not isolate. Within the noise, or too noisy to tell, nothing is concluded.
+    does not isolate. Within the noise, or too noisy to tell, nothing is concluded. When
+    the rounds' ratio and the ratio of the table's medians differ beyond the margin, the
+    passes disagree among themselves and nothing is concluded either.
     `summaries`: `feed_summary` of each way's batches."""
     medians = {name: statistics.median(values) for name, values in rates.items()}
-    listing = ", ".join(f"{name} {medians[name]:,.0f}" for name in rates)
+    listing = ", ".join(f"{name} {format_rate(medians[name])}" for name in rates)
     passes = len(rates[subject])
     paired = passes > 1 and all(len(values) == passes for values in rates.values())
     how = (f"each ratio below is the median of the {passes} rounds' ratios" if paired else
@@ -613,6 +616,16 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
                        f"step, yet a step took {step_times}: neither the padding nor the number "
                        "of steps explains that, and this run does not say what does; run the "
                        "cell again.")
+        table = medians[subject] / medians[name]  # what the table's two medians give
+        if paired and judge(Estimate.once(table), measured,
+                            lower_is_better=False) in (BETTER, WORSE):
+            apart = relative_margin(Estimate.once(table), measured)
+            parts.append(f"Against {name}, the rounds' ratios give {format_times(ratio)} but the "
+                         f"table's medians {format_times(table)}, further apart than the margin "
+                         f"({apart:.0%}): the passes of this run disagree among themselves "
+                         "(the machine's speed changed from pass to pass), so it cannot say "
+                         "how much of the gap the padding explains; run the cell again.")
+            continue
         if outcome == TOO_NOISY_TO_TELL:
             parts.append(f"Against {name}, {subject} is too noisy to tell ({format_times(ratio)}, "
                          f"margin {margin:.0%}), though {slots}: this run names no cause.")
@@ -886,25 +899,34 @@ def loader_of(source, batching, *, seed: int = 0, worker_count: int = 0, num_epo
 
 
 # -- the proof, determinism and resume -------------------------------------------------------
-def change_one_sequence(model, batch: tuple, row: int = 0) -> dict[str, float]:
-    """Change the tokens of the first sequence of `row` and measure how much the model's
-    outputs move: for that sequence, for the other sequences of the row, and for those when
-    every real token is put in one segment (no segment mask, only the causal one)."""
+def change_each_sequence(model, batch: tuple, row: int = 0) -> dict[str, float]:
+    """Change the tokens of each sequence of `row` in turn and measure how far the model's
+    outputs (logits) move: the changed sequence's own (the smallest of these largest moves,
+    so that every change counts), the other sequences' with the segment mask, and the later
+    sequences' with every real token put in one segment (the causal mask only: a sequence
+    can then see the ones before it, never the ones after)."""
     tokens, segment_ids, positions = (np.asarray(part) for part in batch)
-    first = segment_ids[row] == 1
-    others = (segment_ids[row] > 1)
-    changed_tokens = tokens.copy()
-    changed_tokens[row, first] = (changed_tokens[row, first] + 97) % 255 + 1  # still bytes
+    one_segment = (segment_ids > 0).astype(np.int32)
 
     def outputs(tokens, ids):
         return np.asarray(model(tokens, ids, positions))[row]
 
-    one_segment = (segment_ids > 0).astype(np.int32)
-    before, after = outputs(tokens, segment_ids), outputs(changed_tokens, segment_ids)
-    unmasked = np.abs(outputs(tokens, one_segment) - outputs(changed_tokens, one_segment))
-    return {"changed": float(np.abs(after - before)[first].max()),
-            "others": float(np.abs(after - before)[others].max()),
-            "unmasked_others": float(unmasked[others].max())}
+    before, unmasked_before = outputs(tokens, segment_ids), outputs(tokens, one_segment)
+    own, others, unmasked = [], [], []
+    sequences = int(segment_ids[row].max())
+    for segment in range(1, sequences + 1):
+        this = segment_ids[row] == segment
+        rest, later = (segment_ids[row] > 0) & ~this, segment_ids[row] > segment
+        changed_tokens = tokens.copy()
+        changed_tokens[row, this] = (changed_tokens[row, this] + 97) % 255 + 1  # still bytes
+        moved = np.abs(outputs(changed_tokens, segment_ids) - before)
+        own.append(float(moved[this].max()))
+        others.append(float(moved[rest].max()) if rest.any() else 0.0)
+        if later.any():
+            shifted = np.abs(outputs(changed_tokens, one_segment) - unmasked_before)
+            unmasked.append(float(shifted[later].max()))
+    return {"sequences": sequences, "changed": min(own), "others": max(others),
+            "unmasked_others": max(unmasked, default=0.0)}
 
 
 def row_with_segments(segment_ids: np.ndarray, at_least: int = 3) -> int:
@@ -961,37 +983,41 @@ def plot_mask(segment_ids: np.ndarray):
     return figure
 
 
-def proof_sentence(changed: float, others: float, unmasked_others: float) -> str:
-    """What changing one sequence did to its own outputs and to its neighbours'."""
+def proof_sentence(changed: float, others: float, unmasked_others: float,
+                   sequences: int) -> str:
+    """What changing each sequence of a row in turn (`change_each_sequence`) did to its own
+    outputs and to the other sequences'."""
     tolerance = 1e-5
     if changed <= tolerance:
-        return ("Changing the sequence did not change its own outputs: the test is void. "
+        return ("Changing a sequence did not change its own outputs: the test is void. "
                 "Change more of its tokens.")
     masked = ("the other sequences' outputs did not change (largest difference below "
               f"{tolerance:g})" if others <= tolerance else
               "the other sequences' outputs changed too: the mask lets them see each other")
-    unmasked = ("without the segment mask they change" if unmasked_others > tolerance else
-                "without the segment mask they happen not to change here either")
-    head = (f"With the segment mask, the changed sequence's own outputs moved, and {masked}; "
-            f"{unmasked}.")
+    unmasked = ("without the segment mask the sequences after it change" if unmasked_others >
+                tolerance else "without the segment mask they happen not to change either")
+    head = ("Changing each sequence of the row in turn: with the segment mask, the changed "
+            f"sequence's own outputs moved every time, and {masked}; {unmasked}.")
     if others > tolerance:
         return (f"{head} So the packed sequences are not computed as if alone: fix the mask "
                 "before training on packed rows.")
-    if unmasked_others <= tolerance:
-        return (f"{head} So this row cannot tell the mask's work from chance: change a "
-                "sequence that others follow in the row, and run it again.")
+    if unmasked_others <= tolerance or sequences < 2:
+        return (f"{head} So this row cannot tell the mask's work from chance: use a row that "
+                "holds several sequences, and run it again.")
     return f"{head} Each packed sequence is computed as if it were alone in its row."
 
 
-def change_sizes_sentence(changed: float, others: float, unmasked_others: float) -> str:
-    """How large the changes `proof_sentence` judges are, in logits: the neighbours' largest
-    change without the segment mask as a share of the changed sequence's own, so that "they
-    change" has a size."""
-    line = (f"Largest change of any logit: {changed:.3g} in the changed sequence's own outputs; "
-            f"in the other sequences' outputs {others:.2g} with the segment mask and "
-            f"{unmasked_others:.3g} without it")
+def change_sizes_sentence(changed: float, others: float, unmasked_others: float,
+                          sequences: int) -> str:
+    """How large the changes `proof_sentence` judges are, in logits: the later sequences'
+    largest change without the segment mask as a share of the smallest largest change of a
+    changed sequence's own outputs, so that "they change" has a size."""
+    line = (f"Largest change of any logit: at least {changed:.3g} in each of the {sequences} "
+            f"changed sequences' own outputs; {others:.2g} in the other sequences' outputs "
+            f"with the segment mask; without it, up to {unmasked_others:.3g} in the sequences "
+            "after the changed one")
     if changed > 0:
-        line += f" ({unmasked_others / changed:.0%} of the changed sequence's own)"
+        line += f" ({unmasked_others / changed:.0%} of the smallest own change)"
     return line + "."
 
 
