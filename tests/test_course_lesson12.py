@@ -492,7 +492,8 @@ def test_a_slower_step_is_named_as_the_cause_when_it_alone_moves_the_time():
     sentence = capstone.process_speed_sentence(first, second)
     assert sentence.startswith("Process 0: ")
     assert "(1 save in 28 steps against 3 in 58)" in sentence
-    assert "Slower, beyond the margin (5%), by +33%: the step (+39% on its own) accounts for " \
+    assert "Slower, beyond the margin (5%), by +33%: the step (+39% on its own, margin 5%) " \
+        "accounts for " \
         "it, partly offset by the checkpoints (-" in sentence
 
     assert "within" not in sentence
@@ -503,7 +504,7 @@ def test_slower_checkpoints_are_named_and_the_step_is_not_when_it_did_not_move()
     second = _timed(1, _jitter(0.100, 58), [(15, 1.5), (30, 1.5), (45, 1.5)])
     sentence = capstone.process_speed_sentence(first, second)
     assert "Slower, beyond the margin (5%), by +" in sentence and "the checkpoints (+" in sentence
-    assert "on their own) account for it." in sentence and "the step (" not in sentence
+    assert "on their own, margin 5%) account for it." in sentence and "the step (" not in sentence
 
 
 def test_a_change_no_part_makes_alone_names_no_cause():
@@ -535,7 +536,8 @@ def test_the_parts_are_means_that_add_up_to_the_whole():
 def test_a_faster_run_and_parts_that_cancel_are_said_so():
     first = _timed(0, _jitter(0.100, 50))
     faster = capstone.process_speed_sentence(first, _timed(0, _jitter(0.080, 50)))
-    assert "Faster, beyond the margin (5%), by -20%: the step (-20% on its own) accounts for " \
+    assert "Faster, beyond the margin (5%), by -20%: the step (-20% on its own, margin 5%) " \
+        "accounts for " \
         "it. The step's median: 80 against 100 ms, -20.0 ms where the mean moved -20.0 ms: " \
         "the typical step changed (-20%), not only a few." in faster
     assert "the step 80 ± 0.2 against 100 ± 0.2 ms" in faster
@@ -552,8 +554,8 @@ def test_a_faster_run_and_parts_that_cancel_are_said_so():
         "beyond its own margin: the checkpoints by +13% (margin 5%); the other parts " \
         "together: +0%." in wide, wide
     same = capstone.process_speed_sentence(first, _timed(0, _jitter(0.101, 50)))
-    assert same.endswith("The same within the margin (5%), and no part moved beyond it on "
-                         "its own.")
+    assert same.endswith("The same within the margin (5%), and no part on its own moved "
+                         "beyond its own margin.")
 
 
 def test_a_noisy_step_makes_the_whole_too_noisy_to_tell():
@@ -562,7 +564,7 @@ def test_a_noisy_step_makes_the_whole_too_noisy_to_tell():
     first = _timed(0, noisy)
     second = _timed(0, [0.03, 0.45] * 10)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Process 0: 241 ± 48 against 211 ± 44 ms per step" in sentence
+    assert "Process 0: 241.0 ± 48.2 against 211.0 ± 43.6 ms per step" in sentence
     assert sentence.endswith("Too noisy to tell (a margin of 62%, wider than 25%): no cause "
                              "can be named.")
     assert "Slower" not in sentence and "lies in the step" not in sentence
@@ -574,9 +576,9 @@ def test_a_change_inside_the_steps_spread_is_within_the_margin_of_the_whole():
     first = _timed(0, [0.03, 0.07] * 14, start_step=30)
     second = _timed(0, [0.038, 0.078] * 14, start_step=30)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "59 ± 4 against 51 ± 4 ms per step" in sentence
-    assert sentence.endswith("The same within the margin (21%), and no part moved beyond it "
-                             "on its own.")
+    assert "59.0 ± 3.8 against 51.0 ± 3.8 ms per step" in sentence
+    assert sentence.endswith("The same within the margin (21%), and no part on its own moved "
+                             "beyond its own margin.")
 
 
 def test_a_step_not_named_gets_no_note():
@@ -584,9 +586,10 @@ def test_a_step_not_named_gets_no_note():
     first = _timed(0, _jitter(0.100, 50), [(20, 0.3)])
     second = _timed(0, _jitter(0.104, 50), [(20, 1.4)])
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (5%), by +24%: the checkpoints (+21% on their own) " \
-        "account for it (the other +4% lies within the 5% margin). Its saves took (ms) 1400 " \
-        "after step 20" in sentence
+    assert "Slower, beyond the margin (5%), by +24%: the checkpoints (+21% on their own, " \
+        "margin 5%) " \
+        "account for it (the other +4% lies within the 5% margin). Its saves took (ms), in the " \
+        "steps compared: 1400 after step 20" in sentence
     assert "The step's median" not in sentence and "slowest steps" not in sentence
 
 
@@ -645,10 +648,11 @@ def test_checkpoints_named_as_the_cause_list_every_save_and_flag_a_first_save():
     first = _timed(0, _jitter(0.100, 58), [(15, 0.5), (30, 0.35), (45, 0.2)])
     second = _timed(0, _jitter(0.100, 28), [(45, 0.6)], start_step=30)
     sentence = capstone.process_speed_sentence(capstone.from_step(first, 32), second)
-    assert "the checkpoints (+" in sentence and "account for it. Its saves took (ms) 600 " \
-        "after step 45 in the resumed run, 500 after step 15, 350 after step 30, 200 after " \
-        "step 45 in the uninterrupted run: in each run the process's first save took " \
-        "longest" in sentence
+    assert "the checkpoints (+" in sentence and "account for it. Its saves took (ms), in the " \
+        "steps compared: 600 after step 45 in the resumed run; 200 after step 45 in the " \
+        "uninterrupted run; outside them: 500 after step 15, 350 after step 30 in the " \
+        "uninterrupted run. In each run the process's first save took longest" in sentence, \
+        sentence
     later = _timed(0, _jitter(0.100, 58), [(15, 0.2), (30, 0.35), (45, 0.2)])
     sentence = capstone.process_speed_sentence(capstone.from_step(later, 32), second)
     assert "Its saves took (ms)" in sentence and "first save took longest" not in sentence
@@ -659,7 +663,7 @@ def test_a_few_slow_steps_are_named_when_the_step_accounts_for_the_change():
     first = _timed(0, _jitter(0.100, 50))
     second = _timed(0, _jitter(0.100, 45) + [0.3] * 5)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "the step (+20% on its own) accounts for it" in sentence
+    assert "the step (+20% on its own, margin 17%) accounts for it" in sentence
     assert "the typical step barely changed (+0%, within 5%), the change lies in a few slow " \
         "steps. The " \
         "slowest steps (ms): 300 at step 47, 300 at step 48, 300 at step 49 in the resumed " \
@@ -687,8 +691,8 @@ def test_slow_first_steps_after_the_resumed_compile_are_said_to_be_so():
     slow = [0.3, 0.29, 0.28, 0.27, 0.26, 0.25]
     second = _timed(0, [*slow, *_jitter(0.100, 23)], start_step=30)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (27%), by +36%: the step (+36% on its own) accounts for " \
-        "it." in sentence
+    assert "Slower, beyond the margin (27%), by +36%: the step (+36% on its own, margin 27%) " \
+        "accounts for it." in sentence
     assert "The slowest steps (ms): 300 at step 32, 290 at step 33, 280 at step 34 in the " \
         "resumed run" in sentence
     assert "the resumed run's slowest steps are among its first 6 after its compiling step " \
@@ -705,12 +709,13 @@ def test_a_cause_with_a_remainder_in_a_noisy_step_places_the_remainder():
     first = _timed(0, [0.02, 0.18] * 14, [(45, 0.3)], start_step=30)
     second = _timed(0, [0.06, 0.22] * 14, [(45, 0.9)], start_step=30, rest=0.004)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (39%), by +58%: the checkpoints (+19% on their own) " \
-        "move it beyond the margin; the other +39% lies in the step (+36% on its own, " \
+    assert "Slower, beyond the margin (39%), by +58%: the checkpoints (+19% on their own, " \
+        "margin 5%) move it beyond the margin; the other +39% lies in the step (+36% on its own, " \
         "+40.0 ms per step), which is too noisy to tell on its own (a margin of 39%, from " \
         "its spread)" in sentence
     assert "cannot say" not in sentence and "The slowest steps (ms): 220 at step 45" in sentence
-    assert "Its saves took (ms) 900 after step 45 in the resumed run" in sentence
+    assert "Its saves took (ms), in the steps compared: 900 after step 45 in the resumed " \
+        "run; 300 after step 45 in the uninterrupted run." in sentence, sentence
 
 
 def test_a_remainder_inside_a_margin_too_wide_to_tell_is_not_called_nothing():
@@ -720,19 +725,30 @@ def test_a_remainder_inside_a_margin_too_wide_to_tell_is_not_called_nothing():
     first = _timed(0, _jitter(0.050, 7), [(12, 0.2)], start_step=8)
     second = _timed(0, [0.15, 0.12, *[0.05] * 5], [(12, 0.6)], start_step=8)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "Slower, beyond the margin (40%), by +103%: the checkpoints (+72% on their own) " \
-        "move it beyond the margin; the other +31% lies in the step (+31% on its own, " \
+    assert "Slower, beyond the margin (40%), by +103%: the checkpoints (+72% on their own, " \
+        "margin 5%) move it beyond the margin; the other +31% lies in the step (+31% on its own, " \
         "+24.5 ms per step), which is too noisy to tell on its own (a margin of 40%, from " \
         "its spread). The step's median" in sentence
     assert "account for it" not in sentence
     # inside that wide margin, a remainder under the 5% floor is nothing: +4% of step
     small = _timed(0, [0.13, *[0.04] * 6], [(12, 0.6)], start_step=8)
     sentence = capstone.process_speed_sentence(first, small)
-    assert "Slower, beyond the margin (32%), by +76%: the checkpoints (+72% on their own) " \
-        "account for it (the other +4% is under the course's 5% floor: inside a margin wider " \
-        "than 25%, only that little is left to chance). Its saves took (ms) 600 " \
-        "after step 12" in sentence
+    assert "Slower, beyond the margin (32%), by +76%: the checkpoints (+72% on their own, " \
+        "margin 5%) account for it (the other +4% is under the course's 5% floor: inside a " \
+        "margin wider than 25%, only that little is left to chance). Its saves took (ms), in " \
+        "the steps compared: 600 after step 12" in sentence, sentence
     assert "The step's median" not in sentence
+
+
+def test_a_cause_smaller_than_what_it_leaves_is_not_said_to_account_for_it():
+    # the checkpoints add 9% beyond their 5% floor; the step's +13% stays inside its spread
+    first = _timed(0, [0.03, 0.07] * 14, [(45, 0.3)], start_step=30)
+    second = _timed(0, [0.038, 0.078] * 14, [(45, 0.45)], start_step=30)
+    sentence = capstone.process_speed_sentence(first, second)
+    assert "Slower, beyond the margin (18%), by +22%: of its parts, only the checkpoints (+9% " \
+        "on their own, margin 5%) moved it beyond their own margin; the other +13% lies " \
+        "within the 18% margin, so this run names no other cause." in sentence, sentence
+    assert "account for it" not in sentence
 
 
 def test_a_cause_with_a_remainder_spread_over_parts_says_it_cannot_place_it():
@@ -740,8 +756,9 @@ def test_a_cause_with_a_remainder_spread_over_parts_says_it_cannot_place_it():
     first = _timed(0, _jitter(0.100, 28), [(45, 0.3)], start_step=30)
     second = _timed(0, _jitter(0.104, 28), [(45, 0.72)], start_step=30, rest=0.004)
     sentence = capstone.process_speed_sentence(first, second)
-    assert "the checkpoints (+13% on their own) move it beyond the margin; the other +7% is " \
-        "spread over parts none of which moves beyond the margin alone, so this run cannot " \
+    assert "the checkpoints (+13% on their own, margin 5%) move it beyond the margin; the " \
+        "other +7% is spread over parts none of which moves beyond the margin alone, so this " \
+        "run cannot " \
         "say where it went." in sentence
     assert "The slowest steps" not in sentence
 
@@ -752,8 +769,8 @@ def test_a_tie_with_slower_checkpoints_says_the_other_parts_went_the_other_way()
     sentence = capstone.process_speed_sentence(first, second)
     assert "The same within the margin (5%), at +3%, though on its own one part moved beyond " \
         "its own margin: the checkpoints by +6% (margin 5%); the other parts together: -4%. " \
-        "Its saves took (ms) " \
-        "500 after step 45 in the resumed run, 300 after step 45" in sentence
+        "Its saves took (ms), in the steps compared: 500 after step 45 in the resumed run; " \
+        "300 after step 45 in the uninterrupted run." in sentence, sentence
 
 
 def test_the_summary_says_which_records_each_process_reads_and_the_rules_weights():
@@ -803,7 +820,7 @@ def test_the_span_sentence_says_the_saves_account_for_it_when_every_process_agre
     assert "over steps 32-60 against its" in explained and "over steps 2-60 (section 3)" \
         in explained, explained
     assert "process 0 saved 1 checkpoint in steps 32-60 (17 ms per step) against 3 in its 59 " \
-        "steps (42 ms per step), and without the saves took 101 ± 0.3 against 101 ± 0.2 ms " \
+        "steps (42 ms per step), and without the saves took 100.9 ± 0.3 against 101.0 ± 0.2 ms " \
         "per step (+0%, within its 5% margin)" in explained, explained
     assert explained.endswith("Without the saves each process's time per step is the same "
                               "within its margin, so the saves account for the difference "

@@ -29,10 +29,10 @@ from course_lib.course.basics import (
     TOO_NOISY_TO_TELL,
     WORSE,
     Estimate,
+    format_rate,
     format_times,
     judge,
     relative_margin,
-    round_significant,
 )
 from course_lib.course.variable_length import _stdlib_docstrings
 
@@ -449,7 +449,8 @@ STATE_MEANINGS = {
                          "handed out began: everything below the packer in one number, since "
                          "the shards, the shuffles and the mix are functions of the position",
     "rows_taken": "how many of that group's rows were handed out already",
-    "groups": "how many groups came before it (with the seed, it orders the group's rows)",
+    "groups": "how many groups came before the group being handed out (with the seed, it "
+              "orders that group's rows)",
 }
 
 
@@ -521,6 +522,14 @@ def _ms(seconds: float) -> str:
 def _signed(share: float) -> str:
     """A share as a signed whole percent, '+0%' for anything that rounds to zero (no '-0%')."""
     return "+0%" if f"{abs(share):.0%}" == "0%" else f"{share:+.0%}"
+
+
+def _pm1(estimate: Estimate) -> str:
+    """'75.3 ± 4.6' (milliseconds, one decimal each): for the times a percent is computed
+    from, so that the percent can be checked against them."""
+    if math.isnan(estimate.stderr):
+        return f"{1e3 * estimate.value:.1f}"
+    return f"{1e3 * estimate.value:.1f} ± {1e3 * estimate.stderr:.1f}"
 
 
 def _pm(estimate: Estimate) -> str:
@@ -619,7 +628,7 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     a, b = per_step(first), per_step(second)
     saves = [time_split(report)["saves"] for report in (first, second)]
     steps = [len(report["step_spans"]) for report in (first, second)]
-    head = (f"Process {second['rank']}: {_pm(b['whole'])} against {_pm(a['whole'])} ms per "
+    head = (f"Process {second['rank']}: {_pm1(b['whole'])} against {_pm1(a['whole'])} ms per "
             f"step (its wall time over its {steps[1]} steps, ± the standard error of its step "
             "and its wait combined), made of, as "
             f"means per step: the step {_pm(b['step'])} against {_pm(a['step'])} ms (± its "
@@ -635,9 +644,10 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     moved = {part: (v, change) for part, (v, change, _) in alone.items()
              if v in (BETTER, WORSE)}
 
-    def named(parts):
+    def named(parts):  # each with the margin it was judged by, its own
         return " and ".join(f"{RUN_PARTS[part]} ({moved[part][1]:+.0%} on "
-                            f"{'their' if part in PLURAL_PARTS else 'its'} own)"
+                            f"{'their' if part in PLURAL_PARTS else 'its'} own, margin "
+                            f"{alone[part][2]:.0%})"
                             for part in parts)
 
     def held(part):
@@ -670,8 +680,8 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     total = b["whole"].value / a["whole"].value - 1
     if verdict == SAME:
         if not moved:
-            return head + (f"The same within the margin ({margin:.0%}), and no part moved "
-                           "beyond it on its own.")
+            return head + (f"The same within the margin ({margin:.0%}), and no part on its "
+                           "own moved beyond its own margin.")
         rest = total - sum(change for _, change in moved.values())
 
         def own(part):  # a part is judged by its own margin, which may be narrower
@@ -699,6 +709,17 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
         notes.append(holder)  # named below, so its notes follow
     if causes:
         single = len(causes) == 1 and causes[0] not in PLURAL_PARTS
+        named_change = sum(moved[part][1] for part in (*causes, *against))
+        if accounted and abs(remainder) > abs(named_change):
+            # the rule's verdict, but what is left is larger than what is named: say only that
+            its = "their" if len(causes) > 1 or causes[0] in PLURAL_PARTS else "its"
+            line += (f"of its parts, only {named(causes)} moved it beyond {its} own margin"
+                     + (f", partly offset by {named(against)}" if against else ""))
+            line += (f"; the other {_signed(remainder)} lies within the {margin:.0%} margin, so "
+                     "this run names no other cause" if margin <= TOO_NOISY else
+                     f"; the other {_signed(remainder)} is under the course's "
+                     f"{NOISE_FLOOR:.0%} floor, so this run names no other cause")
+            return finish(line)
         if accounted:
             line += f"{named(causes)} {'accounts' if single else 'account'} for it"
             if against:
@@ -726,21 +747,35 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
 
 
 def _saves_sentence(first: Mapping, second: Mapping) -> str:
-    """Every save of one process in both runs, and, when it holds, that each run's first
-    save took longest while the steps compared hold only the resumed run's first."""
+    """Every save of one process in both runs, those in the steps compared apart from the
+    others (which the time per step does not hold), and, when it holds, that each run's
+    first save took longest while the steps compared hold only the resumed run's first."""
     def saves(report):
         return [(step, b - a) for step, a, b in report["save_spans"]]
 
-    def listed(report):
-        return ", ".join(f"{_ms(seconds)} after step {step}" for step, seconds in saves(report))
+    def inside(report):  # the saves `time_split` counts: within the steps compared
+        waits, steps = report["wait_spans"], report["step_spans"]
+        start = min(span[0] for span in waits + steps)
+        end = max(span[1] for span in waits + steps)
+        return [(step, b - a) for step, a, b in report["save_spans"] if a >= start and b <= end]
 
-    line = (f"Its saves took (ms) {listed(second)} in the resumed run, {listed(first)} in the "
-            "uninterrupted run")
+    def listed(pairs):
+        return ", ".join(f"{_ms(seconds)} after step {step}" for step, seconds in pairs)
+
+    def runs(pick):
+        chosen = [(pick(report), run) for report, run in ((second, "the resumed run"),
+                                                          (first, "the uninterrupted run"))]
+        return "; ".join(f"{listed(pairs)} in {run}" for pairs, run in chosen if pairs)
+
+    outside = runs(lambda report: [save for save in saves(report)
+                                   if save not in inside(report)])
+    line = (f"Its saves took (ms), in the steps compared: {runs(inside) or 'none'}"
+            + (f"; outside them: {outside}" if outside else ""))
     both = [saves(first), saves(second)]
     start = second["start_step"] + 2  # the first step compared
     if all(len(run) > 0 and max(run, key=lambda save: save[1]) == run[0] for run in both) \
             and both[0][0][0] < start <= both[1][0][0] and len(both[0]) > 1:
-        line += (": in each run the process's first save took longest, and the steps compared "
+        line += (". In each run the process's first save took longest, and the steps compared "
                  "hold the resumed run's first save but not the uninterrupted run's")
     return line
 
@@ -792,8 +827,8 @@ def span_sentence(steps: Sequence[Mapping], reports: Sequence[Mapping], first: i
         parts.append(f"process {report['rank']} saved {_count(splits[1]['saves'], 'checkpoint')} "
                      f"in steps {first}-{last} ({_ms(saves[1])} ms per step) against "
                      f"{splits[0]['saves']} in its {counts[0]} steps ({_ms(saves[0])} ms per "
-                     f"step), and without the saves took {_pm(without[1])} against "
-                     f"{_pm(without[0])} ms per step ({_signed(change)}, {said})")
+                     f"step), and without the saves took {_pm1(without[1])} against "
+                     f"{_pm1(without[0])} ms per step ({_signed(change)}, {said})")
     line += ("per process, the saves in each span and the time per step without them (± "
              "the standard error of the step and the wait combined): " + "; ".join(parts))
     each = "each process's" if len(reports) > 1 else "the"
@@ -911,12 +946,6 @@ def wall_percents(report: Mapping) -> dict[str, int]:
     percents = rounded_percents({name: max(split[name], 0.0) / split["wall"]
                                  for name in ("step", "wait", "checkpoint", "rest")})
     return {**percents, "idle": 100 - percents["step"]}
-
-
-def format_rate(tokens_per_second: float) -> str:
-    """Tokens per second to three significant digits (19,873 -> "19,900"): runs of the same
-    job differ in the third digit already."""
-    return f"{round_significant(tokens_per_second, 3):,.0f}"
 
 
 def idle_share(report: Mapping) -> float:
