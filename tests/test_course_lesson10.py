@@ -141,11 +141,12 @@ def test_change_each_sequence_leaves_the_other_segments_alone():
     moved = variable_length.change_each_sequence(model, (tokens, segments, positions), row=0)
     assert moved["sequences"] == 3
     assert moved["changed"] > 1e-4 and moved["others"] == 0.0
-    assert moved["unmasked_others"] > 1e-4
+    assert moved["unmasked_others"] > 1e-4 and moved["unmasked_earlier"] == 0.0
     # without segments (one sequence per row) nothing else is in the row to move
     alone = variable_length.change_each_sequence(model, (tokens, segments, positions), row=1)
     assert alone == {"sequences": 1, "changed": alone["changed"], "others": 0.0,
-                     "unmasked_others": 0.0} and alone["changed"] > 1e-4
+                     "unmasked_others": 0.0, "unmasked_earlier": 0.0}
+    assert alone["changed"] > 1e-4
 
 
 @pytest.mark.parametrize(("first", "compiled", "expected"), [
@@ -232,8 +233,8 @@ def test_throughput_sentence_with_one_shape_leaves_nothing_to_the_steps(packing,
                           "(87% of packing's slots hold real tokens against 77% of 4 buckets'): "
                           "more than the padding explains (margin 5%). The other 1.33x is a "
                           "higher cost per slot: a step of 4 buckets holds 0.58x the slots "
-                          "of one of packing on average (284 steps against 146, for the same "
-                          "tokens) and takes 0.77x its time (median "),
+                          "of one of packing on average (594 against 1,024 slots per step) and "
+                          "takes 0.77x its time (median "),
     ([150, 151, 152], {}, "Its smaller steps may be why, if part of a step's cost does not "
                           "shrink with the step (for a model this small on a CPU, dispatching "
                           "the jitted call and the Python loop), but 4 buckets also alternates "
@@ -266,6 +267,28 @@ def test_throughput_sentence_with_other_shapes_sets_the_leftover_against_the_ste
     assert "both feed batches of one shape" not in sentence
 
 
+def test_a_leftover_larger_than_the_padding_is_not_said_to_be_explained_by_it():
+    # rounds' ratios 1.10, 1.30, 1.55: 1.30x against 1.13x is inside a 21% margin, but what
+    # the padding leaves (1.15x) is more than the padding's own 1.13x
+    sentence = _sentence("4 buckets", [110, 131.3, 158.1])
+    assert "within the noise (margin 21%), but what the padding leaves (1.15x) is more than " \
+        "the padding explains (1.13x), so this run cannot say that the padding explains the " \
+        "gap." in sentence, sentence
+
+
+def test_the_proof_takes_the_first_row_with_enough_sequences_from_any_batch():
+    def batch(*rows):
+        ids = np.array(rows, np.int32)
+        return ids, ids, ids
+
+    two = batch([1, 1, 2, 0], [1, 2, 2, 2])
+    three = batch([1, 1, 1, 1], [1, 2, 3, 0])
+    chosen, row = variable_length.batch_with_segments([two, three])
+    assert chosen is three and row == 1
+    chosen, row = variable_length.batch_with_segments([two], at_least=3)  # the fullest
+    assert chosen is two and row == 0
+
+
 def test_throughput_sentence_concludes_nothing_when_the_passes_disagree():
     # rounds' ratios 2.0, 2.0, 1.0: their median is 2.00x, the medians' ratio 200 / 150, 1.33x
     sentence = variable_length.throughput_sentence(
@@ -285,7 +308,7 @@ def test_throughput_sentence_names_each_comparison_once_with_the_run_s_steps():
                                "median of the 3 rounds' ratios.")
     assert sentence.count("Packing is 1.96x fixed, against 1.95x") == 1
     assert sentence.count("Packing is 1.31x 4 buckets, against 1.13x") == 1
-    assert "(284 steps against 146, for the same tokens)" in sentence
+    assert "(594 against 1,024 slots per step)" in sentence
     assert sentence.count("dispatching the jitted call") == 1
 
 
@@ -560,31 +583,38 @@ def test_plot_mask_draws_the_whole_row_with_a_key():
 
 def test_proof_sentence_covers_each_outcome():
     proof = variable_length.proof_sentence
-    assert "did not change" in proof(1.0, 0.0, 1.0, 3)
-    assert "changed too" in proof(1.0, 0.5, 1.0, 3)
-    assert "test is void" in proof(0.0, 0.0, 0.0, 3)
-    assert "happen not to change" in proof(1.0, 0.0, 0.0, 3)
+    assert "did not change" in proof(1.0, 0.0, 1.0, 3, 0.0)
+    assert "changed too" in proof(1.0, 0.5, 1.0, 3, 0.0)
+    assert "test is void" in proof(0.0, 0.0, 0.0, 3, 0.0)
+    assert "happen not to change" in proof(1.0, 0.0, 0.0, 3, 0.0)
     # no count in this checked sentence: fast and full mode may pick rows of other sizes
-    assert proof(1.0, 0.0, 1.0, 3).startswith("Changing each sequence of the row in turn")
+    assert proof(1.0, 0.0, 1.0, 3, 0.0).startswith("Changing each sequence of the row in turn")
+    assert "the sequences after it change and those before it do not (the causal mask)" \
+        in proof(1.0, 0.0, 1.0, 3, 0.0)
     # one sequence alone in its row proves nothing about the mask
-    assert "cannot tell the mask's work from chance" in proof(1.0, 0.0, 0.0, 1)
+    assert "cannot tell the mask's work from chance" in proof(1.0, 0.0, 0.0, 1, 0.0)
 
 
 def test_change_sizes_sentence_gives_the_unmasked_change_as_a_share_of_the_own():
-    sentence = variable_length.change_sizes_sentence(0.8, 3e-7, 0.2, 3)
+    sentence = variable_length.change_sizes_sentence(0.8, 3e-7, 0.2, 3, 0.0)
     assert sentence == ("Largest change of any logit: at least 0.8 in each of the 3 changed "
                         "sequences' own outputs; 3e-07 in the other sequences' outputs with the "
                         "segment mask; without it, up to 0.2 in the sequences after the changed "
-                        "one (25% of the smallest own change)."), sentence
-    assert "%" not in variable_length.change_sizes_sentence(0.0, 0.0, 0.0, 3)
+                        "one (25% of the smallest own change) and 0 in those before it (the "
+                        "causal mask)."), sentence
+    assert "%" not in variable_length.change_sizes_sentence(0.0, 0.0, 0.0, 3, 0.0)
 
 
 def test_proof_sentence_concludes_alone_in_its_row_only_when_the_proof_holds():
-    assert "as if it were alone in its row" in variable_length.proof_sentence(1.0, 0.0, 1.0, 3)
-    leaky = variable_length.proof_sentence(1.0, 0.5, 1.0, 3)
+    proof = variable_length.proof_sentence
+    assert "as if it were alone in its row" in proof(1.0, 0.0, 1.0, 3, 0.0)
+    leaky = proof(1.0, 0.5, 1.0, 3, 0.0)
     assert "as if it were alone" not in leaky and "not computed as if alone" in leaky
-    weak = variable_length.proof_sentence(1.0, 0.0, 0.0, 3)
+    weak = proof(1.0, 0.0, 0.0, 3, 0.0)
     assert "as if it were alone" not in weak and "cannot tell the mask's work" in weak
+    future = proof(1.0, 0.0, 1.0, 3, 0.5)  # an earlier sequence saw a later one
+    assert "the causal mask lets a slot see later ones" in future
+    assert "not computed as if alone" in future
 
 
 def test_the_compile_chart_s_labels_do_not_run_into_each_other():
@@ -1010,14 +1040,16 @@ def test_grain_s_first_fit_groups_hold_course_lib_s_rows_group_by_group():
 
 
 def test_cheaper_slots_names_the_alternating_shapes_only_where_there_are_several():
-    mine = {"steps": 146, "shapes": [(8, 128)]}
-    one = variable_length._cheaper_slots(1.7, (1.0, 0.8), (mine, {"steps": 248,
+    mine = {"steps": 146, "shapes": [(8, 128)], "slots": 146 * 1024}
+    one = variable_length._cheaper_slots(1.7, (1.0, 0.8), (mine, {"steps": 248, "slots": 248 * 602,
                                                                   "shapes": [(8, 96)]}),
                                          ("packing", "fixed"))
     assert one.endswith("the Python loop); this run does not isolate that part."), one
-    four = variable_length._cheaper_slots(1.7, (1.0, 0.8), (mine, {"steps": 248, "shapes": [
-        (8, 32), (8, 64), (8, 96), (8, 128)]}), ("packing", "4 buckets"))
+    four = variable_length._cheaper_slots(1.7, (1.0, 0.8), (mine, {"steps": 248,
+        "slots": 248 * 602, "shapes": [(8, 32), (8, 64), (8, 96), (8, 128)]}),
+        ("packing", "4 buckets"))
     assert "4 buckets also alternates 4 compiled shapes" in four, four
+    assert "(602 against 1,024 slots per step)" in four, four
 
 
 def test_leak_sentence_says_none_one_or_several():

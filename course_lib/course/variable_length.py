@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -549,8 +550,9 @@ def _cheaper_slots(larger: float, times: tuple[float, float],
     their seconds per step). The cause is named as a possibility only: nothing in the run
     changes the size of the steps alone."""
     (mine, other), (subject, name) = summaries, names
+    per_step = [summary["slots"] / summary["steps"] for summary in (other, mine)]
     sizes = (f"a step of {name} holds {format_times(1 / larger)} the slots of one of {subject} "
-             f"on average ({other['steps']} steps against {mine['steps']}, for the same tokens) "
+             f"on average ({per_step[0]:,.0f} against {per_step[1]:,.0f} slots per step) "
              f"and takes {format_times(times[1] / times[0])} its time (median "
              f"{format_duration(times[1])} against {format_duration(times[0])})")
     if larger > 1.05:
@@ -655,8 +657,15 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
                          f"{subject} takes fewer steps ({mine['steps']} against "
                          f"{other['steps']}) only because it fills more of each.")
         elif explained == SAME:
-            parts.append(f"{head}: within the noise (margin {left:.0%}), so the padding "
-                         "explains the gap.")
+            leftover = shown_times(ratio) / shown_times(padding)  # of the ratios printed
+            if abs(math.log(leftover)) > abs(math.log(padding)):  # the rest outweighs it
+                parts.append(f"{head}: within the noise (margin {left:.0%}), but what the "
+                             f"padding leaves ({format_times(leftover)}) is more than the "
+                             f"padding explains ({format_times(padding)}), so this run cannot "
+                             "say that the padding explains the gap.")
+            else:
+                parts.append(f"{head}: within the noise (margin {left:.0%}), so the padding "
+                             "explains the gap.")
         elif one_shape:
             direction = "more" if explained == BETTER else "less"
             parts.append(f"{head}: {direction} than the padding gives, beyond the margin of "
@@ -912,21 +921,41 @@ def change_each_sequence(model, batch: tuple, row: int = 0) -> dict[str, float]:
         return np.asarray(model(tokens, ids, positions))[row]
 
     before, unmasked_before = outputs(tokens, segment_ids), outputs(tokens, one_segment)
-    own, others, unmasked = [], [], []
+    own, others, unmasked, earlier_moved = [], [], [], []
     sequences = int(segment_ids[row].max())
     for segment in range(1, sequences + 1):
         this = segment_ids[row] == segment
-        rest, later = (segment_ids[row] > 0) & ~this, segment_ids[row] > segment
+        rest = (segment_ids[row] > 0) & ~this
+        later = segment_ids[row] > segment
+        earlier = (segment_ids[row] > 0) & (segment_ids[row] < segment)
         changed_tokens = tokens.copy()
         changed_tokens[row, this] = (changed_tokens[row, this] + 97) % 255 + 1  # still bytes
         moved = np.abs(outputs(changed_tokens, segment_ids) - before)
         own.append(float(moved[this].max()))
         others.append(float(moved[rest].max()) if rest.any() else 0.0)
+        shifted = np.abs(outputs(changed_tokens, one_segment) - unmasked_before)
         if later.any():
-            shifted = np.abs(outputs(changed_tokens, one_segment) - unmasked_before)
             unmasked.append(float(shifted[later].max()))
+        if earlier.any():
+            earlier_moved.append(float(shifted[earlier].max()))
     return {"sequences": sequences, "changed": min(own), "others": max(others),
-            "unmasked_others": max(unmasked, default=0.0)}
+            "unmasked_others": max(unmasked, default=0.0),
+            "unmasked_earlier": max(earlier_moved, default=0.0)}
+
+
+def batch_with_segments(batches: Sequence[tuple], at_least: int = 3) -> tuple[tuple, int]:
+    """The first batch, and its row, that holds at least `at_least` sequences (else the row
+    with the most sequences of all the batches), for a proof that needs neighbours."""
+    best = (batches[0], 0, 0)
+    for batch in batches:
+        segment_ids = np.asarray(batch[1])
+        row = row_with_segments(segment_ids, at_least)
+        count = int(segment_ids[row].max())
+        if count >= at_least:
+            return batch, row
+        if count > best[2]:
+            best = (batch, row, count)
+    return best[0], best[1]
 
 
 def row_with_segments(segment_ids: np.ndarray, at_least: int = 3) -> int:
@@ -984,7 +1013,7 @@ def plot_mask(segment_ids: np.ndarray):
 
 
 def proof_sentence(changed: float, others: float, unmasked_others: float,
-                   sequences: int) -> str:
+                   sequences: int, unmasked_earlier: float) -> str:
     """What changing each sequence of a row in turn (`change_each_sequence`) did to its own
     outputs and to the other sequences'."""
     tolerance = 1e-5
@@ -996,9 +1025,12 @@ def proof_sentence(changed: float, others: float, unmasked_others: float,
               "the other sequences' outputs changed too: the mask lets them see each other")
     unmasked = ("without the segment mask the sequences after it change" if unmasked_others >
                 tolerance else "without the segment mask they happen not to change either")
+    unmasked += (" and those before it do not (the causal mask)" if unmasked_earlier <=
+                 tolerance else " and so do those before it: the causal mask lets a slot see "
+                 "later ones")
     head = ("Changing each sequence of the row in turn: with the segment mask, the changed "
             f"sequence's own outputs moved every time, and {masked}; {unmasked}.")
-    if others > tolerance:
+    if others > tolerance or unmasked_earlier > tolerance:
         return (f"{head} So the packed sequences are not computed as if alone: fix the mask "
                 "before training on packed rows.")
     if unmasked_others <= tolerance or sequences < 2:
@@ -1008,7 +1040,7 @@ def proof_sentence(changed: float, others: float, unmasked_others: float,
 
 
 def change_sizes_sentence(changed: float, others: float, unmasked_others: float,
-                          sequences: int) -> str:
+                          sequences: int, unmasked_earlier: float) -> str:
     """How large the changes `proof_sentence` judges are, in logits: the later sequences'
     largest change without the segment mask as a share of the smallest largest change of a
     changed sequence's own outputs, so that "they change" has a size."""
@@ -1018,7 +1050,7 @@ def change_sizes_sentence(changed: float, others: float, unmasked_others: float,
             "after the changed one")
     if changed > 0:
         line += f" ({unmasked_others / changed:.0%} of the smallest own change)"
-    return line + "."
+    return line + f" and {unmasked_earlier:.2g} in those before it (the causal mask)."
 
 
 def digest(batches) -> str:
