@@ -530,7 +530,7 @@ def test_the_parts_are_means_that_add_up_to_the_whole():
     assert parts["whole"].stderr == pytest.approx(
         math.hypot(parts["step"].stderr, parts["wait"].stderr))
     sentence = capstone.process_speed_sentence(first, first)
-    assert "made of, as means per step: the step 100 ± 0.3 against 100 ± 0.3 ms" in sentence
+    assert "made of, as means per step: the step 99.9 ± 0.3 against 99.9 ± 0.3 ms" in sentence
 
 
 def test_a_faster_run_and_parts_that_cancel_are_said_so():
@@ -540,7 +540,7 @@ def test_a_faster_run_and_parts_that_cancel_are_said_so():
         "accounts for " \
         "it. The step's median: 80 against 100 ms, -20.0 ms where the mean moved -20.0 ms: " \
         "the typical step changed (-20%), not only a few." in faster
-    assert "the step 80 ± 0.2 against 100 ± 0.2 ms" in faster
+    assert "the step 80.0 ± 0.2 against 100.0 ± 0.2 ms" in faster
     # a 10% slower step, made up for by a loop that lost 10 ms per step
     cancel = capstone.process_speed_sentence(_timed(0, _jitter(0.100, 50), rest=0.010),
                                              _timed(0, _jitter(0.110, 50)))
@@ -713,7 +713,8 @@ def test_a_cause_with_a_remainder_in_a_noisy_step_places_the_remainder():
         "margin 5%) move it beyond the margin; the other +39% lies in the step (+36% on its own, " \
         "+40.0 ms per step), which is too noisy to tell on its own (a margin of 39%, from " \
         "its spread)" in sentence
-    assert "cannot say" not in sentence and "The slowest steps (ms): 220 at step 45" in sentence
+    # a step too noisy to judge on its own gets no note on its median and slowest steps
+    assert "cannot say" not in sentence and "The slowest steps" not in sentence
     assert "Its saves took (ms), in the steps compared: 900 after step 45 in the resumed " \
         "run; 300 after step 45 in the uninterrupted run." in sentence, sentence
 
@@ -728,7 +729,7 @@ def test_a_remainder_inside_a_margin_too_wide_to_tell_is_not_called_nothing():
     assert "Slower, beyond the margin (40%), by +103%: the checkpoints (+72% on their own, " \
         "margin 5%) move it beyond the margin; the other +31% lies in the step (+31% on its own, " \
         "+24.5 ms per step), which is too noisy to tell on its own (a margin of 40%, from " \
-        "its spread). The step's median" in sentence
+        "its spread). Its saves took" in sentence, sentence
     assert "account for it" not in sentence
     # inside that wide margin, a remainder under the 5% floor is nothing: +4% of step
     small = _timed(0, [0.13, *[0.04] * 6], [(12, 0.6)], start_step=8)
@@ -746,8 +747,9 @@ def test_a_cause_smaller_than_what_it_leaves_is_not_said_to_account_for_it():
     second = _timed(0, [0.038, 0.078] * 14, [(45, 0.45)], start_step=30)
     sentence = capstone.process_speed_sentence(first, second)
     assert "Slower, beyond the margin (18%), by +22%: of its parts, only the checkpoints (+9% " \
-        "on their own, margin 5%) moved it beyond their own margin; the other +13% lies " \
-        "within the 18% margin, so this run names no other cause." in sentence, sentence
+        "on their own, margin 5%) moved it beyond their own margin; the other +13%, nearly all " \
+        "in the step (+13% on its own, margin 18%), lies within the 18% margin, so this run " \
+        "names no other cause." in sentence, sentence
     assert "account for it" not in sentence
 
 
@@ -814,54 +816,78 @@ def _span_steps():
 SPAN_SAVES = [(15, 1.0), (30, 1.0), (45, 0.5)]
 
 
-def test_the_span_sentence_says_the_saves_account_for_it_when_every_process_agrees():
-    reports = [_timed(rank, _jitter(0.1, 59), SPAN_SAVES) for rank in range(2)]
-    explained = capstone.span_sentence(_span_steps(), reports, 32)
-    assert "over steps 32-60 against its" in explained and "over steps 2-60 (section 3)" \
-        in explained, explained
-    assert "process 0 saved 1 checkpoint in steps 32-60 (17 ms per step) against 3 in its 59 " \
-        "steps (42 ms per step), and without the saves took 100.9 ± 0.3 against 101.0 ± 0.2 ms " \
-        "per step (+0%, within its 5% margin)" in explained, explained
-    assert explained.endswith("Without the saves each process's time per step is the same "
-                              "within its margin, so the saves account for the difference "
-                              "in rate."), explained
-    # the later steps also compute faster on both processes: the saves do not account for it
-    faster = [_timed(rank, _jitter(0.1, 30) + _jitter(0.07, 29), SPAN_SAVES)
-              for rank in range(2)]
-    rest = capstone.span_sentence(_span_steps(), faster, 32)
-    assert "(-18%, beyond its 5% margin)" in rest, rest
-    assert rest.endswith("still differs beyond its margin, so the saves do not account for "
-                         "all of the difference in rate; this run does not measure what else "
-                         "does."), rest
+def _span(reports) -> str:
+    return capstone.span_sentence(_span_steps(), reports, 32)
+
+
+def test_the_span_sentence_compares_two_spans_that_do_not_overlap():
+    explained = _span([_timed(rank, _jitter(0.1, 59), SPAN_SAVES) for rank in range(2)])
+    assert explained.startswith("The uninterrupted run's 8,530 real tokens per second over "
+                                "steps 32-60 against its 7,020 over steps 2-60 (section 3) and "
+                                "6,000 over steps 2-31. Each process's steps 32-60 against its "
+                                "steps 2-31, which do not overlap"), explained
+    assert "process 0, 1 save in steps 32-60 against 2 in steps 2-31: 118.2 ± 0.3 against " \
+        "167.7 ± 0.3 ms per step (-30%, beyond its 5% margin), the saves' change alone -29% " \
+        "(margin 5%), without the saves 100.9 ± 0.3 against 101.0 ± 0.3 ms (+0%, within its " \
+        "5% margin); process 1" in explained, explained
+    assert explained.endswith(". So in each process the saves account for the difference: "
+                              "without them, the two spans take the same time per step.")
     even = [{"step": i + 1, "real_tokens": 1000, "time": 0.1 * i} for i in range(60)]
     same = capstone.span_sentence(even, [_timed(rank, [0.1] * 59) for rank in range(2)], 32)
-    assert same.endswith("(section 3): the same within the 5% margin."), same
+    assert same.endswith("over steps 2-31: steps 32-60 and steps 2-31 run at the same rate "
+                         "within the 5% margin."), same
 
 
-def test_the_span_sentence_judges_each_process_with_its_standard_error():
-    # steps that alternate 20 and 300 ms: a 10% faster later span is inside a wide margin
-    noisy = [_timed(rank, [0.02, 0.3] * 15 + [0.02, 0.25] * 14 + [0.02], SPAN_SAVES)
-             for rank in range(2)]
-    sentence = capstone.span_sentence(_span_steps(), noisy, 32)
-    assert sentence.count("too noisy to tell") == 3, sentence
-    assert sentence.endswith("Without the saves the times per step are too noisy to tell "
-                             "whether the saves account for the difference in rate."), sentence
-    assert "beyond" not in sentence and "do not account" not in sentence
-    # process 0 within its margin, process 1 faster beyond it: no one conclusion for both
-    mixed = [_timed(0, _jitter(0.1, 59), SPAN_SAVES),
-             _timed(1, _jitter(0.1, 30) + _jitter(0.07, 29), SPAN_SAVES)]
-    sentence = capstone.span_sentence(_span_steps(), mixed, 32)
-    assert "(+0%, within its 5% margin); process 1" in sentence, sentence
-    assert sentence.endswith("The processes do not agree (process 0 within its margin, "
-                             "process 1 beyond its margin), so this run cannot say whether "
-                             "the saves account for all of the difference in rate."), sentence
-    assert "still differs" not in sentence and "so the saves account" not in sentence
-    # an 8% faster later span, beyond the 5% floor but within a margin its spread widens
-    spread = [_timed(0, [0.06, 0.14] * 29 + [0.1], SPAN_SAVES),
-              _timed(1, [0.06, 0.14] * 15 + [0.045, 0.125] * 14 + [0.085], SPAN_SAVES)]
-    sentence = capstone.span_sentence(_span_steps(), spread, 32)
-    assert "(-8%, within its 19% margin)" in sentence, sentence
-    assert sentence.endswith("so the saves account for the difference in rate."), sentence
+@pytest.mark.parametrize(("steps", "saves", "ending"), [
+    # the later steps also compute 30% faster
+    (_jitter(0.1, 30) + _jitter(0.07, 29), SPAN_SAVES,
+     "So in each process the saves account for part of the difference, but without them the "
+     "two spans still differ beyond the margin; this run does not measure what else does."),
+    # no save moves anything: the faster steps alone
+    (_jitter(0.1, 30) + _jitter(0.07, 29), (),
+     "So the saves do not account for the difference: they did not move the time per step "
+     "beyond their own margin, or moved it the other way; this run does not measure what "
+     "does."),
+    # saves 7% of the time per step, a faster step (-15%, inside its 21% margin) leaves more
+    ([0.06, 0.14] * 15 + [0.045, 0.125] * 14 + [0.09], [(15, 0.15), (30, 0.15), (45, 0.075)],
+     "In each process the saves moved the time per step beyond their own margin, but what "
+     "they leave, though within the margin, is more than they moved, so this run does not say "
+     "that the saves account for the difference."),
+    # steps spread from 20 to 300 ms, as both spans: nothing to tell apart
+    ([0.02, 0.3] * 29 + [0.02], (),
+     "Each process's timings are too noisy to tell the two spans apart."),
+    ([0.02, 0.3] * 15 + [0.02, 0.25] * 14 + [0.02], SPAN_SAVES,
+     "In each process the saves moved the time per step beyond their own margin, but without "
+     "them the times are too noisy to tell whether anything else did."),
+    (_jitter(0.1, 59), (),
+     "Each process's own timings give the two spans the same time per step within its "
+     "margin: they do not confirm a difference in rate beyond the noise."),
+])
+def test_the_span_sentence_gives_one_conclusion_per_outcome(steps, saves, ending):
+    sentence = _span([_timed(rank, steps, list(saves)) for rank in range(2)])
+    assert sentence.endswith(ending), sentence
+
+
+def test_the_span_sentence_draws_no_conclusion_when_the_processes_disagree():
+    mixed = _span([_timed(0, _jitter(0.1, 59), SPAN_SAVES),
+                   _timed(1, _jitter(0.1, 30) + _jitter(0.07, 29), SPAN_SAVES)])
+    assert mixed.endswith("The processes do not agree (process 0: the saves account for it, "
+                          "process 1: the saves and more), so this run cannot say whether the "
+                          "saves account for the difference in rate."), mixed
+    assert "So in each process" not in mixed
+
+
+@pytest.mark.parametrize(("share", "text"), [(0.253, "25.3%"), (0.247, "24.7%"), (0.25, "25%"),
+                                            (0.18, "18%"), (0.31, "31%")])
+def test_a_margin_near_the_limit_shows_which_side_it_lies_on(share, text):
+    assert capstone._margin(share) == text
+
+
+def test_a_report_cut_between_two_steps_keeps_those_steps_and_their_saves():
+    report = _timed(0, [0.1] * 59, [(15, 0.5), (45, 0.5)])  # steps 2..60
+    early = capstone.between(report, 2, 31)
+    assert len(early["step_spans"]) == 30 and early["step_spans"][-1] == report["step_spans"][29]
+    assert capstone.time_split(early)["saves"] == 1
 
 
 def test_the_resumed_runs_legend_names_the_steps_it_draws():

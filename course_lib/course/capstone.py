@@ -524,6 +524,13 @@ def _signed(share: float) -> str:
     return "+0%" if f"{abs(share):.0%}" == "0%" else f"{share:+.0%}"
 
 
+def _margin(share: float) -> str:
+    """A margin as a whole percent, or to one decimal where rounding would hide which side
+    of the 25% limit of the margin rule it lies on ('25.3%', not '25%')."""
+    whole = f"{share:.0%}"
+    return f"{share:.1%}" if whole == f"{TOO_NOISY:.0%}" and share != TOO_NOISY else whole
+
+
 def _pm1(estimate: Estimate) -> str:
     """'75.3 ± 4.6' (milliseconds, one decimal each): for the times a percent is computed
     from, so that the percent can be checked against them."""
@@ -631,13 +638,14 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     head = (f"Process {second['rank']}: {_pm1(b['whole'])} against {_pm1(a['whole'])} ms per "
             f"step (its wall time over its {steps[1]} steps, ± the standard error of its step "
             "and its wait combined), made of, as "
-            f"means per step: the step {_pm(b['step'])} against {_pm(a['step'])} ms (± its "
+            f"means per step: the step {_pm1(b['step'])} against {_pm1(a['step'])} ms (± its "
             "standard error), "
-            f"waiting for data {_ms(b['wait'].value)} against {_ms(a['wait'].value)} ms, the "
-            f"checkpoints {_ms(b['checkpoint'].value)} against {_ms(a['checkpoint'].value)} ms "
+            f"waiting for data {1e3 * b['wait'].value:.1f} against "
+            f"{1e3 * a['wait'].value:.1f} ms, "
+            f"the checkpoints {_pm1(b['checkpoint'])} against {_pm1(a['checkpoint'])} ms "
             f"({_count(saves[1], 'save')} in {steps[1]} steps against {saves[0]} in "
-            f"{steps[0]}), the rest of the loop {_ms(b['rest'].value)} against "
-            f"{_ms(a['rest'].value)} ms. ")
+            f"{steps[0]}), the rest of the loop {_pm1(b['rest'])} against "
+            f"{_pm1(a['rest'])} ms. ")
     verdict = judge(b["whole"], a["whole"])
     margin = relative_margin(b["whole"], a["whole"])
     alone = {part: _alone(a, b, part) for part in RUN_PARTS}
@@ -668,14 +676,15 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     notes = []
 
     def finish(line):
-        if "step" in moved or "step" in notes:
+        # the step's median and slowest steps, unless the step is too noisy to judge alone
+        if ("step" in moved or "step" in notes) and alone["step"][0] != TOO_NOISY_TO_TELL:
             line += ". " + _step_note(first, second)
         if "checkpoint" in moved or "checkpoint" in notes:
             line += ". " + _saves_sentence(first, second)
         return head + line + "."
 
     if verdict == TOO_NOISY_TO_TELL:
-        return head + (f"Too noisy to tell (a margin of {margin:.0%}, wider than "
+        return head + (f"Too noisy to tell (a margin of {_margin(margin)}, wider than "
                        f"{TOO_NOISY:.0%}): no cause can be named.")
     total = b["whole"].value / a["whole"].value - 1
     if verdict == SAME:
@@ -715,9 +724,13 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
             its = "their" if len(causes) > 1 or causes[0] in PLURAL_PARTS else "its"
             line += (f"of its parts, only {named(causes)} moved it beyond {its} own margin"
                      + (f", partly offset by {named(against)}" if against else ""))
-            line += (f"; the other {_signed(remainder)} lies within the {margin:.0%} margin, so "
-                     "this run names no other cause" if margin <= TOO_NOISY else
-                     f"; the other {_signed(remainder)} is under the course's "
+            other = f"; the other {_signed(remainder)}"
+            if holder is not None:  # where it lies, with that part's own margin
+                its_own = "their" if holder in PLURAL_PARTS else "its"
+                other += (f", nearly all in {RUN_PARTS[holder]} ({alone[holder][1]:+.0%} on "
+                          f"{its_own} own, margin {alone[holder][2]:.0%}),")
+            line += (f"{other} lies within the {margin:.0%} margin, so this run names no other "
+                     "cause" if margin <= TOO_NOISY else f"{other} is under the course's "
                      f"{NOISE_FLOOR:.0%} floor, so this run names no other cause")
             return finish(line)
         if accounted:
@@ -790,65 +803,115 @@ def from_step(report: Mapping, first: int) -> dict:
             "step_spans": report["step_spans"][skip:]}
 
 
+def between(report: Mapping, first: int, last: int) -> dict:
+    """A process's report cut to its timed steps `first` to `last` (the saves stay, and
+    `time_split` keeps those inside the span)."""
+    cut = from_step(report, first)
+    keep = max(last - cut["start_step"] - 1, 0)  # timed steps are numbered from start + 2
+    return {**cut, "wait_spans": cut["wait_spans"][:keep],
+            "step_spans": cut["step_spans"][:keep]}
+
+
+SPAN_CONCLUSIONS = {
+    "saves": "So in each process the saves account for the difference: without them, the two "
+             "spans take the same time per step",
+    "more": "So in each process the saves account for part of the difference, but without them "
+            "the two spans still differ beyond the margin; this run does not measure what "
+            "else does",
+    "noisy_rest": "In each process the saves moved the time per step beyond their own "
+                  "margin, but without them the times are too noisy to tell whether anything "
+                  "else did",
+    "larger": "In each process the saves moved the time per step beyond their own margin, "
+              "but what they leave, though within the margin, is more than they moved, so "
+              "this run does not say that the saves account for the difference",
+    "other": "So the saves do not account for the difference: they did not move the time per "
+             "step beyond their own margin, or moved it the other way; this run does not "
+             "measure what does",
+    "same": "Each process's own timings give the two spans the same time per step within "
+            "its margin: they do not confirm a difference in rate beyond the noise",
+    "noisy": "Each process's timings are too noisy to tell the two spans apart",
+}
+SPAN_KINDS = {"saves": "the saves account for it", "more": "the saves and more",
+              "noisy_rest": "the saves, the rest too noisy to tell",
+              "larger": "the saves, but less than what they leave", "other": "not the saves",
+              "same": "the same time per step", "noisy": "too noisy to tell"}
+
+
+def _span_verdict(early: Mapping, late: Mapping) -> tuple[str, str]:
+    """One process's later span against its earlier one, by `process_speed_sentence`'s rule:
+    its time per step with the saves, the saves' own change, and the time without them.
+    Returns the kind of outcome (a key of `SPAN_CONCLUSIONS`) and its figures in words."""
+    a, b = per_step(early), per_step(late)
+    verdict, margin = judge(b["whole"], a["whole"]), relative_margin(b["whole"], a["whole"])
+    total = b["whole"].value / a["whole"].value - 1
+    saves, change, save_margin = _alone(a, b, "checkpoint")
+    without = [Estimate(run["whole"].value - run["checkpoint"].value, run["whole"].stderr,
+                        run["whole"].count, "mean") for run in (a, b)]
+    apart = judge(without[1], without[0])
+    apart_margin = relative_margin(without[1], without[0])
+    def said(kind: str, share: float) -> str:
+        if kind == SAME:
+            return f"within its {_margin(share)} margin"
+        if kind == TOO_NOISY_TO_TELL:
+            return f"inside a {_margin(share)} margin: too noisy to tell"
+        return f"beyond its {_margin(share)} margin"
+
+    figures = (f"{_pm1(b['whole'])} against {_pm1(a['whole'])} ms per step ({_signed(total)}, "
+               f"{said(verdict, margin)}), the saves' change alone {_signed(change)} "
+               f"(margin {save_margin:.0%}), without the saves {_pm1(without[1])} against "
+               f"{_pm1(without[0])} ms ({_signed(without[1].value / without[0].value - 1)}, "
+               f"{said(apart, apart_margin)})")
+    if verdict == TOO_NOISY_TO_TELL:
+        return "noisy", figures
+    if verdict == SAME:
+        return "same", figures
+    if saves != verdict:
+        return "other", figures
+    if apart == TOO_NOISY_TO_TELL:
+        return "noisy_rest", figures
+    if apart != SAME:
+        return "more", figures
+    return ("saves" if abs(total - change) <= abs(change) else "larger"), figures
+
+
 def span_sentence(steps: Sequence[Mapping], reports: Sequence[Mapping], first: int) -> str:
     """One run's rate over its steps from `first` on against its rate over all the steps
-    after its compiling step (section 3's), and, per process, the saves each span holds and
-    its time per step without them (wall time less the saves, over the steps timed).
-
-    The rates are single values, judged on the margin rule's 5% floor. Each process's two
-    times without the saves carry the standard error of its step and its wait combined (as
-    in `per_step`), so each gets its own verdict and margin; one conclusion is drawn for the
-    run only when every process reaches the same verdict."""
+    after its compiling step (section 3's) and over the steps before `first`; then, per
+    process, its steps from `first` on against the steps before them (two spans that do not
+    overlap): the saves each holds, the time per step with and without them, each judged
+    with its standard error (`_span_verdict`). One conclusion is drawn for the run only
+    when every process reaches the same one."""
+    before = [step for step in steps if step["step"] <= first - 1]
     span = [step for step in steps if step["step"] >= first - 1]
-    whole_rate, span_rate = tokens_per_second(steps), tokens_per_second(span)
+    rates = [tokens_per_second(steps), tokens_per_second(before), tokens_per_second(span)]
     last = steps[-1]["step"]
-    line = (f"The uninterrupted run's {format_rate(span_rate)} real tokens per second over "
-            f"steps {first}-{last} against its {format_rate(whole_rate)} over steps "
-            f"{steps[1]['step']}-{last} (section 3): ")
-    if judge(Estimate.once(1 / span_rate), Estimate.once(1 / whole_rate)) == SAME:
-        return line + f"the same within the {NOISE_FLOOR:.0%} margin."
-    parts, verdicts = [], []
+    head = steps[1]["step"]
+    line = (f"The uninterrupted run's {format_rate(rates[2])} real tokens per second over "
+            f"steps {first}-{last} against its {format_rate(rates[0])} over steps "
+            f"{head}-{last} (section 3) and {format_rate(rates[1])} over steps "
+            f"{head}-{first - 1}")
+    if judge(Estimate.once(1 / rates[2]), Estimate.once(1 / rates[1])) == SAME:
+        return line + (f": steps {first}-{last} and steps {head}-{first - 1} run at the same "
+                       f"rate within the {NOISE_FLOOR:.0%} margin.")
+    parts, kinds = [], []
     for report in reports:
-        cut = from_step(report, first)
-        splits = [time_split(report), time_split(cut)]
-        counts = [len(report["step_spans"]), len(cut["step_spans"])]
-        saves = [split["checkpoint"] / count for split, count in zip(splits, counts,
-                                                                     strict=True)]
-        whole, later = per_step(report)["whole"], per_step(cut)["whole"]
-        without = [Estimate(estimate.value - save, estimate.stderr, estimate.count, "mean")
-                   for estimate, save in zip((whole, later), saves, strict=True)]
-        verdict = judge(without[1], without[0])
-        margin = relative_margin(without[1], without[0])
-        change = without[1].value / without[0].value - 1
-        verdicts.append(verdict)
-        said = {SAME: f"within its {margin:.0%} margin",
-                TOO_NOISY_TO_TELL: f"inside a {margin:.0%} margin: too noisy to tell"}.get(
-                    verdict, f"beyond its {margin:.0%} margin")
-        parts.append(f"process {report['rank']} saved {_count(splits[1]['saves'], 'checkpoint')} "
-                     f"in steps {first}-{last} ({_ms(saves[1])} ms per step) against "
-                     f"{splits[0]['saves']} in its {counts[0]} steps ({_ms(saves[0])} ms per "
-                     f"step), and without the saves took {_pm1(without[1])} against "
-                     f"{_pm1(without[0])} ms per step ({_signed(change)}, {said})")
-    line += ("per process, the saves in each span and the time per step without them (± "
-             "the standard error of the step and the wait combined): " + "; ".join(parts))
-    each = "each process's" if len(reports) > 1 else "the"
-    if all(verdict == SAME for verdict in verdicts):
-        return line + (f". Without the saves {each} time per step is the same within its "
-                       "margin, so the saves account for the difference in rate.")
-    if all(verdict in (BETTER, WORSE) for verdict in verdicts):
-        return line + (f". Without the saves {each} time per step still differs beyond its "
-                       "margin, so the saves do not account for all of the difference in "
-                       "rate; this run does not measure what else does.")
-    if all(verdict == TOO_NOISY_TO_TELL for verdict in verdicts):
-        return line + (". Without the saves the times per step are too noisy to tell whether "
-                       "the saves account for the difference in rate.")
-    kinds = {SAME: "within its margin", TOO_NOISY_TO_TELL: "too noisy to tell",
-             BETTER: "beyond its margin", WORSE: "beyond its margin"}
-    ranks = [report["rank"] for report in reports]
-    told = ", ".join(f"process {rank} {kinds[verdict]}"
-                     for rank, verdict in zip(ranks, verdicts, strict=True))
+        early = between(report, report["start_step"] + 2, first - 1)
+        late = from_step(report, first)
+        splits = [time_split(early), time_split(late)]
+        kind, figures = _span_verdict(early, late)
+        kinds.append(kind)
+        parts.append(f"process {report['rank']}, {_count(splits[1]['saves'], 'save')} in steps "
+                     f"{first}-{last} against {splits[0]['saves']} in steps "
+                     f"{head}-{first - 1}: {figures}")
+    line += (f". Each process's steps {first}-{last} against its steps {head}-{first - 1}, "
+             "which do not overlap (± the standard error of the step and the wait combined; "
+             "the saves, a total, judged on their own by the 5% floor): " + "; ".join(parts))
+    if len(set(kinds)) == 1:
+        return line + ". " + SPAN_CONCLUSIONS[kinds[0]] + "."
+    told = ", ".join(f"process {report['rank']}: {SPAN_KINDS[kind]}"
+                     for report, kind in zip(reports, kinds, strict=True))
     return line + (f". The processes do not agree ({told}), so this run cannot say whether "
-                   "the saves account for all of the difference in rate.")
+                   "the saves account for the difference in rate.")
 
 
 def runs_sentence(first_steps: Sequence[Mapping], first_reports: Sequence[Mapping],
