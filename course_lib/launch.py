@@ -590,6 +590,19 @@ def _enable_stack_dump() -> None:
     faulthandler.register(_DUMP_SIGNAL, file=_stack_file, all_threads=True)
 
 
+# A small process in each rank's process group that outlives the rank: when the rank is
+# gone (its parent changes), it kills the group, so that what the rank started cannot
+# outlive it even when the rank dies before its own watch fires.
+_SENTINEL = """
+import os, signal, sys, time
+rank, poll = int(sys.argv[1]), float(sys.argv[2])
+while os.getppid() == rank:
+    time.sleep(poll)
+os.killpg(os.getpgrp(), signal.SIGKILL)
+"""
+_sentinel = None  # kept referenced: it runs as long as the rank does
+
+
 def _exit_with_launcher() -> None:
     """End this rank, and everything it started, when the launcher that started it dies.
 
@@ -598,12 +611,18 @@ def _exit_with_launcher() -> None:
     would train on, or sit in a collective waiting for a peer, for minutes. Each rank is
     its launcher's child, so when the launcher is gone its parent process changes; a
     daemon thread checks that twice a second and then kills the rank's own process group
-    (the rank is the leader of its session, so its workers go with it).
+    (the rank is the leader of its session, so its workers go with it). A rank may also
+    die on its own first (JAX aborts a process whose coordinator is gone): a sentinel
+    process in the same group, watching the rank the same way, then kills what is left.
     """
+    global _sentinel
     raw = os.environ.get(ENV_LAUNCHER_PID, "")
     if not raw.isdigit() or os.getppid() != int(raw):
         return  # not a child of the launcher that set the variable: nothing to watch
     launcher = int(raw)
+    _sentinel = subprocess.Popen(  # no preexec_fn: nothing runs in a forked copy of us
+        [sys.executable, "-c", _SENTINEL, str(os.getpid()), str(_ORPHAN_POLL_SECONDS)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def watch() -> None:
         while os.getppid() == launcher:
