@@ -231,10 +231,11 @@ def test_throughput_sentence_with_one_shape_leaves_nothing_to_the_steps(packing,
     # other shapes: a leftover beyond the padding goes with the size of the steps
     ([150, 151, 152], {}, "Packing is 1.50x 4 buckets, against 1.13x from the padding alone "
                           "(87% of packing's slots hold real tokens against 77% of 4 buckets'): "
-                          "more than the padding explains (margin 5%). The other 1.33x is a "
+                          "more than the padding explains (margin 5%). The other 1.33x (of the "
+                          "two ratios above) is a "
                           "higher cost per slot: a step of 4 buckets holds 0.58x the slots "
                           "of one of packing on average (594 against 1,024 slots per step) and "
-                          "takes 0.77x its time (median "),
+                          "takes 0.77x its time (the table's medians, "),
     ([150, 151, 152], {}, "Its smaller steps may be why, if part of a step's cost does not "
                           "shrink with the step (for a model this small on a CPU, dispatching "
                           "the jitted call and the Python loop), but 4 buckets also alternates "
@@ -607,11 +608,12 @@ def test_change_sizes_sentence_gives_the_unmasked_change_as_a_share_of_the_own()
 
 def test_proof_sentence_concludes_alone_in_its_row_only_when_the_proof_holds():
     proof = variable_length.proof_sentence
-    assert "as if it were alone in its row" in proof(1.0, 0.0, 1.0, 3, 0.0)
+    assert "So no sequence's outputs depend on the bytes of the other sequences in its row" \
+        in proof(1.0, 0.0, 1.0, 3, 0.0)
     leaky = proof(1.0, 0.5, 1.0, 3, 0.0)
     assert "as if it were alone" not in leaky and "not computed as if alone" in leaky
     weak = proof(1.0, 0.0, 0.0, 3, 0.0)
-    assert "as if it were alone" not in weak and "cannot tell the mask's work" in weak
+    assert "keeps them apart" not in weak and "cannot tell the mask's work" in weak
     future = proof(1.0, 0.0, 1.0, 3, 0.5)  # an earlier sequence saw a later one
     assert "the causal mask lets a slot see later ones" in future
     assert "not computed as if alone" in future
@@ -1084,4 +1086,5 @@ def test_the_leftover_ratio_is_the_ratio_of_the_ratios_printed():
                              "slots": 1000 / 0.8619, "fill": 0.8619}}
     sentence = variable_length.throughput_sentence(rates, summaries)
     assert "Packing is 1.29x 4 buckets, against 1.12x from the padding alone" in sentence
-    assert "The other 1.15x is a higher cost per slot" in sentence, sentence
+    assert "The other 1.15x (of the two ratios above) is a higher cost per slot" in sentence, \
+        sentence

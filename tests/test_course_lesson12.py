@@ -831,7 +831,8 @@ def test_the_span_sentence_compares_two_spans_that_do_not_overlap():
         "(margin 5%), without the saves 100.9 ± 0.3 against 101.0 ± 0.3 ms (+0%, within its " \
         "5% margin); process 1" in explained, explained
     assert explained.endswith(". So in each process the saves account for the difference: "
-                              "without them, the two spans take the same time per step.")
+                              "without them, the two spans take the same time per step within "
+                              "their margins.")
     even = [{"step": i + 1, "real_tokens": 1000, "time": 0.1 * i} for i in range(60)]
     same = capstone.span_sentence(even, [_timed(rank, [0.1] * 59) for rank in range(2)], 32)
     assert same.endswith("over steps 2-31: steps 32-60 and steps 2-31 run at the same rate "
@@ -881,6 +882,18 @@ def test_the_span_sentence_draws_no_conclusion_when_the_processes_disagree():
                                             (0.18, "18%"), (0.31, "31%")])
 def test_a_margin_near_the_limit_shows_which_side_it_lies_on(share, text):
     assert capstone._margin(share) == text
+
+
+def test_a_whole_margin_near_the_limit_prints_which_side_it_lies_on():
+    # a margin just over 25%: the verdict line must not read "a margin of 25%, wider than 25%"
+    spread = 0.04695  # steps of 100 ms +- 47 ms: a margin of 25.3%
+    first = _timed(0, [0.1 - spread, 0.1 + spread] * 14, start_step=30)
+    same, slower = (capstone.process_speed_sentence(first, _timed(
+        0, [0.1 - spread + late, 0.1 + spread + late] * 14, start_step=30))
+        for late in (0.0, 0.035))
+    assert "Too noisy to tell (a margin of 25.3%, wider than 25%)" in same, same
+    assert "Slower, beyond the margin (25.3%), by +35%: the step (+35% on its own, margin " \
+        "25.3%) accounts for it." in slower, slower
 
 
 def test_a_report_cut_between_two_steps_keeps_those_steps_and_their_saves():

@@ -655,7 +655,7 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     def named(parts):  # each with the margin it was judged by, its own
         return " and ".join(f"{RUN_PARTS[part]} ({moved[part][1]:+.0%} on "
                             f"{'their' if part in PLURAL_PARTS else 'its'} own, margin "
-                            f"{alone[part][2]:.0%})"
+                            f"{_margin(alone[part][2])})"
                             for part in parts)
 
     def held(part):
@@ -665,9 +665,9 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
         # the margin comes from the part's spread only when it is wider than the floor
         source = (f"from {its} spread" if part_margin > NOISE_FLOOR
                   else f"the course's {NOISE_FLOOR:.0%} floor")
-        within = (f"is too noisy to tell on {its} own (a margin of {part_margin:.0%}, "
+        within = (f"is too noisy to tell on {its} own (a margin of {_margin(part_margin)}, "
                   f"{source})" if part_margin > TOO_NOISY else
-                  f"stays within {its} margin on {its} own ({part_margin:.0%}, {source})")
+                  f"stays within {its} margin on {its} own ({_margin(part_margin)}, {source})")
         if part in PLURAL_PARTS:
             within = within.replace("is too", "are too").replace("stays", "stay")
         return (f"lies in {RUN_PARTS[part]} ({alone[part][1]:+.0%} on {its} own, "
@@ -689,15 +689,16 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     total = b["whole"].value / a["whole"].value - 1
     if verdict == SAME:
         if not moved:
-            return head + (f"The same within the margin ({margin:.0%}), and no part on its "
+            return head + (f"The same within the margin ({_margin(margin)}), and no part on its "
                            "own moved beyond its own margin.")
         rest = total - sum(change for _, change in moved.values())
 
         def own(part):  # a part is judged by its own margin, which may be narrower
-            return f"{RUN_PARTS[part]} by {moved[part][1]:+.0%} (margin {alone[part][2]:.0%})"
+            return f"{RUN_PARTS[part]} by {moved[part][1]:+.0%} (margin {_margin(alone[part][2])})"
 
         several = len(moved) > 1
-        return finish(f"The same within the margin ({margin:.0%}), at {_signed(total)}, though on "
+        return finish(f"The same within the margin ({_margin(margin)}), at {_signed(total)}, "
+                      "though on "
                       + (f"their own {_count(len(moved), 'part')} moved beyond their own "
                          "margins: " if several else "its own one part moved beyond its own "
                          "margin: ")
@@ -707,7 +708,7 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
     causes = sorted((part for part, (v, _) in moved.items() if v == verdict),
                     key=lambda part: -abs(moved[part][1]))
     against = [part for part, (v, _) in moved.items() if v != verdict]
-    line = f"{word.capitalize()}, beyond the margin ({margin:.0%}), by {total:+.0%}: "
+    line = f"{word.capitalize()}, beyond the margin ({_margin(margin)}), by {total:+.0%}: "
     remainder = total - sum(moved[part][1] for part in (*causes, *against))
     # the named parts account for the change when what they leave is within the margin and
     # that margin could tell (at most 25%); inside a wider margin only a remainder under the
@@ -727,10 +728,11 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
             other = f"; the other {_signed(remainder)}"
             if holder is not None:  # where it lies, with that part's own margin
                 its_own = "their" if holder in PLURAL_PARTS else "its"
-                other += (f", nearly all in {RUN_PARTS[holder]} ({alone[holder][1]:+.0%} on "
-                          f"{its_own} own, margin {alone[holder][2]:.0%}),")
-            line += (f"{other} lies within the {margin:.0%} margin, so this run names no other "
-                     "cause" if margin <= TOO_NOISY else f"{other} is under the course's "
+                share, its_margin = alone[holder][1], _margin(alone[holder][2])
+                other += (f", nearly all in {RUN_PARTS[holder]} ({share:+.0%} on {its_own} "
+                          f"own, margin {its_margin}),")
+            line += (f"{other} lies within the {_margin(margin)} margin, so this run names no "
+                     "other cause" if margin <= TOO_NOISY else f"{other} is under the course's "
                      f"{NOISE_FLOOR:.0%} floor, so this run names no other cause")
             return finish(line)
         if accounted:
@@ -738,7 +740,7 @@ def process_speed_sentence(first: Mapping, second: Mapping) -> str:
             if against:
                 line += f", partly offset by {named(against)}"
             if f"{abs(remainder):.0%}" != "0%":  # say what the named parts leave, and why
-                line += (f" (the other {remainder:+.0%} lies within the {margin:.0%} margin)"
+                line += (f" (the other {remainder:+.0%} lies within the {_margin(margin)} margin)"
                          if margin <= TOO_NOISY else f" (the other {remainder:+.0%} is under "
                          f"the course's {NOISE_FLOOR:.0%} floor: inside a margin wider than "
                          f"{TOO_NOISY:.0%}, only that little is left to chance)")
@@ -814,7 +816,7 @@ def between(report: Mapping, first: int, last: int) -> dict:
 
 SPAN_CONCLUSIONS = {
     "saves": "So in each process the saves account for the difference: without them, the two "
-             "spans take the same time per step",
+             "spans take the same time per step within their margins",
     "more": "So in each process the saves account for part of the difference, but without them "
             "the two spans still differ beyond the margin; this run does not measure what "
             "else does",

@@ -553,8 +553,9 @@ def _cheaper_slots(larger: float, times: tuple[float, float],
     per_step = [summary["slots"] / summary["steps"] for summary in (other, mine)]
     sizes = (f"a step of {name} holds {format_times(1 / larger)} the slots of one of {subject} "
              f"on average ({per_step[0]:,.0f} against {per_step[1]:,.0f} slots per step) "
-             f"and takes {format_times(times[1] / times[0])} its time (median "
-             f"{format_duration(times[1])} against {format_duration(times[0])})")
+             f"and takes {format_times(times[1] / times[0])} its time (the table's medians, "
+             f"{format_duration(times[1])} against {format_duration(times[0])}")
+    sizes += ", whose ratios need not match the rounds' exactly)"
     if larger > 1.05:
         shapes = len(other.get("shapes", ()))
         return (f"{sizes}. Its smaller steps may be why, if part of a step's cost does not "
@@ -673,7 +674,8 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
         elif explained == BETTER:
             leftover = shown_times(ratio) / shown_times(padding)  # of the ratios printed
             parts.append(f"{head}: more than the padding explains (margin {left:.0%}). The other "
-                         f"{format_times(leftover)} is a higher cost per slot: "
+                         f"{format_times(leftover)} (of the two ratios above) is a higher cost "
+                         "per slot: "
                          f"{_cheaper_slots(larger, times, (mine, other), (subject, name))}")
         else:
             parts.append(f"{head}: less than the padding gives, beyond the margin of "
@@ -1036,7 +1038,8 @@ def proof_sentence(changed: float, others: float, unmasked_others: float,
     if unmasked_others <= tolerance or sequences < 2:
         return (f"{head} So this row cannot tell the mask's work from chance: use a row that "
                 "holds several sequences, and run it again.")
-    return f"{head} Each packed sequence is computed as if it were alone in its row."
+    return (f"{head} So no sequence's outputs depend on the bytes of the other sequences in "
+            "its row: the segment mask keeps them apart.")
 
 
 def change_sizes_sentence(changed: float, others: float, unmasked_others: float,
