@@ -918,9 +918,9 @@ def test_the_resumed_runs_legend_names_the_steps_it_draws():
     assert "killed and resumed run" not in labels
 
 
-def test_an_error_of_a_millisecond_or_more_takes_no_more_decimals_than_its_value():
+def test_times_a_percent_is_computed_from_print_one_decimal_with_their_error():
     from course_lib.course.basics import Estimate
 
-    assert capstone._pm(Estimate(0.082, 0.0061, 29)) == "82 ± 6"
-    assert capstone._pm(Estimate(0.1, 0.0003, 29)) == "100 ± 0.3"
-    assert capstone._pm(Estimate(0.0075, 0.0046, 29)) == "7.5 ± 4.6"
+    assert capstone._pm1(Estimate(0.082, 0.0061, 29)) == "82.0 ± 6.1"
+    assert capstone._pm1(Estimate(0.1, 0.0003, 29)) == "100.0 ± 0.3"
+    assert capstone._pm1(Estimate.once(0.0075)) == "7.5"

@@ -539,17 +539,6 @@ def _pm1(estimate: Estimate) -> str:
     return f"{1e3 * estimate.value:.1f} ± {1e3 * estimate.stderr:.1f}"
 
 
-def _pm(estimate: Estimate) -> str:
-    """'75 ± 5' (milliseconds), or '75' when there is no standard error: an error of 1 ms
-    or more takes no more decimals than the value ('7.5 ± 4.6', '75 ± 5', '75 ± 0.3')."""
-    if math.isnan(estimate.stderr):
-        return _ms(estimate.value)
-    error = _ms(estimate.stderr)
-    if _ms(estimate.value).count(".") == 0 and 1e3 * abs(estimate.stderr) >= 1:
-        error = f"{1e3 * estimate.stderr:.0f}"
-    return f"{_ms(estimate.value)} ± {error}"
-
-
 def _alone(first: Mapping[str, Estimate], second: Mapping[str, Estimate], part: str):
     """The whole time per step of the first run with only `part` changed to the second
     run's, judged against the first run's whole by the margin rule (with that part's
@@ -768,12 +757,6 @@ def _saves_sentence(first: Mapping, second: Mapping) -> str:
     def saves(report):
         return [(step, b - a) for step, a, b in report["save_spans"]]
 
-    def inside(report):  # the saves `time_split` counts: within the steps compared
-        waits, steps = report["wait_spans"], report["step_spans"]
-        start = min(span[0] for span in waits + steps)
-        end = max(span[1] for span in waits + steps)
-        return [(step, b - a) for step, a, b in report["save_spans"] if a >= start and b <= end]
-
     def listed(pairs):
         return ", ".join(f"{_ms(seconds)} after step {step}" for step, seconds in pairs)
 
@@ -783,8 +766,8 @@ def _saves_sentence(first: Mapping, second: Mapping) -> str:
         return "; ".join(f"{listed(pairs)} in {run}" for pairs, run in chosen if pairs)
 
     outside = runs(lambda report: [save for save in saves(report)
-                                   if save not in inside(report)])
-    line = (f"Its saves took (ms), in the steps compared: {runs(inside) or 'none'}"
+                                   if save not in _saves_inside(report)])
+    line = (f"Its saves took (ms), in the steps compared: {runs(_saves_inside) or 'none'}"
             + (f"; outside them: {outside}" if outside else ""))
     both = [saves(first), saves(second)]
     start = second["start_step"] + 2  # the first step compared
@@ -973,17 +956,29 @@ def global_batch_sentence(check: Mapping) -> str:
 
 
 # -- where the time goes ----------------------------------------------------------------
+def _timed_window(report: Mapping) -> tuple[float, float]:
+    """Where a process's timed steps begin and end: its first wait to its last step."""
+    spans = report["wait_spans"] + report["step_spans"]
+    return min(span[0] for span in spans), max(span[1] for span in spans)
+
+
+def _saves_inside(report: Mapping) -> list[tuple[int, float]]:
+    """(step, seconds) of each save that lies within the process's timed steps, those
+    `time_split` counts."""
+    start, end = _timed_window(report)
+    return [(step, b - a) for step, a, b in report["save_spans"] if a >= start and b <= end]
+
+
 def time_split(report: Mapping) -> dict[str, float]:
     """A process's wall time (after the compiling step) split into seconds in the step,
     waiting for data, saving checkpoints, and the rest of the loop (logging, checksums)."""
     waits, steps = report["wait_spans"], report["step_spans"]
-    start = min(span[0] for span in waits + steps)
-    end = max(span[1] for span in waits + steps)
+    start, end = _timed_window(report)
     wall = end - start
     step = sum(b - a for a, b in steps)
     wait = sum(b - a for a, b in waits)
-    saves = [(a, b) for _, a, b in report["save_spans"] if a >= start and b <= end]
-    checkpoint = sum(b - a for a, b in saves)
+    saves = _saves_inside(report)
+    checkpoint = sum(seconds for _, seconds in saves)
     return {"wall": wall, "step": step, "wait": wait, "checkpoint": checkpoint,
             "saves": len(saves), "rest": wall - step - wait - checkpoint}
 

@@ -554,8 +554,8 @@ def _cheaper_slots(larger: float, times: tuple[float, float],
     sizes = (f"a step of {name} holds {format_times(1 / larger)} the slots of one of {subject} "
              f"on average ({per_step[0]:,.0f} against {per_step[1]:,.0f} slots per step) "
              f"and takes {format_times(times[1] / times[0])} its time (the table's medians, "
-             f"{format_duration(times[1])} against {format_duration(times[0])}")
-    sizes += ", whose ratios need not match the rounds' exactly)"
+             f"{format_duration(times[1])} against {format_duration(times[0])}, whose ratios "
+             "need not match the rounds' exactly)")
     if larger > 1.05:
         shapes = len(other.get("shapes", ()))
         return (f"{sizes}. Its smaller steps may be why, if part of a step's cost does not "
@@ -645,6 +645,7 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
             continue
         explained = judge(measured, Estimate.once(padding), lower_is_better=False)
         left = relative_margin(measured, Estimate.once(padding))
+        leftover = shown_times(ratio) / shown_times(padding)  # of the ratios printed
         head = (f"{subject.capitalize()} is {format_times(ratio)} {name}, against "
                 f"{format_times(padding)} from the padding alone ({slots})")
         if explained == TOO_NOISY_TO_TELL:
@@ -658,7 +659,6 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
                          f"{subject} takes fewer steps ({mine['steps']} against "
                          f"{other['steps']}) only because it fills more of each.")
         elif explained == SAME:
-            leftover = shown_times(ratio) / shown_times(padding)  # of the ratios printed
             if abs(math.log(leftover)) > abs(math.log(padding)):  # the rest outweighs it
                 parts.append(f"{head}: within the noise (margin {left:.0%}), but what the "
                              f"padding leaves ({format_times(leftover)}) is more than the "
@@ -672,7 +672,6 @@ def throughput_sentence(rates: Mapping[str, Sequence[float]],
             parts.append(f"{head}: {direction} than the padding gives, beyond the margin of "
                          f"{left:.0%}, although {unexplained}")
         elif explained == BETTER:
-            leftover = shown_times(ratio) / shown_times(padding)  # of the ratios printed
             parts.append(f"{head}: more than the padding explains (margin {left:.0%}). The other "
                          f"{format_times(leftover)} (of the two ratios above) is a higher cost "
                          "per slot: "
@@ -913,9 +912,9 @@ def loader_of(source, batching, *, seed: int = 0, worker_count: int = 0, num_epo
 def change_each_sequence(model, batch: tuple, row: int = 0) -> dict[str, float]:
     """Change the tokens of each sequence of `row` in turn and measure how far the model's
     outputs (logits) move: the changed sequence's own (the smallest of these largest moves,
-    so that every change counts), the other sequences' with the segment mask, and the later
-    sequences' with every real token put in one segment (the causal mask only: a sequence
-    can then see the ones before it, never the ones after)."""
+    so that every change counts), the other sequences' with the segment mask, and, with
+    every real token put in one segment (the causal mask only: a sequence can then see the
+    ones before it, never the ones after), the later sequences' and the earlier ones'."""
     tokens, segment_ids, positions = (np.asarray(part) for part in batch)
     one_segment = (segment_ids > 0).astype(np.int32)
 
