@@ -62,7 +62,10 @@ def copy_notebooks() -> None:
         for name, path in wanted.items():
             copy = target / name
             if not copy.exists() or copy.stat().st_mtime != path.stat().st_mtime:
-                shutil.copy2(path, copy)
+                # A lesson links a reference page as `../docs/inside/PAGE.md`, which is right
+                # on GitHub; on the site the notebook sits one folder up from there.
+                copy.write_text(path.read_text().replace("](../docs/", "](../"))
+                shutil.copystat(path, copy)
 
 
 def heading_line(lines: list[str], heading: str) -> int:
