@@ -230,3 +230,30 @@ def test_the_prefix_advice_is_the_lessons_rounding_rule():
     said = str(failure.value)
     assert "rounded, up (as the rule above says) or down, the same way for every n" in said
     assert "floor(" not in said
+
+
+def walks_from_zero(weights):
+    """Right at every position, memoised, but it walks there: position 10**12 never comes."""
+    rule = answer(weights)
+    counts: dict[int, int] = {}
+    seen = {"upto": -1}
+    table: dict[int, tuple[int, int]] = {}
+
+    def locate(position):
+        while seen["upto"] < position:
+            seen["upto"] += 1
+            component, _ = rule(seen["upto"])
+            table[seen["upto"]] = (component, counts.get(component, 0))
+            counts[component] = counts.get(component, 0) + 1
+        return table[position]
+    return locate
+
+
+def test_a_walking_answer_fails_within_seconds_with_what_to_do():
+    import time
+
+    began = time.perf_counter()
+    with pytest.raises(AssertionError, match="walks toward them") as failure:
+        checks.check_weighted_mix(walks_from_zero)
+    assert time.perf_counter() - began < 10
+    assert "directly" in str(failure.value)

@@ -26,7 +26,10 @@ It names the first broken promise:
    turned into rounded or truncated numbers: the error grows with the position).
 6. **Far along the stream too.** Around positions 10**6 and 10**12 the indices are still
    consecutive and each is within the same bound of `position * share`: the rule is
-   computed directly at any position, never by walking there.
+   computed directly at any position, never by walking there. Each far window has
+   `FAR_SECONDS` to answer; a `locate` that walks from position 0 (right everywhere, but
+   10**12 steps from the answer) is stopped there and told to compute the position
+   directly, so the check never hangs on a slow answer.
 7. **Bad weights raise ValueError when the mix is made**: no weights, a negative, NaN or
    infinite weight, all weights zero; the message names the offending value (`-1`, `nan`,
    `inf`), or the weights for none and all zero.
@@ -40,6 +43,9 @@ from __future__ import annotations
 
 import contextlib
 import random
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 
@@ -50,6 +56,7 @@ __all__ = ["check_weighted_mix", "mix_bound"]
 PREFIX = 3_000  # positions read from the start of each mix
 FAR = (10**6, 10**12)  # where the windows far along the stream start
 WINDOW = 400
+FAR_SECONDS = 5.0  # a direct rule answers a window in milliseconds; a walk never does
 WEIGHTS = ([0.7, 0.3], [1, 1], [0.5, 0.3, 0.2], [3, 0, 1], [2 / 3, 1 / 3],
            [0.1, 0.2, 0.3, 0.4], [0.001, 1.0], [5, 2, 2, 1], [1])
 BAD_WEIGHTS = ([], [-1, 2], [float("nan"), 1], [float("inf"), 1], [0, 0])
@@ -232,34 +239,82 @@ def _check_prefix_shares(weights, answers: list[tuple[int, int]]) -> None:
          "among the positions the others left; keep the shares exact (fractions.Fraction)")
 
 
+class _TooSlow(BaseException):
+    """Raised into the learner's `locate` when a far window runs out of time; a
+    BaseException, so that `learner_code` and the learner's own `except Exception` let it
+    through."""
+
+
+def _slow_far_answer(weights, start: int, seconds: float) -> None:
+    fail(f"for weights {weights!r}, the positions from {start:,} on took more than "
+         f"{seconds:g} s to answer, so locate walks toward them (a resumed run would wait "
+         "as long)",
+         "compute the pair at a position directly from the position, with arithmetic on "
+         "the exact shares: how many of the positions before it each component holds is a "
+         "rounded product, not a count you reach by stepping from 0")
+
+
+@contextlib.contextmanager
+def _time_limit(weights, start: int, seconds: float = FAR_SECONDS) -> Iterator[None]:
+    """Stop the block after `seconds`: with a timer signal in the main thread (which
+    interrupts a Python loop), elsewhere by timing each call between calls."""
+    began = time.perf_counter()
+    can_interrupt = (hasattr(signal, "setitimer")
+                     and threading.current_thread() is threading.main_thread())
+    if not can_interrupt:
+        yield
+        if time.perf_counter() - began > seconds:
+            _slow_far_answer(weights, start, seconds)
+        return
+
+    def interrupt(signum, frame):
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _TooSlow:
+        _slow_far_answer(weights, start, seconds)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _check_far(weighted_mix: Callable, weights) -> None:
     locate = _make(weighted_mix, weights)
-    shares, bound = _shares(weights), mix_bound(weights)
     for start in FAR:
-        first_index: dict[int, tuple[int, int]] = {}
-        last_index: dict[int, int] = {}
-        for position in range(start, start + WINDOW):
-            component, index = _ask(locate, weights, position)
-            if component in last_index and index != last_index[component] + 1:
-                fail(f"for weights {weights!r}, near position {start:,} component "
-                     f"{component} jumps from element {last_index[component]:,} to "
-                     f"{index:,} between consecutive appearances",
-                     "far along the stream the index must still be the count of earlier "
-                     "positions of that component: compute it exactly (integers or "
-                     "fractions.Fraction; floats lose digits at large positions)")
-            last_index[component] = index
-            first_index.setdefault(component, (position, index))
-        for component, (position, index) in first_index.items():
-            expected = position * shares[component]
-            error = index - expected
-            expect(abs(error) < bound,
-                   f"for weights {weights!r}, position {position:,} is component "
-                   f"{component}'s element {index:,}, so {index:,} of the {position:,} "
-                   f"positions before it are component {component}'s, where its share is "
-                   f"{float(expected):,.1f}: off by {float(abs(error)):,.1f}, beyond the bound of "
-                   f"{bound}; a rule right at the start and wrong here drifts",
-                   "compute the counts with exact shares (fractions.Fraction of each weight, "
-                   "over their sum), not with weights rounded or truncated to integers")
+        with _time_limit(weights, start):
+            answers = [(position, *_ask(locate, weights, position))
+                       for position in range(start, start + WINDOW)]
+        _check_far_window(weights, start, answers)
+
+
+def _check_far_window(weights, start: int, answers: list[tuple[int, int, int]]) -> None:
+    shares, bound = _shares(weights), mix_bound(weights)
+    first_index: dict[int, tuple[int, int]] = {}
+    last_index: dict[int, int] = {}
+    for position, component, index in answers:
+        if component in last_index and index != last_index[component] + 1:
+            fail(f"for weights {weights!r}, near position {start:,} component "
+                 f"{component} jumps from element {last_index[component]:,} to "
+                 f"{index:,} between consecutive appearances",
+                 "far along the stream the index must still be the count of earlier "
+                 "positions of that component: compute it exactly (integers or "
+                 "fractions.Fraction; floats lose digits at large positions)")
+        last_index[component] = index
+        first_index.setdefault(component, (position, index))
+    for component, (position, index) in first_index.items():
+        expected = position * shares[component]
+        error = index - expected
+        expect(abs(error) < bound,
+               f"for weights {weights!r}, position {position:,} is component "
+               f"{component}'s element {index:,}, so {index:,} of the {position:,} "
+               f"positions before it are component {component}'s, where its share is "
+               f"{float(expected):,.1f}: off by {float(abs(error)):,.1f}, beyond the bound of "
+               f"{bound}; a rule right at the start and wrong here drifts",
+               "compute the counts with exact shares (fractions.Fraction of each weight, "
+               "over their sum), not with weights rounded or truncated to integers")
 
 
 def _check_bad_weights(weighted_mix: Callable) -> None:
