@@ -7,8 +7,10 @@ does with Grain 0.2.18. The `DataLoader`'s packer, `PackAndBatchOperation`, is i
 """
 
 from course_lib.dataset_steps import apply_transformations
+from course_lib.elastic import ElasticIterator
 from course_lib.pack_datasets import BestFitPackIterDataset, FirstFitPackIterDataset
 from course_lib.packing import PackAndBatchOperation
+from course_lib.resume_check import assert_equal_output_after_checkpoint
 from course_lib.stream_steps import (
     InterleaveIterDataset,
     ThreadPrefetchIterDataset,
@@ -18,6 +20,7 @@ from course_lib.transforms import MapWithIndexTransform
 
 __all__ = [
     "BestFitPackIterDataset",
+    "ElasticIterator",
     "FirstFitPackIterDataset",
     "InterleaveIterDataset",
     "MapWithIndexTransform",
@@ -25,4 +28,5 @@ __all__ = [
     "ThreadPrefetchIterDataset",
     "WindowShuffleIterDataset",
     "apply_transformations",
+    "assert_equal_output_after_checkpoint",
 ]

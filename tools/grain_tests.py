@@ -1,0 +1,138 @@
+"""Run Grain's own tests against course_lib, with only their imports changed.
+
+    .venv/bin/python tools/grain_tests.py dataset/elastic_iterator_test.py \
+        dataset/transformations/zip_test.py
+
+Each named file (a path under `grain/_src/python/` of the installed Grain) is copied to a
+temporary folder, and every import of a Grain module in it (`from grain._src... import x`,
+`import grain.python as grain`, ...) becomes an import of one module, `_grain_names`, which
+holds every public name of course_lib's modules. Nothing else in the file changes, so a test
+that uses a name course_lib lacks fails on it. A bare `import grain` stays: Grain's tests use
+it only to find their test data inside the installed package.
+
+pytest then runs the copy (30 s per test), and the script prints one line per file, the
+counts the README's table "Grain's own tests of the Dataset API" gives. `--show` also prints
+each failing test's last error line, to sort the failures into out of scope and differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import grain
+
+GRAIN_TESTS = Path(grain.__file__).parent / "_src" / "python"
+
+# The modules whose public names `_grain_names` holds, the first one to define a name wins.
+COURSE_MODULES = [
+    "course_lib", "course_lib.experimental", "course_lib.transforms", "course_lib.sources",
+    "course_lib.sharding", "course_lib.samplers", "course_lib.dataset",
+    "course_lib.iter_dataset", "course_lib.dataset_iterator", "course_lib.iter_shapes",
+    "course_lib.record_readers", "course_lib.elastic", "course_lib.resume_check",
+]
+
+NAMES_MODULE = '''"""Every public name of course_lib's modules (tools/grain_tests.py)."""
+import importlib
+
+import course_lib
+
+MODULES = {modules!r}
+for _module_name in MODULES:
+    try:
+        _module = importlib.import_module(_module_name)
+    except ImportError:
+        continue
+    for _name in getattr(_module, "__all__", None) or dir(_module):
+        if not _name.startswith("_") and _name not in globals():
+            globals()[_name] = getattr(_module, _name)
+experimental = importlib.import_module("course_lib.experimental")
+transforms = importlib.import_module("course_lib.transforms")
+sources = importlib.import_module("course_lib.sources")
+
+
+def __getattr__(name):
+    return getattr(course_lib, name)
+'''
+
+CONFTEST = '''from absl import flags
+
+flags.FLAGS.mark_as_parsed()
+'''
+
+_FROM_GRAIN = re.compile(r"^(\s*)from grain(?:\.[\w.]+)? import \(?([\w\s,]+?)\)?\s*(#.*)?$")
+_IMPORT_GRAIN_AS = re.compile(r"^(\s*)import grain\.[\w.]+ as (\w+)\s*(#.*)?$")
+
+
+def _names(imported: str) -> list[str]:
+    """`a, b as c` -> the names bound: ['a', 'c']."""
+    bound = []
+    for part in imported.split(","):
+        words = part.split()
+        if words:
+            bound.append(words[-1])
+    return bound
+
+
+def rewrite(source: str) -> str:
+    """The test file with every import of a Grain module pointed at `_grain_names`."""
+    lines = source.splitlines()
+    out = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if re.match(r"^\s*from grain[\w.]* import \($", line):  # a parenthesised import
+            while not lines[index].rstrip().endswith(")"):
+                index += 1
+                line += " " + lines[index].strip()
+        found = _FROM_GRAIN.match(line)
+        if found:
+            indent, imported = found.group(1), found.group(2)
+            out.extend(f"{indent}import _grain_names as {name}" for name in _names(imported))
+        elif (found := _IMPORT_GRAIN_AS.match(line)) is not None:
+            out.append(f"{found.group(1)}import _grain_names as {found.group(2)}")
+        else:
+            out.append(line)
+        index += 1
+    return "\n".join(out) + "\n"
+
+
+def run(test_file: str, show: bool, workers: int) -> str:
+    path = GRAIN_TESTS / test_file
+    with tempfile.TemporaryDirectory(prefix="grain_tests_") as folder:
+        folder = Path(folder)
+        (folder / "_grain_names.py").write_text(NAMES_MODULE.format(modules=COURSE_MODULES))
+        (folder / "conftest.py").write_text(CONFTEST)
+        copy = folder / path.name
+        copy.write_text(rewrite(path.read_text(encoding="utf-8")), encoding="utf-8")
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                   "--timeout=30", "-o", "addopts=", "-rfE", copy.name]
+        if workers:
+            command[4:4] = ["-n", str(workers)]
+        completed = subprocess.run(command, cwd=folder, capture_output=True, text=True,
+                                   check=False)
+    lines = completed.stdout.strip().splitlines()
+    summary = lines[-1] if lines else completed.stderr.strip()[-300:]
+    if show:
+        for line in lines:
+            if line.startswith(("FAILED", "ERROR")):
+                print("   ", line[:300])
+    return f"{test_file}: {summary}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tests", nargs="+", help="paths under grain/_src/python/")
+    parser.add_argument("--show", action="store_true", help="print each failure's error")
+    parser.add_argument("-n", type=int, default=0, help="pytest-xdist workers (0: none)")
+    arguments = parser.parse_args()
+    for test_file in arguments.tests:
+        print(run(test_file, arguments.show, arguments.n), flush=True)
+
+
+if __name__ == "__main__":
+    main()
