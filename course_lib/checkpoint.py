@@ -33,13 +33,14 @@ def _state_file(directory) -> Path:
 class IteratorHandler(ocp.CheckpointHandler):
     """Writes and reads one loader iterator's state per JAX process."""
 
-    def save(self, directory, args: IteratorSave) -> None:
-        state = args.iterator.get_state()
+    def save(self, directory, args: IteratorSave | CheckpointSave) -> None:
+        state = _iterator_in(args).get_state()
         if isinstance(state, str | bytes):  # a DataLoaderIterator's state is JSON already
             state = json.loads(state)
         _state_file(directory).write_text(json.dumps(state, indent=2, sort_keys=True))
 
-    def restore(self, directory, args: IteratorRestore):
+    def restore(self, directory, args: IteratorRestore | CheckpointRestore):
+        iterator = _iterator_in(args)
         path = _state_file(directory)
         if not path.exists():
             raise FileNotFoundError(
@@ -48,9 +49,9 @@ class IteratorHandler(ocp.CheckpointHandler):
         text = path.read_text()
         # A DataLoaderIterator takes its state as JSON text, a DatasetIterator as a dict (as
         # in Grain): give each what its own get_state() returns.
-        as_text = isinstance(args.iterator.get_state(), str | bytes)
-        args.iterator.set_state(text if as_text else json.loads(text))
-        return args.iterator
+        as_text = isinstance(iterator.get_state(), str | bytes)
+        iterator.set_state(text if as_text else json.loads(text))
+        return iterator
 
 
 @ocp.args.register_with_handler(IteratorHandler, for_save=True)
@@ -63,6 +64,37 @@ class IteratorSave(ocp.args.CheckpointArgs):
 @dataclasses.dataclass
 class IteratorRestore(ocp.args.CheckpointArgs):
     iterator: Any
+
+
+# Grain's names (`grain.checkpoint`, and `grain.python.PyGrainCheckpoint*`): the same handler,
+# with the iterator in a field named `item`, so `ocp.args.Composite(ds=CheckpointSave(it))`
+# written for Grain runs unchanged. Orbax ties one pair of argument classes to a handler
+# class, hence the subclass.
+class CheckpointHandler(IteratorHandler):
+    """`IteratorHandler` for Grain's argument names, `CheckpointSave(item)` and
+    `CheckpointRestore(item)` (Grain's `grain.checkpoint.CheckpointHandler`)."""
+
+
+@ocp.args.register_with_handler(CheckpointHandler, for_save=True)
+@dataclasses.dataclass
+class CheckpointSave(ocp.args.CheckpointArgs):
+    """Save `item`, a loader or Dataset iterator, with `IteratorHandler` (Grain's
+    `grain.checkpoint.CheckpointSave`, also `PyGrainCheckpointSave`)."""
+
+    item: Any
+
+
+@ocp.args.register_with_handler(CheckpointHandler, for_restore=True)
+@dataclasses.dataclass
+class CheckpointRestore(ocp.args.CheckpointArgs):
+    """Restore the saved position into `item`, an iterator of the same pipeline (Grain's
+    `grain.checkpoint.CheckpointRestore`, also `PyGrainCheckpointRestore`)."""
+
+    item: Any
+
+
+def _iterator_in(args) -> Any:
+    return args.item if isinstance(args, CheckpointSave | CheckpointRestore) else args.iterator
 
 
 def checkpoint_manager(directory, *, max_to_keep: int | None = 3) -> ocp.CheckpointManager:
@@ -119,3 +151,9 @@ def restore_training(manager: ocp.CheckpointManager, model: nnx.Module,
     nnx.update(model, restored["model"])
     nnx.update(optimizer, restored["optimizer"])
     return step
+
+
+# `grain.python`'s older names for the same three.
+PyGrainCheckpointHandler = CheckpointHandler
+PyGrainCheckpointSave = CheckpointSave
+PyGrainCheckpointRestore = CheckpointRestore

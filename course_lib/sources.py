@@ -98,3 +98,48 @@ class RangeDataSource:
 
     def __repr__(self) -> str:
         return f"RangeDataSource(start={self.start}, stop={self.stop}, step={self.step})"
+
+
+class SharedMemoryDataSource:
+    """Records are the items of `elements`, a sequence (Grain's name, also
+    `InMemoryDataSource`).
+
+    Grain copies the elements into a shared-memory list so that its workers can attach to it
+    by `name` without a copy. course_lib's workers receive their source once when they start
+    (and share the NumPy arrays in it without copying), so here the elements stay an ordinary
+    tuple and `name` is only accepted together with `elements`, as a label.
+    """
+
+    def __init__(self, elements: Sequence[Any] | None = None, name: str | None = None):
+        if elements is None:
+            raise ValueError(
+                f"elements=None with name={name!r}: course_lib cannot attach to a shared-memory "
+                "list by name. Pass the records themselves, "
+                "e.g. SharedMemoryDataSource(elements=[1, 2, 3]).")
+        if isinstance(elements, str | bytes) or not isinstance(elements, Sequence):
+            raise TypeError(f"elements={elements!r:.80} must be a sequence of records, e.g. a "
+                            "list; for NumPy arrays use ArrayDataSource(arrays).")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name={name!r} must be a string or None.")
+        self._elements, self.name = tuple(elements), name
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __getitem__(self, record_key: int):
+        return self._elements[record_key]
+
+    def __repr__(self) -> str:
+        return f"SharedMemoryDataSource({len(self)} records)"
+
+
+InMemoryDataSource = SharedMemoryDataSource
+
+
+def __getattr__(name: str):
+    """`grain.sources.ArrayRecordDataSource`: imported on first use (it loads `array_record`)."""
+    if name == "ArrayRecordDataSource":
+        from course_lib.array_record import ArrayRecordDataSource
+
+        return ArrayRecordDataSource
+    raise AttributeError(f"module 'course_lib.sources' has no attribute {name!r}")

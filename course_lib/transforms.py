@@ -69,6 +69,19 @@ class FilterTransform:
         raise _not_overridden(self, "filter")
 
 
+class FlatMapTransform:
+    """Override `flat_map(element) -> sequence of elements` and set `max_fan_out`, the most
+    elements one element may become (Dataset API only: `iter_shapes.FlatMapMapDataset`
+    gives each input element `max_fan_out` positions, so it must be known in advance).
+    Grain names it `grain.experimental.FlatMapTransform` (`grain.transforms.FlatMap`)."""
+
+    max_fan_out: int
+
+    def flat_map(self, element) -> Sequence[Any]:
+        """Return the elements `element` becomes (at most `max_fan_out`)."""
+        raise _not_overridden(self, "flat_map")
+
+
 class StackedRecords(Sequence):
     """Records that are already stacked: a tree of arrays whose leaves share a leading
     record axis. A batched read of an in-memory source returns one of these, so that when
@@ -246,6 +259,15 @@ class Batch:
 
 
 Operation = MapTransform | RandomMapTransform | FilterTransform | Batch
+
+# Grain's `grain.transforms` names, so `grain.transforms.Map` reads the same on both.
+Map = MapTransform
+RandomMap = RandomMapTransform
+Filter = FilterTransform
+MapWithIndex = MapWithIndexTransform
+FlatMap = FlatMapTransform
+Transformation = Operation | MapWithIndexTransform | FlatMapTransform
+Transformations = Sequence[Transformation]
 
 _METHOD = {MapTransform: "map", RandomMapTransform: "random_map", FilterTransform: "filter"}
 
