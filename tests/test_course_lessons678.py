@@ -1,4 +1,4 @@
-"""The sentences lessons 6, 7 and 8 print follow their numbers: each outcome, made-up numbers."""
+"""The sentences lessons 7 and 8 print follow their numbers: each outcome, made-up numbers."""
 
 from __future__ import annotations
 
@@ -8,84 +8,7 @@ from pathlib import Path
 import pytest
 
 import course_lib as grain
-from course_lib.course import basics, recompilation, resume, training_loop
-from course_lib.course.recompilation import CompilationTiming
-
-
-# -- lesson 6 -------------------------------------------------------------------------------
-def test_retrace_cause_blames_the_shape_when_shapes_changed():
-    sentence = recompilation.retrace_cause([(64, 8, 8), (64, 8, 8), (28, 8, 8)])
-    assert "not the cause here" in sentence
-    assert "3 batches came in 2 shapes ((64, 8, 8), then (28, 8, 8))" in sentence
-
-
-def test_retrace_cause_points_at_chex_hint_when_the_shape_never_changed():
-    sentence = recompilation.retrace_cause([(64, 8, 8)] * 4, "the evaluation")
-    assert "a new shape is not what traced the evaluation again" in sentence
-    assert "chex's hint is the place to look" in sentence
-
-
-def test_retrace_cause_refuses_no_shapes():
-    with pytest.raises(ValueError, match="shapes is empty"):
-        recompilation.retrace_cause([])
-
-
-def test_compilation_counted_in_steps_when_it_stands_out():
-    timing = CompilationTiming(first_call=0.501, step_times=(0.001, 0.001, 0.002))
-    assert timing.compile_seconds == pytest.approx(0.5)
-    assert timing.sentence().startswith("One compilation cost about as much as 500 steps here")
-    # a single timing has no spread: the sentence says it was timed once
-    assert "(500 ms, timed once, against 1 ms per step, the median of 3" in timing.sentence()
-
-
-def test_compilation_sentence_prints_every_duration_in_one_format():
-    # the old sentence read "555.64 ms ... against 878.3 µs ...; the slowest step took 4.93 ms"
-    timing = CompilationTiming(first_call=0.55652, step_times=(0.0008783, 0.0008783, 0.00493))
-    assert "(556 ms, timed once, against 878 µs per step, the median of 3; the slowest step " \
-           "took 4.93 ms)" in timing.sentence()
-    unclear = CompilationTiming(first_call=0.0041234, step_times=(0.001, 0.0052345, 0.001))
-    assert "the first call took 4.12 ms, no more than the slowest of the 3 compiled calls " \
-           "(5.23 ms)" in unclear.sentence()
-
-
-def test_shape_counts_counts_each_shape_in_order():
-    shapes = [(64, 8, 8)] * 23 + [(28, 8, 8)]
-    assert recompilation.shape_counts(shapes) == (
-        "24 batches: 23 of shape (64, 8, 8), then 1 of shape (28, 8, 8)")
-    assert recompilation.shape_counts([(64, 8, 8)] * 5) == "5 batches, all of shape (64, 8, 8)"
-    assert recompilation.shape_counts([(3,)]) == "1 batch, all of shape (3)"
-    with pytest.raises(ValueError, match="shapes is empty"):
-        recompilation.shape_counts([])
-
-
-def test_compilation_in_steps_carries_no_false_precision():
-    # the old sentence printed "as much as 504 steps" from a ratio of two noisy timings
-    timing = CompilationTiming(first_call=0.50493, step_times=(0.001, 0.001, 0.002))
-    assert "about as much as 500 steps" in timing.sentence()
-    assert "504 steps" not in timing.sentence()
-    assert recompilation.about(66_052) == "about as much as 66,000"
-    assert recompilation.about(37.4) == "as much as 37"
-    assert recompilation.about(3.26) == "as much as 3.3"
-
-
-def test_compilation_within_the_steps_spread_is_not_claimed():
-    timing = CompilationTiming(first_call=0.004, step_times=(0.001, 0.002, 0.005))
-    assert timing.sentence().startswith("This run could not tell a compilation from a step")
-
-
-def test_time_compilation_times_the_first_call_apart():
-    calls = []
-
-    def call():
-        calls.append(None)
-        if len(calls) == 1:
-            sum(range(200_000))
-
-    timing = recompilation.time_compilation(call, repeats=3)
-    assert len(calls) == 4 and len(timing.step_times) == 3
-    assert timing.first_call > timing.step_seconds
-    with pytest.raises(ValueError, match="repeats=0"):
-        recompilation.time_compilation(call, repeats=0)
+from course_lib.course import basics, resume, training_loop
 
 
 # -- lesson 7 -------------------------------------------------------------------------------
