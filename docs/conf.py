@@ -64,7 +64,11 @@ def copy_notebooks() -> None:
             if not copy.exists() or copy.stat().st_mtime != path.stat().st_mtime:
                 # A lesson links a reference page as `../docs/inside/PAGE.md`, which is right
                 # on GitHub; on the site the notebook sits one folder up from there.
-                copy.write_text(path.read_text().replace("](../docs/", "](../"))
+                # The README's differences section is a page of its own on the site.
+                text = path.read_text().replace("](../docs/", "](../").replace(
+                    "](../README.md#where-course_lib-differs-from-grain)",
+                    "](../readme/differences.md)")
+                copy.write_text(text)
                 shutil.copystat(path, copy)
 
 
