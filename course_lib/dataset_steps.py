@@ -42,7 +42,11 @@ def element_function(transform, kind: str) -> Callable:
         raise TypeError(
             f"{type(transform).__name__} is a {_METHODS[wrong[0]].__name__}, which .{kind}() "
             f"cannot run: use ds.{wrong[0]}({type(transform).__name__}(...)) instead.")
-    if isinstance(transform, type) or not callable(transform):
+    # A class is a function too (`ds.map(ParquetIterDataset)` builds one per element), but
+    # a transform class given without `()` is a mistake.
+    transform_classes = (*_METHODS.values(), MapWithIndexTransform)
+    if ((isinstance(transform, type) and issubclass(transform, transform_classes))
+            or not callable(transform)):
         raise TypeError(
             f"{kind}({transform!r:.80}) needs a function or a transform instance, e.g. "
             f"ds.{kind}(lambda x: ...)" + (f" or ds.{kind}({base.__name__} subclass())"

@@ -109,3 +109,10 @@ def test_a_chain_in_grains_current_names_runs_with_the_import_changed(tmp_path):
     on_course_lib = _lesson_chain(course_lib, tmp_path)
     assert on_course_lib == on_grain
     assert on_course_lib[2:5] == on_course_lib[5:8]  # the restored iterator continues
+
+
+def test_map_takes_a_class_as_its_function_but_not_a_transform_class():
+    """Grain's tests build a data set per element with `ds.map(ParquetIterDataset)`."""
+    assert list(course_lib.MapDataset.range(3).map(str)) == ["0", "1", "2"]
+    with pytest.raises(TypeError, match="transform instance"):
+        course_lib.MapDataset.range(3).map(course_lib.transforms.Map)
