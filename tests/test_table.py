@@ -76,3 +76,8 @@ def test_times_print_in_a_readable_unit():
     assert table.format_time(0.00000042) == "0.42 µs"
     assert table.format_time(0.01234) == "12.3 ms"
     assert table.format_time(1.5) == "1.50 s"
+
+
+def test_ratios_print_three_significant_digits():
+    assert [table.format_ratio(r) for r in (1.254, 12.34, 3320.94, 10070.3, 0.5)] == \
+        ["1.25x", "12.3x", "3,320x", "10,100x", "0.50x"]

@@ -114,7 +114,7 @@ class Table:
         header = ["setup", f"median ± s.e. ({self.unit})" if self.unit != "s" else
                   "median ± s.e.", "runs", f"vs {self.baseline}", "verdict"]
         body = [[row.setup, _value(row.estimate, self.unit), str(row.estimate.count),
-                 f"{row.ratio:.2f}x", row.verdict] for row in self.rows]
+                 format_ratio(row.ratio), row.verdict] for row in self.rows]
         return header, body
 
     def __str__(self) -> str:
@@ -167,6 +167,14 @@ def compare(runs: Mapping[str, Sequence[float]], *, baseline: str | None = None,
                         BASELINE if name == baseline else
                         verdict(estimate, base, higher_is_better=higher_is_better, words=words)))
     return Table(tuple(rows), baseline, unit, higher_is_better)
+
+
+def format_ratio(ratio: float) -> str:
+    """A ratio to three significant digits, as far as timings support: "1.25x", "12.3x",
+    "3,320x"."""
+    if ratio >= 100:
+        return f"{float(f'{ratio:.3g}'):,.0f}x"
+    return f"{ratio:.3g}x" if ratio >= 10 else f"{ratio:.2f}x"
 
 
 def format_time(seconds: float) -> str:
