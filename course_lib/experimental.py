@@ -10,21 +10,25 @@ from course_lib.dataset_steps import apply_transformations
 from course_lib.elastic import ElasticIterator
 from course_lib.pack_datasets import BestFitPackIterDataset, FirstFitPackIterDataset
 from course_lib.packing import PackAndBatchOperation
+from course_lib.record_readers import ParquetIterDataset, TFRecordIterDataset
 from course_lib.resume_check import assert_equal_output_after_checkpoint
 from course_lib.stream_steps import (
     InterleaveIterDataset,
     ThreadPrefetchIterDataset,
     WindowShuffleIterDataset,
 )
-from course_lib.transforms import MapWithIndexTransform
+from course_lib.transforms import FlatMapTransform, MapWithIndexTransform
 
 __all__ = [
     "BestFitPackIterDataset",
     "ElasticIterator",
     "FirstFitPackIterDataset",
+    "FlatMapTransform",
     "InterleaveIterDataset",
     "MapWithIndexTransform",
     "PackAndBatchOperation",
+    "ParquetIterDataset",
+    "TFRecordIterDataset",
     "ThreadPrefetchIterDataset",
     "WindowShuffleIterDataset",
     "apply_transformations",
