@@ -36,7 +36,7 @@ class LoaderTiming:
         self.first_batch_s, self.total_s = first_batch_s, total_s
         self.records, self.first_records = records, first_records
         self.worker_memory_mb = dict(worker_memory_mb or {})
-        # every repetition's times, when this is the median of several (benchmark_workers)
+        # every repetition's times, when this is the median of several runs
         self.repeat_total_s: tuple[float, ...] = (total_s,)
         self.repeat_first_batch_s: tuple[float, ...] = (first_batch_s,)
         # at worker_count=0: whether the batch thread made the batches (None with workers)
