@@ -37,9 +37,11 @@ best forced shape's by the course's margin rule (`course_lib.course.basics.judge
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -123,11 +125,62 @@ def _force(shape: str) -> None:
         record_stage.THREADS_PAY_OFF_S = record_stage.WORK_PAYS_OFF_S = math.inf
 
 
+# -- course_lib's account of where an iterator ran (its `execution` line), read ---------
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """course_lib's `iterator.execution` line, read.
+
+    `place`: "workers", "batch thread" or "this thread" (the batch thread's choice, made
+    on the second chunk). `read_threads`: the read threads the first chunk chose (0: none),
+    and `why_no_read_threads` why none: "forbidden" (`ReadOptions(num_threads=0)`),
+    "capped" (work that computes, capped at this process's share of the cores), "cheap"
+    (under the thresholds), "empty", or "" when they run or with workers. `reads` is the
+    read threads' part of the line, with its figures."""
+
+    text: str
+    place: str
+    read_threads: int
+    why_no_read_threads: str
+    reads: str
+
+
+def read_execution(execution: str) -> Execution:
+    """Read course_lib's `DataLoaderIterator.execution` (also an Engine iterator's); a line
+    this does not know (a loader not started yet, another format) raises `ValueError`."""
+    if execution.startswith("in worker processes"):
+        return Execution(execution, "workers", 0, "", "")
+    inline = "in the caller's thread, no batch thread and "
+    if execution.startswith(inline):
+        place, reads = "this thread", execution[len(inline):]
+    elif "; " in execution:
+        batch, reads = execution.split("; ", 1)
+        if batch.startswith("on the batch thread"):
+            place = "batch thread"
+        elif batch.startswith("in the caller's thread"):
+            place = "this thread"
+        else:
+            raise ValueError(f"not a decided batch thread: {batch!r}")
+    else:
+        raise ValueError(f"not an execution line of a started iterator: {execution!r}")
+    counted = re.match(r"(\d+) read threads?:", reads)
+    if counted:
+        return Execution(execution, place, int(counted.group(1)), "", reads)
+    if not reads.startswith("no read threads:"):
+        raise ValueError(f"not a decided read-thread count: {reads!r}")
+    if reads.startswith("no read threads: ReadOptions("):
+        why = "forbidden"
+    elif reads.startswith("no read threads: the first chunk was empty"):
+        why = "empty"
+    elif "capped at this process's share of the cores" in reads:
+        why = "capped"
+    else:
+        why = "cheap"
+    return Execution(execution, place, 0, why, reads)
+
+
 def chosen_shape(execution: str) -> str:
     """The shape an iterator's `execution` says ran: `caller`, `caller_read`, `batch` or
-    `batch_read`, read by lesson 2's parser of that line (`building_blocks.read_execution`)."""
-    from course_lib.course.building_blocks import read_execution
-
+    `batch_read`, read by `read_execution`."""
     ran = read_execution(execution)
     if ran.place == "workers":
         raise ValueError(f"no batch-thread decision in execution={execution!r}")
