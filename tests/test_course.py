@@ -156,14 +156,6 @@ def test_jax_messages_explain_a_retrace_without_printing(capfd):
     assert not jax.config.jax_explain_cache_misses, "the setting is restored"
 
 
-def test_naive_batches_are_shifted_scaled_digits(tmp_path):
-    folder = course.digit_images_on_disk(side=24, directory=tmp_path / "digits")
-    batch = next(training_loop.naive_batches(folder, 5, num_records=20))
-    assert batch["image"].shape == (5, 24, 24) and batch["image"].dtype == np.float32
-    assert batch["image"].min() >= 0.0 and batch["image"].max() <= 1.0
-    assert batch["label"].dtype == np.int32 and batch["label"].shape == (5,)
-
-
 def test_plot_training_labels_both_panels():
     figure = training_loop.plot_training([2.0, 1.0, 0.5], {3: 0.8})
     loss_ax, accuracy_ax = figure.axes

@@ -1,5 +1,6 @@
 """Lesson 8, saving the data position: the resumed run drawn against the uninterrupted one,
-and the batches' fingerprints side by side at the step where the run stopped."""
+the batches' fingerprints side by side at the step where the run stopped, the batches a
+resume from the wrong position would skip, and a checkpoint's folders."""
 
 from __future__ import annotations
 
@@ -90,65 +91,6 @@ def skipped_batches(sampler, loop_position: int, loader_position: int,
                          "the loop consumed. Pass the states' next_index in that order.")
     keys = [sampler[index].record_key for index in range(loop_position, loader_position)]
     return [keys[start:start + batch_size] for start in range(0, len(keys), batch_size)]
-
-
-def read_ahead_sentence(loop_position: int, loader_position: int,
-                        skipped: Sequence[Sequence[int]]) -> str:
-    """What resuming from each of the two positions would do, from the positions themselves."""
-    if loader_position == loop_position:
-        return (f"At this moment both stood at record {loop_position}: the thread had not "
-                "read ahead, so this run does not show the trap. It reads ahead whenever the "
-                "loop is slower than the loader, as it is during training.")
-    if loader_position < loop_position:
-        raise ValueError(f"loader_position={loader_position} is behind loop_position="
-                         f"{loop_position}; pass the loop's position first.")
-    shown = "\n".join(f"  {keys}" for keys in skipped[:4])
-    more = f"\n  ... and {len(skipped) - 4} more" if len(skipped) > 4 else ""
-    first = loop_position // len(skipped[0]) + 1 if skipped and skipped[0] else None
-    which = (f" (batches {first} to {first + len(skipped) - 1} of the stream)"
-             if first and len(skipped) > 1 else f" (batch {first} of the stream)" if first else "")
-    return (f"Resumed from the loop's position ({loop_position}), the next batch is the one "
-            f"the loop has not trained on yet. Resumed from the loader's own position "
-            f"({loader_position}), the run would skip the {len(skipped)} batch"
-            f"{'es' if len(skipped) != 1 else ''} read ahead{which}, never training on "
-            f"these records:\n{shown}{more}")
-
-
-# -- course_lib's saved state against Grain's ------------------------------------------------
-def _position_keys(state: Mapping) -> str:
-    keys = [f"`{key}`" for key in state if "index" in key or "indices" in key]
-    return " and ".join(keys) or "no index"
-
-
-def state_formats_sentence(course_state: str | bytes, grain_state: str | bytes | None) -> str:
-    """How course_lib's saved data position differs from Grain's, from two real states."""
-    import json
-
-    ours = json.loads(course_state)
-    ours_text = (f"course_lib saves version {ours.get('version')}, its position as "
-                 f"{_position_keys(ours)}")
-    if grain_state is None:
-        return (f"{ours_text}. Grain is not installed here to compare; Grain 0.2.18 saves "
-                "another format, so a checkpoint does not carry across between the two.")
-    theirs = json.loads(grain_state)
-    if theirs.get("version") == ours.get("version") and set(theirs) == set(ours):
-        return (f"{ours_text}; Grain saves version {theirs.get('version')} with the same keys: "
-                "the same format, so a state saved by one should restore in the other.")
-    parts = []
-    if "last_seen_indices" in theirs:
-        parts.append(f"`last_seen_indices` ({json.dumps(theirs['last_seen_indices'])}: for each "
-                     "worker, the stream position of the last record it has handed out; at "
-                     "worker_count=0 the one entry is the process itself)")
-    if "last_worker_index" in theirs:
-        parts.append(f"`last_worker_index` ({theirs['last_worker_index']}: one less than the "
-                     "worker whose turn comes next, since workers hand out elements in turn; "
-                     "-1 when it is worker 0's turn, as always at worker_count=0)")
-    theirs_text = (f"Grain saves version {theirs.get('version')}, its position as "
-                   + (" and ".join(parts) or _position_keys(theirs)))
-    return (f"{ours_text} (the next record to read); {theirs_text}. The formats differ: the "
-            "next cells give each library's state to the other's loader. Switching libraries "
-            "means starting the data position afresh, or converting it. Lesson 11 moves this "
-            "loop to Grain and saves its position with Grain's own checkpoint handler.")
 
 
 def checkpoint_listing(directory, *, max_depth: int = 3) -> str:
