@@ -8,6 +8,15 @@ does with Grain 0.2.18. The `DataLoader`'s packer, `PackAndBatchOperation`, is i
 
 from course_lib.dataset_steps import apply_transformations
 from course_lib.elastic import ElasticIterator
+from course_lib.iter_shapes import (
+    FlatMapIterDataset,
+    FlatMapMapDataset,
+    LimitIterDataset,
+    RebatchIterDataset,
+    RepeatIterDataset,
+    ZipIterDataset,
+    ZipMapDataset,
+)
 from course_lib.pack_datasets import BestFitPackIterDataset, FirstFitPackIterDataset
 from course_lib.packing import PackAndBatchOperation
 from course_lib.record_readers import ParquetIterDataset, TFRecordIterDataset
@@ -23,14 +32,21 @@ __all__ = [
     "BestFitPackIterDataset",
     "ElasticIterator",
     "FirstFitPackIterDataset",
+    "FlatMapIterDataset",
+    "FlatMapMapDataset",
     "FlatMapTransform",
     "InterleaveIterDataset",
+    "LimitIterDataset",
     "MapWithIndexTransform",
     "PackAndBatchOperation",
     "ParquetIterDataset",
+    "RebatchIterDataset",
+    "RepeatIterDataset",
     "TFRecordIterDataset",
     "ThreadPrefetchIterDataset",
     "WindowShuffleIterDataset",
+    "ZipIterDataset",
+    "ZipMapDataset",
     "apply_transformations",
     "assert_equal_output_after_checkpoint",
 ]
