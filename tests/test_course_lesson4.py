@@ -1,6 +1,5 @@
 """The lesson 4 helpers in course_lib.course: the worker-scaling plot, reading a failure, the
-pickle-or-share measurement, CPU use (also printed by lessons 1 and 7), and the timing of a
-loader that lesson 2's helpers use."""
+pickle-or-share measurement, and CPU use (also printed by lessons 1 and 7)."""
 
 import os
 import time
@@ -154,47 +153,6 @@ def test_cpu_use_tells_the_lesson_from_other_programs():
     quiet = parallel_workers.machine_load(usage=CpuUse(wall_s=2.0, own_cpu_s=3.0,
                                                        machine_cpu_s=3.1))
     assert "other programs took next to nothing" in quiet
-
-def test_interleaved_runs_finish_the_bar_before_printing_what_the_runs_said(capsys):
-    import sys
-
-    def noisy_run(key):
-        print(f"note from run {key}", file=sys.stderr)
-        print("the same note every time", file=sys.stderr)
-        return key
-
-    runs = course.parallel_workers.interleaved_runs(noisy_run, [1, 2], repeats=2, desc="bar")
-    assert runs == {1: [1, 1], 2: [2, 2]}
-    err = capsys.readouterr().err
-    # the bar reached 4/4 before any note, and each note is printed once
-    assert err.index("4/4") < err.index("note from run 1")
-    assert err.count("the same note every time") == 1
-
-def test_interleaved_runs_rotate_the_order_so_every_key_takes_every_place():
-    called = []
-
-    def run(key):
-        called.append(key)
-        return len(called)
-
-    fixed = parallel_workers.interleaved_runs(run, "abc", repeats=2, desc="fixed")
-    assert called == list("abcabc") and fixed == {"a": [1, 4], "b": [2, 5], "c": [3, 6]}
-    called.clear()
-    rotated = parallel_workers.interleaved_runs(run, "abc", repeats=4, desc="rotated",
-                                                rotate=True)
-    assert "".join(called) == "abc" "bca" "cab" "abc"
-    # each key's runs in the order of the rounds, and every key once in every place
-    assert rotated == {"a": [1, 6, 8, 10], "b": [2, 4, 9, 11], "c": [3, 5, 7, 12]}
-    places = {key: sorted(called[3 * r: 3 * r + 3].index(key) for r in range(3)) for key in "abc"}
-    assert places == {"a": [0, 1, 2], "b": [0, 1, 2], "c": [0, 1, 2]}
-
-
-def test_timed_pass_counts_every_record_and_the_first_batch():
-    timing, closing = parallel_workers.timed_pass(_range_loader(count=10),
-                                                  before_close=lambda: "still open")
-    assert timing.records == 10 and timing.first_records == 4
-    assert 0 < timing.first_batch_s <= timing.total_s and closing == "still open"
-    assert timing.batch_thread is False  # a cheap chunk stays in the calling thread
 
 
 def test_plot_worker_scaling_draws_every_run_against_worker_count_zero():

@@ -2,172 +2,20 @@
 the CPU-use measurement that lessons 1, 4 and 7 print.
 
 The loaders and the loops the lesson times are written in its cells; this module holds what
-would only clutter them. `LoaderTiming`, `timed_pass` and `interleaved_medians` time a loader
-for lesson 2's helpers."""
+would only clutter them."""
 
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from course_lib.course.basics import format_seconds, run_times
-
-
-class LoaderTiming:
-    """One timed pass over a loader: when the first batch came, when the last one did.
-
-    `first_batch_s` includes starting the workers; `steady_records_per_s` leaves the first
-    batch out, so it is the speed once everything is running. `worker_memory_mb` is each
-    worker's own memory, when the caller measured it after the first batch.
-    """
-
-    def __init__(self, first_batch_s: float, total_s: float, records: int,
-                 first_records: int, worker_memory_mb: Mapping[str, float] | None = None):
-        self.first_batch_s, self.total_s = first_batch_s, total_s
-        self.records, self.first_records = records, first_records
-        self.worker_memory_mb = dict(worker_memory_mb or {})
-        # every repetition's times, when this is the median of several runs
-        self.repeat_total_s: tuple[float, ...] = (total_s,)
-        self.repeat_first_batch_s: tuple[float, ...] = (first_batch_s,)
-        # at worker_count=0: whether the batch thread made the batches (None with workers)
-        self.batch_thread: bool | None = None
-        self.repeat_batch_thread: tuple[bool | None, ...] = (None,)
-
-    def __repr__(self) -> str:
-        return (f"LoaderTiming(first batch {format_seconds(self.first_batch_s)}, "
-                f"{self.records} records in {format_seconds(self.total_s)})")
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.total_s
-
-    @property
-    def median_first_batch_s(self) -> float:
-        """The median time to the first batch over the repetitions (the median run, chosen
-        by its total time, need not have the median first batch)."""
-        return statistics.median(self.repeat_first_batch_s)
-
-    @property
-    def seconds_per_record(self) -> tuple[float, ...]:
-        """Every repetition's whole-run time divided by the records: what comparisons of
-        runs of different lengths use."""
-        return tuple(total / self.records for total in self.repeat_total_s)
-
-    @property
-    def steady_records_per_s(self) -> float:
-        later = self.records - self.first_records
-        return later / (self.total_s - self.first_batch_s) if later else self.records_per_s
-
-
-def _leading_length(element: Any) -> int:
-    """The batch size of a batch (any nesting of dicts, tuples and arrays); 1 for a record."""
-    while isinstance(element, dict | list | tuple) and element:
-        element = next(iter(element.values())) if isinstance(element, dict) else element[0]
-    shape = getattr(element, "shape", ())
-    return int(shape[0]) if shape else 1
-
-
-def timed_pass(loader: Any, *, after_first: Callable[[], Any] | None = None,
-               before_close: Callable[[], Any] | None = None) -> tuple[LoaderTiming, Any]:
-    """Iterate `loader` to its end once (closing the iterator) and time it.
-
-    `after_first()` runs once the first batch has come, off the clock; what it returns
-    becomes the timing's `worker_memory_mb`. `before_close()` runs after the last element,
-    while the iterator is still open, and what it returns is the second value returned.
-    """
-    extra = closing = None
-    start = time.perf_counter()
-    with iter(loader) as iterator:
-        first = next(iterator)
-        first_batch_s = time.perf_counter() - start
-        records = first_records = _leading_length(first)
-        del first
-        if after_first is not None:
-            paused = time.perf_counter()
-            extra = after_first()
-            start += time.perf_counter() - paused
-        for element in iterator:
-            records += _leading_length(element)
-        if before_close is not None:
-            closing = before_close()
-        ran_batch_thread = _ran_batch_thread(iterator)
-    timing = LoaderTiming(first_batch_s, time.perf_counter() - start, records, first_records,
-                          extra)
-    timing.batch_thread = ran_batch_thread
-    timing.repeat_batch_thread = (ran_batch_thread,)
-    return timing, closing
-
-
-def _ran_batch_thread(iterator: Any) -> bool | None:
-    """Whether a `worker_count=0` iterator's batches were made by the batch thread
-    (`read_ahead.ReadAhead` decides on each iterator's second chunk); None for an iterator
-    that is not course_lib's in-process one (workers, or another library)."""
-    from course_lib.read_ahead import ReadAhead
-
-    elements = getattr(iterator, "_elements", None)
-    if isinstance(elements, ReadAhead):
-        return elements.in_background
-    if getattr(getattr(iterator, "_loader", None), "worker_count", None) == 0:
-        return False  # ReadOptions(num_threads=0): everything in the calling thread
-    return None
-
-
-def interleaved_medians(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
-                        repeats: int, desc: str) -> dict[Any, Any]:
-    """`time_one(key)` for every key, `repeats` rounds of all keys in turn (so that a busy
-    moment of the machine does not hit one key only); keep each key's median run, by
-    `total_s`. A text progress bar shows the rounds."""
-    return {key: sorted(timings, key=lambda t: t.total_s)[len(timings) // 2]
-            for key, timings in interleaved_runs(time_one, keys, repeats=repeats,
-                                                 desc=desc).items()}
-
-
-def interleaved_runs(time_one: Callable[[Any], Any], keys: Sequence[Any], *,
-                     repeats: int, desc: str, rotate: bool = False) -> dict[Any, list]:
-    """Every run of `interleaved_medians`: `repeats` results of `time_one(key)` per key.
-
-    With `rotate`, each round starts one key later than the one before (a, b, c; then
-    b, c, a; then c, a, b; ...), so that over `len(keys)` rounds every key runs once in
-    every place of a round, first to last: an effect of the place (the first run of a round
-    after a pause, a machine that slows down as a round goes on) falls on every key in
-    turn, not always on the same one. (The cyclic order stays: b follows a whenever b is
-    not first.) Each key's runs stay in the order of the rounds.
-
-    A text bar counts the runs and stays, at 100%, once they are done. What the runs print
-    to stderr meanwhile (course_lib's note on more workers than cores, say) is held back
-    and printed once, each line once, under the finished bar, so it cannot cut the bar off
-    halfway in the saved notebook."""
-    from tqdm import tqdm  # a text bar: it renders in Jupyter, Colab and saved notebooks
-
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats={repeats!r} must be an integer of at least 1, e.g. 3.")
-    runs: dict[Any, list] = {key: [] for key in keys}
-    held = io.StringIO()
-    try:
-        # the bar keeps the stderr it was given before the redirection
-        with tqdm(total=repeats * len(runs), desc=desc, leave=True) as bar, \
-                contextlib.redirect_stderr(held):
-            order = list(runs)
-            for round_index in range(repeats):
-                start = round_index % len(order) if rotate and order else 0
-                for key in order[start:] + order[:start]:
-                    runs[key].append(time_one(key))
-                    bar.update()
-    finally:
-        lines = dict.fromkeys(line for line in held.getvalue().splitlines() if line.strip())
-        if lines:
-            print("\n".join(lines), file=sys.stderr, flush=True)
-    return runs
+from course_lib.course.basics import run_times
 
 
 def plot_worker_scaling(curves: Mapping[str, Mapping[int, Sequence[float]]], *, title: str,
