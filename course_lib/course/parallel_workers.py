@@ -98,49 +98,18 @@ def load_average() -> float | None:
         return None
 
 
-def machine_load(own_processes: int = 0, *, usage: CpuUse | None = None) -> str:
-    """One sentence on how busy this machine is, to read the timings measured next in context.
-
-    `own_processes` is how many processes (or busy threads) the lesson itself keeps running
-    (the loop with its step, each worker): they are not "other programs". With `usage`
-    (from `measure_cpu_use`, taken around the timings) the sentence says how many cores
-    this process and its workers used, and how many other programs used, measured; without
-    it, it reads the load average of the last minute, which counts everyone's processes.
-    """
-    if not isinstance(own_processes, int) or own_processes < 0:
-        raise ValueError(f"own_processes={own_processes!r} must be a count of 0 or more: the "
-                         "lesson's own busy processes, e.g. 3 for the loop and 2 workers.")
+def machine_load() -> str:
+    """The load average of the last minute against the cores, in one line: exercise 2's
+    check prints it beside the learner's timings."""
     cores = os.cpu_count() or 1
-    if usage is not None:
-        return usage.sentence(cores, own_processes)
     load = load_average()
     if load is None:
         return "The load average is not available here, so other programs' work is unknown."
     said = f"Load average over the last minute: {load:.1f} on {cores} cores"
-    if not own_processes:
-        if load > cores:
-            return (f"{said}. Other programs are busy too, so these timings compete with "
-                    "them, and extra workers find no idle core.")
-        return f"{said}: the machine is not overloaded."
-    own = _own(own_processes, cores)
-    others = load - own_processes
-    if others > 0.5:
-        return (f"{said}. {own}; the load is {others:.1f} above them, so other programs "
-                "took CPU time too (the average covers the last minute, so this counts "
-                "them at the least).")
-    return (f"{said}, no more than this lesson's own {own_processes} busy processes: other "
-            f"programs were not busy. {own}.")
-
-
-def _own(own_processes: int, cores: int) -> str:
-    """The lesson's own processes against the cores, in a clause."""
-    if own_processes > cores:
-        return (f"This lesson alone keeps {own_processes} processes busy on {cores} cores: "
-                "they are oversubscribed by the lesson itself")
-    return f"This lesson keeps {own_processes} processes busy on {cores} cores"
-
-
-OTHERS_BUSY_CORES = 0.25  # other programs using this many cores or more compete with us
+    if load > cores:
+        return (f"{said}. Other programs are busy too, so these timings compete with "
+                "them, and extra workers find no idle core.")
+    return f"{said}: the machine is not overloaded."
 
 
 @dataclass(frozen=True)
@@ -160,15 +129,6 @@ class CpuUse:
     def other_cores(self) -> float:
         """Cores other programs used on average: the machine's busy time minus ours."""
         return max(0.0, self.machine_cpu_s - self.own_cpu_s) / self.wall_s
-
-    def sentence(self, cores: int, own_processes: int = 0) -> str:
-        said = (f"While it ran, this process and its workers used {self.own_cores:.1f} of "
-                f"the {cores} cores and other programs {self.other_cores:.1f}, measured "
-                f"from the CPU time of the last {self.wall_s:.1f} s")
-        own = f" {_own(own_processes, cores)}." if own_processes else ""
-        if self.other_cores >= OTHERS_BUSY_CORES:
-            return f"{said}: the timings competed with other programs.{own}"
-        return f"{said}: other programs took next to nothing.{own}"
 
 
 @contextlib.contextmanager
