@@ -30,6 +30,7 @@ runs it on the `DataLoader`'s engine.
 from __future__ import annotations
 
 import bisect
+import numbers
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -95,6 +96,15 @@ class MapDataset(Generic[T]):
 
     def _getitems(self, indices: Sequence[int]) -> list:
         return [self[index] for index in indices]
+
+    @property
+    def _pass_length(self) -> int | None:
+        """The elements of one pass over the data under this data set: its length when it
+        is finite; when it is endless, one epoch under its `repeat()` (a filter that keeps
+        none of those keeps nothing ever: `iter_dataset._pass_length`); None when unknown."""
+        if len(self) < sys.maxsize:
+            return len(self)
+        return self._parent._pass_length if len(self._parents) == 1 else None
 
     def __iter__(self):
         return iter(self.to_iter_dataset())
@@ -190,7 +200,32 @@ class _Step(MapDataset):
     def __getitem__(self, index):
         if isinstance(index, slice):
             return self.slice(index)
-        return self._at(index)
+        if type(index) is not int or index < 0:  # the common case needs no check
+            index = self._checked_index(index)
+        try:
+            return self._at(index)
+        except ZeroDivisionError:  # an epoch of 0 elements
+            if len(self) == 0:
+                self._checked_index(index)
+            raise
+
+    def _checked_index(self, index) -> int:
+        """`index` as a non-negative int: an integer, negative ones counting back from the
+        end of the first epoch (`ds[-1]` is its last element)."""
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise TypeError(
+                f"ds[{index!r}]: an index must be an integer (or a slice), got "
+                f"{type(index).__name__}. Write ds[3], ds[-1] or ds[2:8].")
+        index, length = int(index), len(self)
+        if length == 0:
+            raise IndexError(f"ds[{index}]: this data set is empty ({self!r}), so no index "
+                             "reads an element. Check the slice or the filter that made it.")
+        if index < -length:
+            raise IndexError(
+                f"ds[{index}]: a negative index counts back from the end of the first epoch, "
+                f"so it must be an integer in [-{length}, -1] for these {length} elements "
+                "(an index >= len(ds) reads a later epoch).")
+        return index + length if index < 0 else index
 
     def _at(self, index: int):
         raise NotImplementedError
@@ -243,8 +278,9 @@ class RangeMapDataset(_Step):
     def to_iter_dataset(self, read_options: ReadOptions | None = None, *,
                         allow_nones: bool = False) -> IterDataset:
         # Integers cost nothing to make: read none ahead unless asked, as Grain does.
-        return super().to_iter_dataset(read_options or ReadOptions(prefetch_buffer_size=0),
-                                       allow_nones=allow_nones)
+        if read_options is None:
+            read_options = ReadOptions(prefetch_buffer_size=0)
+        return super().to_iter_dataset(read_options, allow_nones=allow_nones)
 
     def __repr__(self) -> str:
         r = self._range
@@ -363,6 +399,10 @@ class RepeatMapDataset(_Step):
 
     def __len__(self) -> int:
         return self._length
+
+    @property
+    def _pass_length(self) -> int | None:
+        return self._parent_length if self._length >= sys.maxsize else self._length
 
     def _at(self, index: int):
         return self._parent[index if self._reseed else index % self._parent_length]
@@ -509,6 +549,18 @@ class MixedMapDataset(_Step):
 
     def __len__(self) -> int:
         return self._length
+
+    @property
+    def _pass_length(self) -> int | None:
+        """Enough elements of an endless mix for each component to pass over its data once."""
+        if self._length < sys.maxsize:
+            return self._length
+        passes = [dataset._pass_length for dataset in self._parents]
+        if None in passes:
+            return None
+        total = sum(self._weights)
+        return max(-(-length * total // weight)
+                   for length, weight in zip(passes, self._weights, strict=True))
 
     def _at(self, index: int):
         component, inner = component_at(index, self._weights)

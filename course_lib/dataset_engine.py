@@ -28,8 +28,9 @@ We chose this direction (the Dataset API compiled onto the `DataLoader`'s engine
 than Grain's (since 0.2.13 Grain's `DataLoader` is built on its Dataset API) because the
 engine is the part the course measures lesson by lesson: the `DataLoader` keeps its exact
 behaviour, and the Dataset face adds a compiler, not an engine. Steps with no `DataLoader`
-counterpart (mixing `IterDataset`s, packing, window shuffles) run in the main process on
-the engine's output, in `iter_dataset.py` and `experimental.py`.
+counterpart (mixing `IterDataset`s, an `IterDataset.batch` after them, `map_with_index`,
+packing, window shuffles, interleaving) run in the main process on the engine's output:
+`iter_steps.py`, `pack_datasets.py` and `stream_steps.py`.
 
 Import graph, top down: `dataset` (MapDataset) -> `iter_dataset` (IterDataset and the
 planning) -> `iter_steps` (steps run here), `dataset_engine` (this module) -> `loader` and the
@@ -45,8 +46,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from course_lib.dataset_iterator import DatasetIterator, check_state
+from course_lib.dataset_iterator import DatasetIterator, check_position, check_state
 from course_lib.loader import DataLoader
+from course_lib.pipeline import KeptNothing
 from course_lib.record_stage import ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.state import encode_state
@@ -73,6 +75,11 @@ class Plan:
     # `MapDataset.batch` became the engine's `Batch`, so that the state still counts
     # batches, as the `MapDataset` it came from does (and Grain's state would).
     positions_per_index: int = 1
+    # Whether each element the engine hands out is one element of the `MapDataset` (or a
+    # batch of them from `MapDataset.batch`), with a position a later step can key on.
+    positioned: bool = True
+    # `DataLoader.pass_length` for an endless `base` (`MapDataset._pass_length`).
+    pass_length: int | None = None
 
 
 class PositionedElements:
@@ -131,22 +138,31 @@ class BatchMap(MapTransform):
         return self.function(element)
 
 
-def loader_for(plan: Plan) -> DataLoader:
-    """The `DataLoader` that runs `plan`: one epoch of `base`, in order."""
-    operations: list[Any] = [ElementSteps(plan.element_steps)]
-    if plan.may_hold_none:
-        operations.append(KeepPresent())
-    if plan.batch is not None:
-        operations.append(plan.batch)
-        operations.extend(BatchMap(function) for function in plan.batch_maps)
-    source = PositionedElements(plan.base)
-    loader = DataLoader(data_source=source,
-                        sampler=IndexSampler(len(source), num_epochs=1),
-                        operations=operations, worker_count=plan.worker_count,
-                        worker_buffer_size=plan.worker_buffer_size,
-                        read_options=plan.read_options)
-    loader._records_ahead = records_ahead(plan)
-    return loader
+class ChainLoader(DataLoader):
+    """The `DataLoader` that runs `plan`: one epoch of `base`, in order. It differs from the
+    `DataLoader` a learner builds in two answers only: how many records its read-ahead may
+    hold (`records_ahead`), and the pass over the data an endless chain's filter is judged
+    on (`MapDataset._pass_length`: one epoch under `repeat()`)."""
+
+    def __init__(self, plan: Plan):
+        operations: list[Any] = [ElementSteps(plan.element_steps)]
+        if plan.may_hold_none:
+            operations.append(KeepPresent())
+        if plan.batch is not None:
+            operations.append(plan.batch)
+            operations.extend(BatchMap(function) for function in plan.batch_maps)
+        source = PositionedElements(plan.base)
+        super().__init__(data_source=source,
+                         sampler=IndexSampler(len(source), num_epochs=1),
+                         operations=operations, worker_count=plan.worker_count,
+                         worker_buffer_size=plan.worker_buffer_size,
+                         read_options=plan.read_options)
+        self._records_ahead = records_ahead(plan)
+        self._pass = plan.pass_length
+
+    @property
+    def pass_length(self) -> int | None:
+        return self._pass
 
 
 def records_ahead(plan: Plan) -> int:
@@ -161,6 +177,27 @@ def records_ahead(plan: Plan) -> int:
     return (plan.read_options.prefetch_buffer_size + 1) * plan.positions_per_index
 
 
+def step_name(function: Callable) -> str:
+    """A step's name for the plan: `map`, `filter`, `random_map`, ... of its data set."""
+    owner = type(getattr(function, "__self__", function)).__name__.strip("_")
+    for suffix in ("MapDataset", "IterDataset"):
+        owner = owner.removesuffix(suffix)
+    words = "".join(f"_{c.lower()}" if c.isupper() else c for c in owner).strip("_")
+    return words or getattr(function, "__name__", "step")
+
+
+def describe(plan: Plan) -> str:
+    """The plan in one line: what the engine reads, and the steps it runs on it."""
+    steps = [step_name(step) for step in plan.element_steps]
+    parts = [f"on the engine: {plan.base!r} read in order"]
+    if steps:
+        parts.append(f"per element: {', '.join(steps)}")
+    if plan.batch is not None:
+        maps = f" and {len(plan.batch_maps)} map(s) after it" if plan.batch_maps else ""
+        parts.append(f"then {plan.batch!r}{maps}")
+    return "; ".join(parts)
+
+
 class EngineIterator(DatasetIterator):
     """A `DatasetIterator` over a `DataLoaderIterator`: its state is `{"next_index": n}`,
     the index of the next element of the `MapDataset` under `to_iter_dataset()` to be read
@@ -171,13 +208,44 @@ class EngineIterator(DatasetIterator):
         super().__init__()
         self._empty = len(plan.base) == 0
         self._scale, self._length = plan.positions_per_index, len(plan.base)
-        self._loader = None if self._empty else loader_for(plan)
+        self._elements_count = -(-self._length // self._scale)  # a short last batch counts
+        self._positioned = plan.positioned
+        self._failure: str | None = None
+        self._plan_line = describe(plan)
+        self._loader = None if self._empty else ChainLoader(plan)
         self._elements = None if self._empty else iter(self._loader)
 
     def __next__(self):
         if self._empty:
             raise StopIteration
-        return next(self._elements)
+        if self._failure is not None:
+            raise RuntimeError(
+                f"This iterator stopped at state {self.get_state()} because of "
+                f"{self._failure}. Build a new one with iter(ds), or call set_state(state) "
+                "with a saved state (set_state(get_state()) retries where it stopped).")
+        try:
+            return next(self._elements)
+        except StopIteration:
+            raise
+        except KeptNothing as error:
+            self._failure = "a filter that kept nothing"
+            raise ValueError(
+                "The filters of this chain removed every element of a whole pass over its "
+                f"data ({error.pass_length} elements: one epoch under repeat()), and the "
+                "chain is endless, so it would look for an element to keep forever. Check "
+                "what the filter returns (True for the elements to keep), e.g. on ds[0]."
+            ) from None
+        except BaseException as error:
+            self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
+            raise
+
+    def _last_position(self) -> int | None:
+        """The index, in the `MapDataset` under `to_iter_dataset()`, of the element last
+        handed out; None before the first or when the elements are the engine's batches."""
+        if self._empty or not self._positioned:
+            return None
+        position = -(-self._elements._next_index // self._scale) - 1
+        return position if position >= 0 else None
 
     def get_state(self) -> dict[str, int]:
         if self._empty:
@@ -186,13 +254,16 @@ class EngineIterator(DatasetIterator):
         return {"next_index": -(-position // self._scale)}  # a short last batch counts
 
     def set_state(self, state: dict[str, int]) -> None:
-        next_index = check_state(state, ["next_index"], "this pipeline")["next_index"]
+        check_state(state, ["next_index"], "this pipeline")
+        next_index = check_position(state, "next_index", "this chain's MapDataset",
+                                    self._elements_count)
         if self._empty:
             return
         loader = self._loader
         position = min(next_index * self._scale, self._length)
         self._elements.set_state(encode_state(position, loader.sampler, loader.data_source,
                                               loader.worker_count))
+        self._failure = None
 
     def start_prefetch(self) -> None:
         if not self._empty:
@@ -204,10 +275,11 @@ class EngineIterator(DatasetIterator):
 
     @property
     def execution(self) -> str:
-        """Where the engine runs this chain, and why (`DataLoaderIterator.execution`)."""
+        """Where the engine runs this chain, and why (`DataLoaderIterator.execution`), then,
+        on a second line, the plan: which steps the engine runs."""
         if self._empty:
             return "nothing to run: the data set is empty"
-        return self._elements.execution
+        return f"{self._elements.execution}\n{self._plan_line}"
 
     def __repr__(self) -> str:
         return f"EngineIterator({self._loader!r}, execution={self.execution!r})"

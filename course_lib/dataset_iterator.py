@@ -27,7 +27,8 @@ class MultiprocessingOptions:
 
     Args:
       num_workers: worker processes; 0 runs everything in this process.
-      per_worker_buffer_size: chunks of work each worker may have in flight.
+      per_worker_buffer_size: chunks of work waiting per worker beside the one it is on
+        (each worker holds `per_worker_buffer_size + 1`: `DataLoader`'s `worker_buffer_size`).
       enable_profiling: accepted for Grain compatibility; course_lib has no profiler here.
     """
 
@@ -40,7 +41,8 @@ class MultiprocessingOptions:
                   fix="Pass 0 to run in this process, or a number of worker processes, "
                       "e.g. MultiprocessingOptions(num_workers=2).")
         check_int("per_worker_buffer_size", self.per_worker_buffer_size, minimum=1,
-                  fix="Pass how many units each worker may have in flight, e.g. 1 or 2.")
+                  fix="Pass how many chunks may wait per worker beside the one it is "
+                      "on, e.g. 1 or 2.")
         check_bool("enable_profiling", self.enable_profiling)
 
 
@@ -77,6 +79,28 @@ class DatasetIterator(ClosesOnExit, Iterator, Generic[T], abc.ABC):
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from a state `get_state()` returned (by this or an equal pipeline)."""
 
+    def _last_position(self) -> int | None:
+        """The position, in the `MapDataset` under `to_iter_dataset()`, of the element last
+        handed out, where the elements are that data set's (a `random_map` keys on it:
+        `iter_dataset.py`); None before the first and after a step that makes new
+        elements (a batch, a mix)."""
+        return None
+
+    @property
+    def execution(self) -> str:
+        """Where each step of the chain runs, a line per step from the bottom up: the
+        engine's part (`EngineIterator.execution`), then the steps run in the main process."""
+        below = [parent.execution for parent in self._parents]
+        here = f"in the main process: {self._step_name}"
+        if len(below) > 1:
+            return "\n".join([*(f"[{i}] " + lines.replace("\n", "\n    ")
+                                 for i, lines in enumerate(below)), here])
+        return "\n".join([*below, here])
+
+    @property
+    def _step_name(self) -> str:
+        return type(self).__name__.strip("_").removesuffix("Iterator").lower()
+
     def start_prefetch(self) -> None:
         """Start preparing elements in the background before the first `next()`."""
         for parent in self._parents:
@@ -98,3 +122,16 @@ def check_state(state, keys: Sequence[str], where: str) -> dict:
             f"get_state() returned, with the keys {list(keys)}. Pass exactly what "
             "get_state() returned on an iterator of the same pipeline.")
     return state
+
+
+def check_position(state: dict, key: str, where: str, stop: int | None = None) -> int:
+    """`state[key]`, a count of elements, must be an integer in `[0, stop]` (`stop` None:
+    no end): the same rule, in the same words, as the `DataLoader`'s `set_state`."""
+    value = state[key]
+    upper = 2**62 - 1 if stop is None else stop
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= upper:
+        rule = ("an integer >= 0" if stop is None else
+                f"an integer in [0, {stop}], the number of elements of {where}")
+        raise ValueError(f"state has {key}={value!r}, but it must be {rule}. Pass what "
+                         "get_state() returned on an iterator of the same pipeline.")
+    return value

@@ -18,13 +18,17 @@ How a chain runs. `iter(ds)` looks at the chain from its end down to the `MapDat
 Either way the elements do not depend on the number of workers or threads, which is the
 promise Grain's `mp_prefetch` does not make after a `filter` or packing.
 
-A random step keys its generator on a position: `random_map` on the engine's part on the
-element's position in the `MapDataset` (as `MapDataset.random_map` does), a `random_map`
-running in the main process on how many elements its parent has produced (as Grain does).
+One rule for random numbers, wherever the planner puts the step: `random_map` keys its
+generator on the element's position in the `MapDataset` under `to_iter_dataset()` (as
+`MapDataset.random_map` does, and the `DataLoader` on the stream position), on the engine
+and in the main process alike (`DatasetIterator._last_position`); only after a step that
+makes new elements (an `IterDataset.batch` or `mix`, packing), which have no such position,
+on how many elements it has received (as Grain does for every `random_map` here).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -197,6 +201,14 @@ def _may_hold_none(dataset) -> bool:
     return False
 
 
+def _pass_length(base) -> int | None:
+    """For an endless `base`, the elements of one pass over its data (one epoch under its
+    `repeat()`), after which a filter that kept nothing is an error; None otherwise."""
+    if len(base) < sys.maxsize:
+        return None  # the stream ends by itself
+    return getattr(base, "_pass_length", None)
+
+
 def _plan(top: IterDataset, workers: MultiprocessingOptions | None) -> Plan | None:
     """The `Plan` for the chain ending at `top`, or None if it is not the engine's shape."""
     chain = []
@@ -220,7 +232,7 @@ def _plan(top: IterDataset, workers: MultiprocessingOptions | None) -> Plan | No
         batched = None
     base, steps = _peel(mapped)
     plan = Plan(base=base, element_steps=steps, read_options=leaf.read_options,
-                may_hold_none=_may_hold_none(mapped))
+                may_hold_none=_may_hold_none(mapped), pass_length=_pass_length(base))
     if batched is not None:
         _, plan.batch, plan.batch_maps = batched
         plan.positions_per_index = plan.batch.batch_size
@@ -232,7 +244,7 @@ def _plan(top: IterDataset, workers: MultiprocessingOptions | None) -> Plan | No
         elif isinstance(step, _BatchIterDataset):
             if plan.batch is not None:
                 return None
-            plan.batch = step.batch
+            plan.batch, plan.positioned = step.batch, False
         elif plan.batch is not None:  # after the batch: only maps are the engine's
             if not isinstance(step, _MapIterDataset):
                 return None
@@ -277,7 +289,7 @@ class _MapIterDataset(_EngineOrHere):
         return self.function(element)
 
     def _here(self, parent):
-        return StepIterator(parent, lambda count, element: self.function(element))
+        return StepIterator(parent, lambda count, element: self.function(element), name="map")
 
 
 class _FilterIterDataset(_EngineOrHere):
@@ -289,7 +301,7 @@ class _FilterIterDataset(_EngineOrHere):
         return element if self.function(element) else None
 
     def _here(self, parent):
-        return StepIterator(parent, self.apply)
+        return StepIterator(parent, self.apply, name="filter")
 
 
 class _RandomMapIterDataset(_EngineOrHere):
@@ -302,7 +314,7 @@ class _RandomMapIterDataset(_EngineOrHere):
         return self.function(element, self.rng.at(index))
 
     def _here(self, parent):
-        return StepIterator(parent, self.apply)
+        return StepIterator(parent, self.apply, by_position=True, name="random_map")
 
 
 class _MapWithIndexIterDataset(_Step):
@@ -311,7 +323,8 @@ class _MapWithIndexIterDataset(_Step):
         self.function = element_function(transform, "map_with_index")
 
     def _iterator(self, workers):
-        return StepIterator(self._parent._iterator(workers), self.function)
+        return StepIterator(self._parent._iterator(workers), self.function,
+                            name="map_with_index")
 
 
 class _BatchIterDataset(_EngineOrHere):

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from course_lib.dataset_iterator import DatasetIterator, check_state
+from course_lib.dataset_iterator import DatasetIterator, check_position, check_state
 from course_lib.mixing import component_at
-from course_lib.transforms import Batch, stack_records
+from course_lib.pipeline import Batcher, Pipeline
+from course_lib.transforms import Batch
 
 
 class IndexIterator(DatasetIterator):
@@ -31,59 +32,89 @@ class IndexIterator(DatasetIterator):
         self._next += 1
         return element
 
+    def _last_position(self) -> int | None:
+        return self._next - 1 if self._next else None
+
     def get_state(self):
         return {"next_index": self._next}
 
     def set_state(self, state):
-        self._next = check_state(state, ["next_index"], "this pipeline")["next_index"]
+        check_state(state, ["next_index"], "this pipeline")
+        self._next = check_position(state, "next_index", "this MapDataset",
+                                    len(self._dataset))
 
 
 class StepIterator(DatasetIterator):
-    """`function(count, element)` on each element of `parent`, `count` numbering them
-    (0, 1, ...); a `None` result is dropped (a filter)."""
+    """`function(key, element)` on each element of `parent`; a `None` result is dropped (a
+    filter). `key` is `count`, numbering the elements this step receives (0, 1, ...), or,
+    with `by_position`, the element's position where it has one (`random_map`'s rule,
+    `iter_dataset.py`), and the count where it has none."""
 
-    def __init__(self, parent: DatasetIterator, function: Callable[[int, Any], Any]):
+    def __init__(self, parent: DatasetIterator, function: Callable[[int, Any], Any],
+                 by_position: bool = False, name: str = "step"):
         super().__init__(parent)
+        self._name = name
         self._function, self._count = function, 0
+        self._by_position = by_position
+        self._position: int | None = None  # of the last element handed out
 
     def __next__(self):
         while True:
             element = next(self._parent)
             count = self._count
             self._count += 1
+            position = self._parent._last_position()
+            key = position if self._by_position and position is not None else count
             try:
-                result = self._function(count, element)
+                result = self._function(key, element)
             except Exception as error:
                 error.add_note(f"(raised at element {count} of this step's input)")
                 raise
             if result is not None:
+                self._position = position
                 return result
+
+    def _last_position(self) -> int | None:
+        return self._position
+
+    @property
+    def _step_name(self) -> str:
+        return self._name
 
     def get_state(self):
         return {"parent": self._parent.get_state(), "count": self._count}
 
     def set_state(self, state):
         check_state(state, ["parent", "count"], "this step")
+        count = check_position(state, "count", "this step's input")
         self._parent.set_state(state["parent"])
-        self._count = state["count"]
+        self._count, self._position = count, self._parent._last_position()
 
 
 class BatchIterator(DatasetIterator):
+    """`batch` on a stream the engine does not run: the engine's own `Batcher` over this
+    step's input, so a batch is stacked, and its errors name it, as on the engine
+    (`pipeline.Batcher`; the index is the element's count in this step's input)."""
+
     def __init__(self, parent: DatasetIterator, batch: Batch):
         super().__init__(parent)
-        self._batch = batch
+        pipeline = Pipeline([batch], seed=None)
+        self._batcher = Batcher(pipeline, pipeline.start_run())
+        self._count = 0  # numbers the elements taken, for the batch errors' notes
 
     def __next__(self):
-        elements = []
-        for _ in range(self._batch.batch_size):
+        while True:
             try:
-                elements.append(next(self._parent))
+                element = next(self._parent)
             except StopIteration:
-                break
-        if not elements or (self._batch.drop_remainder
-                            and len(elements) < self._batch.batch_size):
-            raise StopIteration
-        return (self._batch.batch_fn or stack_records)(elements)
+                finished = self._batcher.flush(self._count)
+                if not finished:
+                    raise
+                return finished[0][0]
+            finished = self._batcher.extend([self._count], [element])
+            self._count += 1
+            if finished:  # it holds nothing more: the parent's state is exact
+                return finished[0][0]
 
     def get_state(self):
         return self._parent.get_state()

@@ -70,7 +70,8 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         self._failure: str | None = None  # why the last element could not be prepared
         self._holds_allocator = False
         if loader.worker_count > 0:
-            self._start()  # workers start with the iterator, as in Grain
+            self._start()  # workers start with the iterator, as in Grain; they read
+            # nothing before start_prefetch() or the first next()
 
     def _start(self):
         if not self._holds_allocator:  # freed memory is kept for reuse: allocator.py
@@ -103,8 +104,8 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         call it on a restored iterator, then restore the model, and the first batch is
         (partly) ready by the time the loop asks for it. Calling it again does nothing.
 
-        With `worker_count > 0` the workers start and begin on the first elements (they
-        already do when the iterator is made); with `worker_count=0` the batch thread
+        With `worker_count > 0` the workers, started (but reading nothing) when the
+        iterator was made, are handed their first chunks; with `worker_count=0` the batch thread
         starts without waiting for the 2 ms test of `read_ahead.py`, unless
         `ReadOptions(num_threads=0)` asked for no background work, or the iterator already
         took its first two chunks and found them cheap enough to stay in the calling
@@ -194,7 +195,8 @@ class DataLoader:
       sampler: an `IndexSampler` (order, epochs, shard and seed).
       operations: transforms and at most one `Batch`, applied in order.
       worker_count: 0 runs everything in this process; N > 0 uses N worker processes.
-      worker_buffer_size: per worker, how many chunks of work may be in flight.
+      worker_buffer_size: per worker, how many chunks of work wait beside the one it is
+        on: each worker holds `worker_buffer_size + 1` chunks in flight.
       shard_options: the shard, as Grain's `DataLoader` takes it; course_lib reads the shard
         from the sampler, so this may be left out, and if given must equal the sampler's.
       read_options: threads and read-ahead, in this process and in each worker: see
@@ -235,11 +237,21 @@ class DataLoader:
                                           "worker processes such as os.cpu_count().")
         self.worker_buffer_size = check_int(
             "worker_buffer_size", worker_buffer_size, minimum=1,
-            fix="Pass how many units each worker may have in flight, e.g. 1 or 2.")
+            fix="Pass how many chunks may wait per worker beside the one it is on, e.g. "
+                "1 or 2.")
         self.read_options = read_options or ReadOptions()
-        # Set by a Dataset chain (dataset_engine.loader_for): the records its read-ahead
-        # may hold in this process, which bounds the chunks (stream.chunk_size_for).
-        self._records_ahead: int | None = None
+
+    # At most how many records the read-ahead may hold in this process: no bound here
+    # (`ReadOptions` states the DataLoader's); a Dataset chain's loader sets one
+    # (`dataset_engine.ChainLoader`), which cuts the chunks (`stream.chunk_size_for`).
+    _records_ahead: int | None = None
+
+    @property
+    def pass_length(self) -> int | None:
+        """The records of one pass over the data when the stream is endless (the shard),
+        None when it ends by itself: a filter that keeps none of them would keep nothing
+        ever, and the loader says so instead of searching forever (`PipelineRun`)."""
+        return self.sampler.shard_size if self.sampler.total_length is None else None
 
     @property
     def operations(self) -> tuple:
@@ -263,7 +275,7 @@ class DataLoader:
                                    stop=stop)
         chunk = chunk_size_for(self.pipeline, self._chunk_bound(reads_ahead))
         chunks = in_process_chunks(self.sampler, self.pipeline, next_index, processor,
-                                   skip_batches, chunk)
+                                   skip_batches, chunk, self.pass_length)
         if not reads_ahead:
             return InCaller(chunks), processor
         waiting = chunks_waiting(self.read_options, chunk, self._records_ahead)

@@ -44,7 +44,15 @@ def integer_weights(weights: Sequence[float] | None, count: int) -> tuple[int, .
             f"weights={[round(1 / count, 3)] * count}.")
     for place, weight in enumerate(weights):
         if (isinstance(weight, bool) or not isinstance(weight, numbers.Real)
-                or not math.isfinite(weight) or weight <= 0):
+                or not math.isfinite(weight)):
+            raise ValueError(f"weights[{place}]={weight!r} must be a positive, finite number, "
+                             "the share of the mix that data set makes, e.g. 0.3.")
+        if weight < 0:
+            raise ValueError(
+                f"weights[{place}]={weight!r} is negative, but a weight is the share of the "
+                "mix that data set makes, so it must be positive. Pass e.g. "
+                f"weights[{place}]={abs(weight)!r}, or leave that data set out of the mix.")
+        if weight == 0:
             raise ValueError(
                 f"weights[{place}]={weight!r} must be a positive, finite number: a data set "
                 "with weight 0 would never be read. Leave that data set out of the mix "

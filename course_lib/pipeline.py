@@ -22,7 +22,7 @@ threads then never rewind each other's generator in the middle of a draw.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from course_lib.bucketing import BucketByLength
 from course_lib.packing import PackAndBatchOperation
@@ -36,9 +36,6 @@ from course_lib.transforms import (
     check_operation,
 )
 
-if TYPE_CHECKING:
-    from course_lib.sampler import IndexSampler
-
 DROPPED = object()  # what `Pipeline._apply` returns for a record a filter removed
 
 
@@ -48,6 +45,15 @@ class TransformedRecords(NamedTuple):
     positions: Sequence[int]  # the stream positions of the survivors
     survivors: list  # the records the filters kept, transformed, in order
     error: BaseException | None  # what a transform raised (the survivors come before it)
+
+
+class KeptNothing(ValueError):
+    """The filters removed every record of a whole pass over an endless stream's data
+    (`PipelineRun.count_kept`); `pass_length` is how many records that was."""
+
+    def __init__(self, pass_length: int, message: str):
+        super().__init__(message)
+        self.pass_length = pass_length
 
 
 class Stopped(Exception):
@@ -140,10 +146,11 @@ class Pipeline:
         return [type(op).__name__ for op in self.operations[:len(self.record_ops)]
                 if isinstance(op, FilterTransform)]
 
-    def start_run(self, sampler: IndexSampler | None = None) -> PipelineRun:
+    def start_run(self, pass_length: int | None = None) -> PipelineRun:
         """The per-iterator part: see `PipelineRun`. The process that sees every record of
-        the stream passes the sampler, so that it can notice a filter that keeps nothing."""
-        return PipelineRun(self, sampler)
+        an endless stream passes the records of one pass over its data
+        (`DataLoader.pass_length`), so that it can notice a filter that keeps nothing."""
+        return PipelineRun(self, pass_length)
 
     @staticmethod
     def _apply(ops, element, position: int, rngs: RecordRng | None):
@@ -314,14 +321,14 @@ class PipelineRun:
 
     An endless stream whose filters remove every record would never yield anything: the run
     that sees the whole stream (the main process's) counts the records removed in a row, and
-    after a whole pass over the shard with none kept, says so instead of spinning forever.
+    after a whole pass over the data (`pass_length` records) with none kept, says so instead
+    of spinning forever.
     """
 
-    def __init__(self, pipeline: Pipeline, sampler: IndexSampler | None = None):
+    def __init__(self, pipeline: Pipeline, pass_length: int | None = None):
         self.record_rng = _generators_for(pipeline.record_ops, pipeline, RECORD_STREAM)
         self.batch_rng = _generators_for(pipeline.batch_ops, pipeline, BATCH_STREAM)
-        endless = sampler is not None and sampler.total_length is None
-        self._pass_length = sampler.shard_size if endless and pipeline.filters_records else None
+        self._pass_length = pass_length if pipeline.filters_records else None
         self._filters = pipeline.filter_names()
         self._removed_in_a_row = 0
 
@@ -331,7 +338,7 @@ class PipelineRun:
             return
         self._removed_in_a_row = 0 if kept else self._removed_in_a_row + records
         if self._removed_in_a_row >= self._pass_length:
-            raise ValueError(
+            raise KeptNothing(self._pass_length,
                 f"The filters {self._filters} removed every record of a whole pass over the "
                 f"shard ({self._pass_length} records), and with num_epochs=None the loader "
                 "would look for a record to keep forever. Check what the filter returns "

@@ -64,15 +64,16 @@ def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
 
 def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
                       processor: ChunkProcessor, skip_batches: int = 0,
-                      chunk_size: int | None = None):
+                      chunk_size: int | None = None, pass_length: int | None = None):
     """Yield, per chunk of the stream (`chunk_size` records, by default
     `chunk_size_for(pipeline)`), the list of `(element, next_index)` pairs it completes:
     read and transform (`processor`), then the pipeline's `Tail` (batching). (`skip_batches`:
     see `bucketing.ResumePoint`.)
 
     A transform's exception is raised after the elements made from the records before it,
-    so the consumer meets it at the element the failing record belongs to."""
-    run = pipeline.start_run(sampler)  # this iterator's own generators
+    so the consumer meets it at the element the failing record belongs to. (`pass_length`:
+    `DataLoader.pass_length`.)"""
+    run = pipeline.start_run(pass_length)  # this iterator's own generators
     tail = pipeline.start_tail(run, skip_batches=skip_batches)
     end = start
     chunks = stream_chunks(sampler, start, chunk_size or chunk_size_for(pipeline))

@@ -414,9 +414,14 @@ class WorkerPool:
             with contextlib.suppress(OSError, ValueError):
                 conn.send(None)
         # A worker blocked sending a large result nobody will read now gets a broken pipe
-        # and leaves, instead of waiting out the timeout.
+        # and leaves. One still inside a chunk is stopped at once (SIGTERM): nothing it
+        # computes is read any more, and waiting for it would keep Ctrl-C from the loop
+        # for as long as a chunk takes. Workers leave no state behind (`worker_main`).
         for conn in self.result_conns:
             conn.close()
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
         deadline = time.monotonic() + JOIN_TIMEOUT_S  # one deadline for all, not one each
         for process in self.processes:
             process.join(max(0.0, deadline - time.monotonic()))
@@ -455,7 +460,7 @@ class WorkerElements(Iterator):
         self._submitted: collections.deque = collections.deque()  # (number, start, stop)
         self._next_chunk = 0  # the number of the next chunk to submit
         self._filters = pipeline.filters_records
-        self._run = pipeline.start_run(loader.sampler)  # this iterator's own generators
+        self._run = pipeline.start_run(loader.pass_length)  # this iterator's own generators
         self._tail = pipeline.start_tail(self._run, skip_batches=skip_batches)
         self._end = next_index
         self._current: Iterator = iter(())

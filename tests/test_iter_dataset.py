@@ -235,7 +235,7 @@ def test_ctrl_c_reaches_the_loop_and_leaves_no_worker_or_segment():
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert "Exception ignored" not in result.stderr and "leaked" not in result.stderr
-    word, pids, created = result.stdout.split(" ", 2)
+    word, pids, created, _ = result.stdout.split()
     assert word == "interrupted"
     pids, created = json.loads(pids), json.loads(created)
     assert len(pids) == 2
