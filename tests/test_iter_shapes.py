@@ -42,7 +42,7 @@ def test_zip_pairs_positions_and_a_strict_zip_names_the_shorter():
     zipped = ex.ZipIterDataset([a.to_iter_dataset(), b.to_iter_dataset()])
     ex.assert_equal_output_after_checkpoint(zipped)
     short = ex.ZipIterDataset([a.to_iter_dataset(), b[:2].to_iter_dataset()])
-    with pytest.raises(ValueError, match="argument 2 is shorter than argument 1.*strict=False"):
+    with pytest.raises(ValueError, match=r"argument 2 is shorter than argument 1.*strict=False"):
         list(short)
     loose = ex.ZipIterDataset([a.to_iter_dataset(), b[:2].to_iter_dataset()], strict=False)
     assert list(loose) == [(0, 10), (1, 11)]
