@@ -50,7 +50,7 @@ def test_the_table_prints_every_setup_in_order_with_its_verdict():
     assert lines[0].split()[:2] == ["setup", "median"]
     assert lines[2].startswith("naive") and "baseline" in lines[2]
     assert lines[3].startswith("2 workers") and lines[3].endswith("faster")
-    assert "10.5 ms ±" in lines[2] and "2.10x" in lines[3]
+    assert "10.5 ± 0.3 ms" in lines[2] and "2.10x" in lines[3]
     assert "<td>faster</td>" in compare({"a": [2.0] * 2, "b": [1.0] * 2})._repr_html_()
 
 
@@ -81,3 +81,10 @@ def test_times_print_in_a_readable_unit():
 def test_ratios_print_three_significant_digits():
     assert [table.format_ratio(r) for r in (1.254, 12.34, 3320.94, 10070.3, 0.5)] == \
         ["1.25x", "12.3x", "3,320x", "10,100x", "0.50x"]
+
+
+def test_the_standard_error_keeps_the_medians_unit_and_decimals():
+    assert table._value(Estimate(0.0184, 0.00111, 5), "s") == "18.4 ± 1.1 ms"
+    assert table._value(Estimate(0.158, 0.000735, 5), "s") == "158 ± 1 ms"
+    assert table._value(Estimate(18.0, 2.12, 5), "steps/s") == "18.0 ± 2.1"
+    assert table._value(Estimate(0.5, float("nan"), 1), "steps/s") == "0.50"

@@ -111,8 +111,8 @@ class Table:
         return {row.setup: row.verdict for row in self.rows}
 
     def _cells(self) -> tuple[list[str], list[list[str]]]:
-        header = ["setup", f"median ± s.e. ({self.unit})" if self.unit != "s" else
-                  "median ± s.e.", "runs", f"vs {self.baseline}", "verdict"]
+        header = ["setup", "median ± s.e." if self.unit == "s" else
+                  f"median ± s.e. ({self.unit})", "runs", f"vs {self.baseline}", "verdict"]
         body = [[row.setup, _value(row.estimate, self.unit), str(row.estimate.count),
                  format_ratio(row.ratio), row.verdict] for row in self.rows]
         return header, body
@@ -179,22 +179,37 @@ def format_ratio(ratio: float) -> str:
 
 def format_time(seconds: float) -> str:
     """A duration in the unit that reads best: "840 µs", "12.3 ms", "1.52 s"."""
-    for scale, suffix in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if seconds >= scale or suffix == "µs":
-            return f"{_three_digits(seconds / scale)} {suffix}"
-    raise AssertionError("unreachable")
+    scale, suffix = _time_unit(seconds)
+    return f"{_three_digits(seconds / scale)} {suffix}"
+
+
+def _time_unit(seconds: float) -> tuple[float, str]:
+    for scale, suffix in ((1.0, "s"), (1e-3, "ms")):
+        if seconds >= scale:
+            return scale, suffix
+    return 1e-6, "µs"
+
+
+def _decimals(value: float) -> int:
+    """How many decimals give `value` three significant digits (two below 1)."""
+    if value >= 100:
+        return 0
+    if value >= 1:
+        return 1 if value >= 10 else 2
+    return max(2, 1 - int(np.floor(np.log10(value)))) if value > 0 else 2
 
 
 def _three_digits(value: float) -> str:
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 1:
-        return f"{value:.3g}" if value >= 10 else f"{value:.2f}"
-    return f"{value:.2g}"
+    return f"{value:,.{_decimals(value)}f}"
 
 
 def _value(estimate: Estimate, unit: str) -> str:
-    show = format_time if unit == "s" else _three_digits
-    if np.isnan(estimate.stderr):
-        return show(estimate.value)
-    return f"{show(estimate.value)} ± {show(estimate.stderr)}"
+    """"18.4 ± 1.1 ms": the median to three significant digits, its standard error to the
+    same decimal place, both in the median's unit."""
+    scale, suffix = _time_unit(estimate.value) if unit == "s" else (1.0, "")
+    value = estimate.value / scale
+    decimals = _decimals(value)
+    text = f"{value:,.{decimals}f}"
+    if not np.isnan(estimate.stderr):
+        text += f" ± {estimate.stderr / scale:,.{decimals}f}"
+    return f"{text} {suffix}" if suffix else text
