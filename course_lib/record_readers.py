@@ -13,7 +13,7 @@ those 8 bytes (4 bytes), the data, the masked CRC-32C of the data (4 bytes). The
 rotates the checksum and adds a constant, so that a checksum of data that itself holds
 checksums does not come out trivially. Grain reads the checksums and ignores them; course_lib
 checks both, so a damaged file is an error naming the byte where the damage is, not a
-wrong record. The CRC-32C here is a plain table-driven loop in Python, about 10 MB/s: enough
+wrong record. The CRC-32C here is a plain table-driven loop in Python, about 8 MB/s: enough
 for the course's files, and no TensorFlow needed.
 
 Parquet needs `pyarrow`, which is an optional extra: `pip install pyarrow` (the course's
