@@ -1,18 +1,17 @@
-"""Do the loader's two timing probes pay? Each probe's choice against every forced shape.
+"""Does the loader's timing probe pay, and does starting the batch thread always?
 
-At `worker_count=0` course_lib picks the shape of a pipeline from two timings, in each
-iterator (the README's "Which shape a pipeline runs in"):
+At `worker_count=0` course_lib starts the batch thread at the first `next()` and picks the
+read threads from one timing, in each iterator (`ReadOptions` states the rule): the first
+chunk, read and transformed inline, is timed (`record_stage.py`). A second probe used to
+time the second chunk against 2 ms and keep a cheaper pipeline in the caller's thread; this
+benchmark measured it against always starting the thread and found it never paid, so it
+was removed (RESULTS.md keeps the figures).
 
-- the batch-thread probe (`read_ahead.py`): the second chunk, made in the caller's thread,
-  is timed; at 2 ms or more (`BACKGROUND_PAYS_OFF_S`) the batch thread starts;
-- the read-thread probe (`record_stage.py`): the first chunk, read and transformed inline,
-  is timed; reads that wait 200 µs or more per record get `num_threads` read threads, work
-  of 25 µs or more per record gets this process's share of the cores.
-
-Here three pipelines run with the default `ReadOptions()` as the probes choose
+Here three pipelines run with the default `ReadOptions()` as the loader chooses
 (`probe`) and in each of the four shapes forced (`caller`, `caller_read`, `batch`,
 `batch_read`: no batch thread or the batch thread, without or with `num_threads` read
-threads; forced by setting the probes' thresholds to 0 or infinity in the run's process).
+threads; the read threads forced by setting the probe's thresholds to 0 or infinity in the
+run's process, the caller's thread by a read-ahead that makes every chunk there).
 The pipelines, 28x28 uint8 images from a source that reads one record per call (no
 `__getitems__`), `Batch(32, drop_remainder=True)`, one shuffled epoch:
 
@@ -111,14 +110,32 @@ def _transforms():
 
 
 def _force(shape: str) -> None:
-    """Set the probes' thresholds in this process so that `shape` runs whatever it costs."""
-    from course_lib import read_ahead, record_stage
+    """Set the probe's thresholds in this process, and the read-ahead the loader builds, so
+    that `shape` runs whatever it costs."""
+    from course_lib import loader, record_stage
+    from course_lib.read_ahead import ReadAhead
 
     forced = SHAPES[shape]
     if forced is None:
         return
     batch_thread, read_threads = forced
-    read_ahead.BACKGROUND_PAYS_OFF_S = 0.0 if batch_thread else math.inf
+    if not batch_thread:
+
+        class InCallersThread(ReadAhead):
+            """Every chunk made in the calling thread, when `next()` asks for it."""
+
+            def __init__(self, chunks, max_ready, stop=None):
+                super().__init__(chunks, max_ready, stop)
+                self.decision = "in the caller's thread: forced by bench_probes"
+                self._pairs = (pair for chunk in chunks for pair in chunk)
+
+            def start(self) -> None:
+                """Nothing starts: the caller's thread is the shape."""
+
+            def __next__(self):
+                return next(self._pairs)
+
+        loader.ReadAhead = InCallersThread
     if read_threads:  # every record "waits" at least 0 µs: all num_threads threads
         record_stage.THREADS_PAY_OFF_S = 0.0
     else:
@@ -130,8 +147,8 @@ def _force(shape: str) -> None:
 class Execution:
     """course_lib's `iterator.execution` line, read.
 
-    `place`: "workers", "batch thread" or "this thread" (the batch thread's choice, made
-    on the second chunk). `read_threads`: the read threads the first chunk chose (0: none),
+    `place`: "workers", "batch thread" or "this thread" (with `ReadOptions(num_threads=0)`,
+    or a shape forced here). `read_threads`: the read threads the first chunk chose (0: none),
     and `why_no_read_threads` why none: "forbidden" (`ReadOptions(num_threads=0)`),
     "capped" (work that computes, capped at this process's share of the cores), "cheap"
     (under the thresholds), "empty", or "" when they run or with workers. `reads` is the
@@ -300,11 +317,11 @@ def summarize(runs: dict) -> dict:
         if not chose or not all(seconds[shape] for shape in FORCED):
             continue
         usual = max(set(chose), key=chose.count)  # the rounds may disagree: the usual one
-        for probe, name in (("batch", "the batch-thread probe (second chunk against 2 ms)"),
+        for probe, name in (("batch", "the batch thread, always started"),
                             ("read", "the read-thread probe (first chunk per record)")):
             other = _flip(usual, probe)
             entry["sentences"].append(choice_sentence(
-                f"{pipeline}, {name}, chose {WHAT[usual]}", usual, seconds[usual], other,
+                f"{pipeline}, {name}, ran {WHAT[usual]}", usual, seconds[usual], other,
                 seconds[other]))
         best = min(FORCED, key=lambda shape: statistics.median(seconds[shape]))
         entry["sentences"].append(choice_sentence(

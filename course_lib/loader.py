@@ -15,15 +15,14 @@ run is the only choice, made by one of three executors with the same `next` / `s
 - `worker_count=0, ReadOptions(num_threads=0)`: all of it in the calling thread, one record
   after the other, the place to debug with `pdb` or `print` (`stream.InCaller`);
 - `worker_count=0` with read threads (the default): steps 1 to 4 on a background thread,
-  batches made ahead while the training step runs, once a chunk of records is seen to take
-  at least 2 ms (a cheaper pipeline stays in the calling thread: `read_ahead.ReadAhead`),
-  with more threads for steps 2 and 3 where a record costs enough (`record_stage.py`);
-  how far ahead they read, in whole chunks, is `ReadOptions.prefetch_buffer_size`'s bound;
+  batches made ahead while the training step runs (`read_ahead.ReadAhead`), with more
+  threads for steps 2 and 3 where a record costs enough (`record_stage.py`);
 - `worker_count>0`: steps 1 to 3 in worker processes, step 4 too when no filter moves the
   batch borders (`workers.WorkerElements`).
 
 Whichever it is, the batches come back in exactly the same order with the same contents.
-`repr(iterator)` says which it is and the timings that chose it (`ReadOptions` has the rule).
+`ReadOptions`' docstring states the rule that picks one, and how far each reads ahead, once;
+`repr(iterator)` says which runs and the timing that chose its read threads.
 """
 
 from __future__ import annotations
@@ -105,11 +104,10 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
         (partly) ready by the time the loop asks for it. Calling it again does nothing.
 
         With `worker_count > 0` the workers, started (but reading nothing) when the
-        iterator was made, are handed their first chunks; with `worker_count=0` the batch thread
-        starts without waiting for the 2 ms test of `read_ahead.py`, unless
-        `ReadOptions(num_threads=0)` asked for no background work, or the iterator already
-        took its first two chunks and found them cheap enough to stay in the calling
-        thread: then this only checks that the iterator is usable.
+        iterator was made, are handed their first chunks; with `worker_count=0` the batch
+        thread starts before the first `next()` would start it, unless
+        `ReadOptions(num_threads=0)` asked for no background work: then this only checks
+        that the iterator is usable.
         """
         if self._elements is None:
             self._check_usable()
@@ -165,9 +163,8 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
     @property
     def execution(self) -> str:
         """Where this iterator's work runs, and why, in words: worker processes, or in this
-        process the batch thread's choice (the second chunk timed against 2 ms) and the
-        read threads' (the first chunk's cost per record against 200 µs of waiting or 25 µs
-        in all), with the measured figures. For debugging: see `ReadOptions` for the rule."""
+        process the caller's thread or the batch thread, and the read threads the first
+        chunk's timing chose, with its figures (`ReadOptions` states the rule)."""
         loader = self._loader
         if loader.worker_count > 0:
             return (f"in worker processes (worker_count={loader.worker_count}); each "

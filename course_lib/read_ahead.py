@@ -7,11 +7,15 @@ batching) on a background thread and keeps a few finished chunks of elements in 
 queue, so `next()` usually just takes one. The step and the loader overlap because a jitted
 step, most NumPy kernels and image decoders release the interpreter lock while they work.
 
-The thread is started only where it pays: the first two chunks are made in the calling
-thread and the second is timed; a chunk that takes less than `BACKGROUND_PAYS_OFF_S` (an
-in-memory pipeline, vectorised or light per record) keeps everything in the calling thread,
-where a hand-off and the contest for the interpreter lock would cost more than they hide.
-`DataLoaderIterator.start_prefetch()` starts the thread without that test.
+The thread starts at the first `next()` (or at `start()`, which
+`DataLoaderIterator.start_prefetch()` calls), whatever the pipeline costs. It used to start
+only where the second chunk took 2 ms or more, keeping a cheaper pipeline in the caller's
+thread; `benchmarks/bench_probes.py` measured that probe against always starting the
+thread, behind a 2 ms step: on the cheap in-memory pipeline the thread was as fast or
+faster (0.539 s against the probe's 0.567 s per epoch in a full run, 0.139 s against 0.145 s
+in a quick one), and on the costly and waiting ones the probe chose the thread anyway. So
+the one timing left is the read threads' (`record_stage.py`; `ReadOptions` states the
+rule).
 
 What the consumer sees does not change:
 
@@ -36,22 +40,19 @@ import atexit
 import logging
 import queue
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 
 logger = logging.getLogger("course_lib")
 
 THREAD_NAME = "course_lib-ahead"
-BACKGROUND_PAYS_OFF_S = 2e-3  # a chunk at least this slow gets the background thread
 JOIN_TIMEOUT_S = 10.0  # a transform still running after close() gets this long to return
 PUT_POLL_S = 0.05  # how often a full queue checks whether the consumer has gone
 
-# Where the next chunk is made, the iterator's one state: the first chunk in the calling
-# thread, then the second, timed, which decides between the calling thread (HERE) and the
-# background thread (ON_THREAD), unless `start()` chose the thread first; DONE once the
-# chunks ran out, failed, or the iterator was closed.
-FIRST, SECOND, HERE, ON_THREAD, DONE = "first", "second", "here", "on thread", "done"
+# Where the next chunk is made, the iterator's one state: nothing started yet (NOT_STARTED),
+# on the background thread (ON_THREAD), or DONE once the chunks ran out, failed, or the
+# iterator was closed.
+NOT_STARTED, ON_THREAD, DONE = "not started", "on thread", "done"
 
 _END = "end"
 _ERROR = "error"
@@ -87,14 +88,8 @@ def _produce(chunks: Iterator[list], ready: queue.Queue, stop: threading.Event) 
 
 class ReadAhead(Iterator):
     """Iterates `(element, next_index)` pairs that a background thread makes from `chunks`
-    (an iterator of lists of pairs, one list per chunk of the stream).
-
-    A thread costs a hand-off per chunk and competes for the interpreter lock, which a chunk
-    that takes a fraction of a millisecond (a vectorised in-memory pipeline) does not win
-    back. So the first two chunks are made here, in the calling thread, and the second is
-    timed: the thread starts only if it took at least `BACKGROUND_PAYS_OFF_S`; otherwise
-    every chunk is made in the calling thread, as with `num_threads=0`. `start()` starts the
-    thread at once. `decision` says in words which it is and the figure that chose it.
+    (an iterator of lists of pairs, one list per chunk of the stream), started at the first
+    `next()` or at `start()`. `decision` says in words where the chunks are made.
     """
 
     def __init__(self, chunks: Iterator[list], max_ready: int,
@@ -105,21 +100,19 @@ class ReadAhead(Iterator):
         # thread stops at the next record rather than at the end of its chunk.
         self._stop = stop if stop is not None else threading.Event()
         self._current: Iterator = iter(())
-        self._mode = FIRST  # where the next chunk is made: see the constants above
+        self._mode = NOT_STARTED
         self._thread: threading.Thread | None = None
-        self.decision = (f"batch thread not decided yet: the second chunk will be timed "
-                         f"against {BACKGROUND_PAYS_OFF_S * 1e3:g} ms")
+        self.decision = "batch thread not started yet: it starts at the first next()"
 
     @property
     def in_background(self) -> bool:
-        """Whether a background thread makes the chunks (decided on the first one)."""
+        """Whether the background thread was started."""
         return self._thread is not None
 
     def start(self) -> None:
-        """Make the chunks on the background thread from now on (does nothing once
-        started, decided or finished)."""
-        if self._mode in (FIRST, SECOND):
-            self.decision = "on the batch thread: started on request, without timing a chunk"
+        """Start the background thread (does nothing once started or finished)."""
+        if self._mode == NOT_STARTED:
+            self.decision = "on the batch thread: started by start_prefetch()"
             self._start_thread()
 
     def _start_thread(self) -> None:
@@ -135,41 +128,11 @@ class ReadAhead(Iterator):
             return pair
         if self._mode == DONE:
             raise StopIteration
-        if self._mode in (FIRST, SECOND):
-            self._current = iter(self._first_chunks())
-        elif self._mode == HERE:
-            self._current = iter(self._next_chunk_here())
-        else:
-            self._current = iter(self._next_chunk_from_thread())
-        return next(self._current)
-
-    def _first_chunks(self) -> list:
-        """The first chunk, then the second, timed: the first pays one-time costs (the
-        first reads, the first calls of each transform), so it would overstate a chunk."""
-        if self._mode == FIRST:
-            self._mode = SECOND
-            return self._next_chunk_here()
-        started = time.perf_counter()
-        chunk = self._next_chunk_here()
-        took = time.perf_counter() - started
-        threshold = BACKGROUND_PAYS_OFF_S
-        figures = f"the second chunk took {took * 1e3:.2f} ms"
-        if took >= threshold:
-            self.decision = f"on the batch thread: {figures}, at least {threshold * 1e3:g} ms"
+        if self._mode == NOT_STARTED:
+            self.decision = "on the batch thread: started at the first next()"
             self._start_thread()
-        else:
-            self.decision = f"in the caller's thread: {figures}, under {threshold * 1e3:g} ms"
-            self._mode = HERE
-        return chunk
-
-    def _next_chunk_here(self) -> list:
-        try:
-            return next(self._chunks)
-        except BaseException:
-            if self._mode in (FIRST, SECOND):
-                self.decision = "in the caller's thread: there was no second chunk to time"
-            self._mode = DONE
-            raise
+        self._current = iter(self._next_chunk_from_thread())
+        return next(self._current)
 
     def _next_chunk_from_thread(self) -> list:
         kind, value = self._wait_for_thread()

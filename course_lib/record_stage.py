@@ -20,10 +20,9 @@ the tasks' records in order. Threads pay off in two cases:
 
 Elsewhere threads cost more than they give: a hand-off costs tens of microseconds, and a
 thread holding the lock for pure-Python work makes the others wait. So the first chunk is
-always done inline and timed, and the stage picks its thread count from what a record cost:
-waiting at least `THREADS_PAY_OFF_S` in its read, or reading and transforming at least
-`WORK_PAYS_OFF_S`.
-A cheap record (an in-memory array, a small cached file with a light transform) stays inline.
+always done inline and timed, and the stage picks its thread count from what a record cost
+(the thresholds: `ReadOptions`, "Which shape a pipeline gets"). A cheap record (an
+in-memory array, a small cached file with a light transform) stays inline.
 
 However many threads run, every record gets the same random generator (it depends only on
 the record's position, `randomness.py`) and the tasks come back in stream order, so the
@@ -124,23 +123,22 @@ class ReadOptions:
         here a chunk is split into tasks of `MIN_RECORDS_PER_TASK` records or more whatever
         this is: threads idle only where chunks are that small (a small Dataset chain).
 
-    Which shape a pipeline gets is decided at run time by two timings, in each process:
+    Which shape a pipeline gets (the one statement of the rule; the README, `loader.py`,
+    `read_ahead.py` and this module's docstring point here):
 
-    - the batch thread (`worker_count=0` only): the first two chunks are made in the calling
-      thread and the second is timed; it starts if that chunk took at least 2 ms
-      (`read_ahead.BACKGROUND_PAYS_OFF_S`), else everything stays in the caller's thread.
-      The 2 ms is per chunk (64 records or more, a whole number of batches), not per batch;
-      `start_prefetch()` starts the thread without the timing;
-    - the read threads: the first chunk is read and transformed inline and timed; threads
-      run from then on if its reads waited at least 200 µs per record
-      (`record_stage.THREADS_PAY_OFF_S`; all `num_threads`, unless the source reads a chunk
-      in one `__getitems__` call), or if reading and transforming took at least 25 µs per
-      record with per-record transforms (`record_stage.WORK_PAYS_OFF_S`; this process's
+    - `num_threads=0` or `prefetch_buffer_size=0`: everything in the caller's thread;
+    - else, at `worker_count=0`, the batch thread makes every chunk, from the first `next()`
+      (or `start_prefetch()`) on (`read_ahead.py` says why no timing decides it);
+    - the read threads, in each process (the main one or a worker): the first chunk is read
+      and transformed inline and timed; threads run from then on if its reads waited at
+      least 200 µs per record (`THREADS_PAY_OFF_S`; all `num_threads`, unless the source
+      reads a chunk in one `__getitems__` call), or if reading and transforming took at
+      least 25 µs per record with per-record transforms (`WORK_PAYS_OFF_S`; this process's
       share of the cores, and none when that share is one).
 
     `repr(iterator)` (or `iterator.execution`) says which shape runs and the measured figures
-    that chose it, e.g. "in the caller's thread: the second chunk took 0.03 ms, under 2 ms;
-    no read threads: the first chunk waited 0.0 µs and took 0.4 µs per record (...)". Threads
+    that chose its read threads, e.g. "on the batch thread: started at the first next(); no
+    read threads: the first chunk waited 0.0 µs and took 0.4 µs per record (...)". Threads
     run your source and transforms: see the README's "Thread safety" for what that asks.
     """
 

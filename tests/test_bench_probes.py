@@ -147,7 +147,7 @@ def test_read_execution_reads_what_course_lib_prints(bench_probes):
         read_options=grain.ReadOptions(num_threads=0)))
     assert (forbidden.place, forbidden.why_no_read_threads) == ("this thread", "forbidden")
     cheap = execution(_loader(grain.ArrayDataSource(np.arange(256)), [grain.Batch(8)], 256))
-    assert (cheap.place, cheap.why_no_read_threads) == ("this thread", "cheap")
+    assert (cheap.place, cheap.why_no_read_threads) == ("batch thread", "cheap")
     waiting = execution(_loader(SlowSource(), [grain.Batch(8)], 256))
     assert waiting.place == "batch thread" and waiting.read_threads > 1
     computing = execution(_loader(grain.RangeDataSource(0, 16, 1),
