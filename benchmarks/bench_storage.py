@@ -98,13 +98,47 @@ def random_read_rows(path: Path, num_records: int, reads: int, rounds: int) -> l
     return rows
 
 
+def warmup_records() -> int:
+    """Records left out of a timing: the loader reads its first chunk inline."""
+    from course_lib.stream import MIN_CHUNK_RECORDS
+
+    return MIN_CHUNK_RECORDS
+
+
+def time_slow_loader(source, *, num_threads: int, num_records: int,
+                     batch_size: int = 32) -> float:
+    """Records/s of a shuffled, decoded, batched pass over `num_records` records of
+    `source` (lesson 9's loader), timed after the first `warmup_records()` records."""
+    import course_lib as grain
+
+    skip = warmup_records()
+    if num_records < skip + 4 * batch_size:
+        raise ValueError(f"num_records={num_records} leaves too little to time after the "
+                         f"first {skip} records; pass at least {skip + 4 * batch_size}.")
+    loader = grain.DataLoader(
+        data_source=source, operations=[bigger_than_memory.DecodeDigit(),
+                                        grain.Batch(batch_size)],
+        sampler=grain.IndexSampler(num_records, shuffle=True, seed=0, num_epochs=1),
+        read_options=grain.ReadOptions(num_threads=num_threads, prefetch_buffer_size=500))
+    seen, timed, start = 0, 0, None
+    with iter(loader) as batches:
+        for batch in batches:
+            if start is None:
+                seen += len(batch["label"])
+                if seen >= skip:
+                    start = time.perf_counter()  # the clock starts after the skipped batches
+            else:
+                timed += len(batch["label"])
+    return timed / (time.perf_counter() - start)
+
+
 def slow_storage_rows(path: Path, num_records: int, seconds: float, rounds: int) -> list[Row]:
     slow = bigger_than_memory.SlowStorage(ArrayRecordDataSource(path), LATENCY_S)
     rows = []
     for threads in THREADS:
-        limit = bigger_than_memory.threads_limit(threads, LATENCY_S)
-        count = min(num_records, bigger_than_memory.warmup_records(0) + 128 + int(limit * seconds))
-        rates = [bigger_than_memory.time_slow_loader(slow, num_threads=threads, num_records=count)
+        limit = threads / LATENCY_S  # every read waits LATENCY_S, `threads` of them at once
+        count = min(num_records, warmup_records() + 128 + int(limit * seconds))
+        rates = [time_slow_loader(slow, num_threads=threads, num_records=count)
                  for _ in range(rounds)]
         value = statistics.median(rates)
         rows.append(Row(f"slow storage ({LATENCY_S * 1e3:.0f} ms/read), num_threads={threads}",
