@@ -40,11 +40,9 @@ def test_feed_timelines_draw_each_setup_with_its_median_run():
             range(10), lambda batch, seconds=seconds: time.sleep(seconds), 6)
             for _ in range(3)]
     figure = training_loop.plot_feed_timelines(runs, max_steps=4)
-    titles = [ax.get_title() for ax in figure.axes]
-    assert [title.split(":")[0] for title in titles] == ["slow", "fast"]
-    assert all("median run of 3" in title and "steps/s, step idle" in title
-               for title in titles)
-    assert "first 4 measured steps" in figure.axes[-1].get_xlabel()
+    # titled with the setup's name only: the numbers are the lesson's tables'
+    assert [ax.get_title() for ax in figure.axes] == ["slow", "fast"]
+    assert "first 4 measured steps of each setup's median run" in figure.axes[-1].get_xlabel()
 
 
 def test_plot_training_says_when_the_last_point_is_short_of_its_epoch():
@@ -54,7 +52,7 @@ def test_plot_training_says_when_the_last_point_is_short_of_its_epoch():
     whole = training_loop.plot_training([2.0, 1.0], {0: 0.1, 2: 0.8}).axes[1].get_title()
     assert "short" not in whole
     short = training_loop.plot_training([2.0, 1.0], {0: 0.1, 2: 0.8}, short=32)
-    assert "(the last one 32 records short)" in short.axes[1].get_title()
+    assert "(the run ends 32 records short of its last epoch)" in short.axes[1].get_title()
     with pytest.raises(ValueError, match="short=-1"):
         training_loop.plot_training([2.0], {0: 0.1, 1: 0.5}, short=-1)
 
@@ -70,6 +68,12 @@ def test_lesson7_writes_the_model_the_step_the_loaders_and_the_loop_in_its_cells
     # the feeds are judged by the course's one table, against the naive loop
     assert ('table.compare(steps_per_s, baseline="naive", unit="steps/s", '
             'higher_is_better=True)') in code
+    assert ('table.compare(idle, baseline="naive", unit="% idle", '
+            'words=("less idle", "more idle"))') in code
+    # the batch thread is read against the row it adds to, prefetch against its own
+    assert 'pair = ("0 workers, no threads", "0 workers, batch thread")' in code
+    assert 'baseline="2 workers"' in code
+    assert "step % steps_per_epoch == 0" in code
     assert "highlight=" not in code  # no setup is coloured as a winner
     assert "parallel_workers" not in code and "bottleneck" not in code
 
@@ -87,17 +91,6 @@ def test_skipped_batches_are_the_records_read_ahead():
 def _rows(batches, losses):
     return [{"step": step, "batch": batch, "loss": loss}
             for step, (batch, loss) in enumerate(zip(batches, losses, strict=True), 1)]
-
-
-def test_losses_verdict_titles_the_resume_picture_from_the_losses():
-    from course_lib.course import resume
-
-    whole = _rows("abcd", [2.0, 1.5, 1.2, 1.0])
-    assert resume.losses_verdict(whole, whole) == "the same losses as without a stop"
-    other = _rows("abxy", [2.0, 1.5, 1.3, 1.1])
-    assert resume.losses_verdict(whole, other) == (
-        "the losses differ from the run without a stop at 2 of 4 steps (from step 3)")
-    assert resume.losses_verdict(whole, whole[:3]) == "not the same steps as the run without a stop"
 
 
 def test_fingerprint_table_marks_each_batch_equal_or_not():

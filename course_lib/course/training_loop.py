@@ -14,8 +14,9 @@ import numpy as np
 
 def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
                   title: str = "Training on the digits", short: int = 0):
-    """Two panels: the loss of every step, and the held-out accuracy after each epoch
-    (`accuracies` maps a step to the accuracy measured after it, step 0 before training).
+    """Two panels: the loss of every step, and the held-out accuracy measured every epoch's
+    worth of steps (`accuracies` maps a step to the accuracy measured after it, step 0
+    before training).
     `short` is how many records of the last epoch the run never trained on (full batches
     run on across epochs): the right panel's title says so when it is not 0."""
     import matplotlib.pyplot as plt
@@ -32,8 +33,9 @@ def plot_training(losses: Sequence[float], accuracies: Mapping[int, float], *,
     accuracy_ax.set_xlabel("step")
     accuracy_ax.set_ylabel("held-out accuracy (%)")
     accuracy_ax.set_ylim(0, 100)
-    accuracy_ax.set_title("accuracy on the held-out digits, after each epoch" + (
-        f"\n(the last one {short} record{'s' if short > 1 else ''} short)" if short else ""))
+    accuracy_ax.set_title("accuracy on the held-out digits, every epoch's worth of steps" + (
+        f"\n(the run ends {short} record{'s' if short > 1 else ''} short of its last epoch)"
+        if short else ""))
     figure.suptitle(title)
     figure.tight_layout()
     return figure
@@ -50,19 +52,17 @@ def median_run(profilers: Sequence[Any]) -> int:
 
 def plot_feed_timelines(runs: Mapping[str, Sequence[Any]], max_steps: int = 12):
     """One timeline per setup (`runs`: setup -> one `StepProfiler` per run), of its median
-    run (`median_run`), titled with that run's steps per second and idle share."""
+    run (`median_run`), titled with the setup's name only: the lesson's tables give the
+    numbers, so no title carries a second figure."""
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(len(runs), 1, figsize=(10, 1.8 * len(runs)), sharex=True,
                                 squeeze=False)
     for ax, (label, profilers) in zip(axes[:, 0], runs.items(), strict=True):
-        chosen = median_run(profilers)
-        profiler = profilers[chosen]
-        profiler.plot_timeline(ax=ax, max_steps=max_steps)
-        ax.set_title(f"{label}: median run of {len(profilers)}, "
-                     f"{profiler.num_steps / profiler.wall_time:.0f} steps/s, step idle "
-                     f"{profiler.idle_fraction:.0%}", fontsize="medium")
+        profilers[median_run(profilers)].plot_timeline(ax=ax, max_steps=max_steps)
+        ax.set_title(label, fontsize="medium")
         ax.set_xlabel("")
-    axes[-1, 0].set_xlabel(f"time (ms); first {max_steps} measured steps of each run")
+    axes[-1, 0].set_xlabel(f"time (ms); first {max_steps} measured steps of each setup's "
+                           "median run")
     figure.tight_layout()
     return figure
