@@ -6,12 +6,13 @@ Everything the course built, in one script you can read top to bottom and run:
 
 - the data is one Dataset chain (Grain's Dataset API, on course_lib): two corpora, each
   in its own ArrayRecord shards read through one `ArrayRecordDataSource` (lesson 9); each
-  process takes every `process_count`-th record of each (lesson 5), shuffles them with its
-  own seed and repeats them endlessly; `MapDataset.mix` interleaves the two at `--mix`
-  (lesson 13); `FirstFitPackIterDataset` packs the byte strings into rows of one length
-  with segment ids and positions (lesson 10), so the step has one shape, and `.batch` stacks
-  the rows; `--workers` reads and decodes in worker processes (`mp_prefetch`,
-  lesson 4) without changing a batch;
+  process takes every `process_count`-th record of each (lesson 5), shuffles them with a
+  seed of their own (one per process and corpus, from `--seed`) and repeats them
+  endlessly; `MapDataset.mix` interleaves the two at `--mix` (lesson 13);
+  `FirstFitPackIterDataset` packs the byte strings into rows of one length with segment ids
+  and positions (lesson 10), so the step has one shape, and `.batch` stacks the rows;
+  `--workers` reads and decodes in worker processes (`mp_prefetch`, lesson 4) without
+  changing a batch;
 - each process's packed local batch becomes one global `jax.Array` (`make_global_batch`,
   lesson 5) and a jitted step, guarded by `chex.assert_max_traces(n=1)`, trains the decoder
   of `course_lib.language_model` on it (lesson 6: it must never compile twice);
@@ -109,6 +110,13 @@ class ByteTokens(MapTransform):
         return {"tokens": tokens, "corpus": np.full(len(tokens), self.corpus, np.int32)}
 
 
+def shuffle_seed(seed: int, process_index: int, corpus: int) -> int:
+    """The shuffle seed of one corpus in one process, derived from the run's `--seed`. Each
+    component of the mix gets its own, as Grain's tests advise: one seed would shuffle two
+    corpora of equal length alike."""
+    return int(np.random.SeedSequence([seed, process_index, corpus]).generate_state(1)[0])
+
+
 def make_dataset(data: Path, args: argparse.Namespace, process_index: int | None = None,
                  process_count: int | None = None):
     """Source, shard by process, shuffle and repeat, for each corpus; mix; pack; batch."""
@@ -126,10 +134,9 @@ def make_dataset(data: Path, args: argparse.Namespace, process_index: int | None
         if not paths:
             raise FileNotFoundError(f"--data={str(data)!r} holds no {name}-*.array_record "
                                     "files.")
-        own_seed = int(np.random.SeedSequence([args.seed, process_index]).generate_state(1)[0])
         corpora.append(grain.MapDataset.source(ArrayRecordDataSource(paths))
                        [process_index::process_count]  # this process's records
-                       .shuffle(seed=own_seed)  # its own order, reshuffled every epoch
+                       .shuffle(seed=shuffle_seed(args.seed, process_index, number))
                        .repeat()  # endless: the mix never runs out, every rank runs --steps
                        .map(ByteTokens(number)))
     mixed = grain.MapDataset.mix(corpora, weights=[args.mix, 1 - args.mix])
