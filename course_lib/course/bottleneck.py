@@ -1,4 +1,4 @@
-"""Lesson 1, the bottleneck: a profiled loop's table, progress bar and timeline picture.
+"""Lesson 1, the bottleneck: a profiled loop's progress bar, time per step and timelines.
 
 The lesson writes its loops and its loader in its own cells and judges every comparison
 with `course.table.compare`; this module only draws and formats what `StepProfiler`
@@ -8,28 +8,11 @@ bottleneck" page (docs/inside/bottleneck.md).
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from course_lib.course.basics import Estimate, format_seconds
-
-
-def profile_table(profilers: Mapping[str, Any]) -> str:
-    """A small text table, one row per `StepProfiler`: steps/s, mean wait, mean step, idle."""
-    if not profilers:
-        raise ValueError("profilers is empty: pass {label: StepProfiler} with steps recorded.")
-    width = max(len("run"), *(len(label) for label in profilers))
-    lines = [f"{'run':<{width}}  steps/s  mean wait (ms)  mean step (ms)  idle",
-             "-" * (width + 47)]
-    for label, profiler in profilers.items():
-        _check_steps(profiler, label)
-        wait_ms = 1e3 * float(profiler.wait_times.mean())
-        step_ms = 1e3 * float(profiler.step_times.mean())
-        lines.append(f"{label:<{width}}  {profiler.num_steps / profiler.wall_time:7.1f}  "
-                     f"{wait_ms:14.2f}  {step_ms:14.2f}  {profiler.idle_fraction:4.0%}")
-    return "\n".join(lines)
+from course_lib.course.basics import Estimate
+from course_lib.course.table import format_time
 
 
 def progress(iterable: Iterable, total: int, desc: str) -> Iterable:
@@ -55,19 +38,6 @@ def step_period(profiler: Any) -> Estimate:
     periods = Estimate.mean_of(profiler.wait_times + profiler.step_times)
     return Estimate(profiler.wall_time / profiler.num_steps, periods.stderr, periods.count,
                     "mean")
-
-
-@contextlib.contextmanager
-def process_cores() -> Iterator[list[float]]:
-    """How many cores this process kept busy over the block, on average: its CPU time
-    (every thread of it, `time.process_time`) over the wall time. Yields a list that holds
-    the one figure after the block. Worker processes are not counted."""
-    found: list[float] = []
-    cpu, wall = time.process_time(), time.perf_counter()
-    try:
-        yield found
-    finally:
-        found.append((time.process_time() - cpu) / (time.perf_counter() - wall))
 
 
 def window_period(profiler: Any, first: int, end: int) -> float:
@@ -104,7 +74,7 @@ def plot_run_timelines(profilers: Mapping[str, Any], steps: int = 10):
     """One timeline per `StepProfiler`, stacked on a shared time axis: waiting for data
     (red) and computing (green), over the `steps` consecutive steps that stand for the run
     best (`timeline_window`). Each title gives the window's time per step beside the whole
-    run's, so the reader can check the window, and the run's idle share."""
+    run's, so the reader can check the window against the run."""
     import matplotlib.pyplot as plt
 
     from course_lib.profiling import COMPUTE_COLOR, EDGE_COLOR, WAIT_COLOR
@@ -121,9 +91,9 @@ def plot_run_timelines(profilers: Mapping[str, Any], steps: int = 10):
                     edgecolor=EDGE_COLOR, linewidth=0.6)
         ax.set_yticks([0, 1], ["computing", "waiting for data"])
         ax.set_title(f"{name}, steps {first + 1}–{end} of {profiler.num_steps}: "
-                     f"{format_seconds(window_period(profiler, first, end))} a step (whole "
-                     f"run: {format_seconds(step_period(profiler).value)} a step, idle "
-                     f"{profiler.idle_fraction:.0%})", fontsize="medium")
+                     f"{format_time(window_period(profiler, first, end))} a step (whole "
+                     f"run: {format_time(step_period(profiler).value)} a step)",
+                     fontsize="medium")
     axes[-1, 0].set_xlabel("time from the window's first step (ms)")
     figure.tight_layout()
     return figure
