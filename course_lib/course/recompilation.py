@@ -32,8 +32,10 @@ def plot_step_times(runs: Sequence[Sequence[float]], rows: Sequence[int]):
     for step, size in enumerate(rows):
         if size not in seen:
             seen.add(int(size))
+            # at either end of the axis, the label runs inwards so it is not cut off
+            where = "left" if step == 0 else "right" if step == len(rows) - 1 else "center"
             ax.annotate(f"first batch of {size} rows", (step, float(np.max(times[:, step]))),
-                        textcoords="offset points", xytext=(0, 6), ha="center",
+                        textcoords="offset points", xytext=(0, 6), ha=where,
                         fontsize="small")
     ax.set_ylim(top=float(np.max(times)) * 4)  # room for the labels
     ax.set_title(f"Every step of one epoch, {len(times)} runs, each with a new jitted step "
