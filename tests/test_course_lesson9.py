@@ -1,5 +1,5 @@
-"""Lesson 9's helpers: the records and the record file agree, memory growth is read from
-/proc in a new process, the slow storage waits, and the benchmark's timing still runs."""
+"""Lesson 9's helpers: the records and the record file agree, the page cache drop says when it
+cannot work, the slow storage waits, and the benchmark's timing still runs."""
 
 from __future__ import annotations
 
@@ -34,21 +34,24 @@ def test_the_record_file_holds_the_records_and_decode_reads_them(tmp_path, recor
         records[40]
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no /proc here")
-def test_a_whole_read_grows_the_process_memory_and_a_lazy_read_does_not(tmp_path):
-    big = lesson.DigitRecords(3000, side=64)  # 12 MB
-    path = lesson.write_digit_record_file(big, tmp_path / "big.npy")
-    assert lesson.memory_growth_mb("whole", path, 3000)["anonymous"] > 10
-    assert lesson.memory_growth_mb("lazily", path, 3000)["anonymous"] < 5
-    with pytest.raises(ValueError, match="how='all' must be 'whole' or 'lazily'"):
-        lesson.memory_growth_mb("all", path, 1)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="posix_fadvise: Linux")
 def test_drop_page_cache_accepts_new_files(tmp_path):
     path = tmp_path / "file.bin"
     path.write_bytes(b"x" * 10_000)
     assert lesson.drop_page_cache([path]) is True
+    assert lesson.file_system_type(tmp_path) not in ("", "tmpfs")
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm here")
+def test_drop_page_cache_says_false_on_a_file_system_in_memory(tmp_path):
+    if lesson.file_system_type("/dev/shm") != "tmpfs":
+        pytest.skip("/dev/shm is not tmpfs here")
+    with open("/dev/shm/lesson9-test.bin", "wb") as file:
+        file.write(b"x" * 4096)
+    try:
+        assert lesson.drop_page_cache(["/dev/shm/lesson9-test.bin"]) is False
+    finally:
+        Path("/dev/shm/lesson9-test.bin").unlink()
 
 
 def test_slow_storage_waits_and_pickles():

@@ -9,11 +9,7 @@ a time keeps it flat. docs/inside/bigger_than_memory.md has the detail.
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,8 +82,8 @@ def drop_page_cache(paths: Sequence[str | Path]) -> bool:
     """Ask the kernel to drop these files' cached pages (no root needed), for a cold read.
 
     Pages not yet written to disk cannot be dropped: the call starts writing them, so call
-    it once after writing and again before each cold read. False where `posix_fadvise` does
-    not exist (macOS)."""
+    it once after writing and again before each cold read. False where the drop cannot
+    work: no `posix_fadvise` (macOS), or a file on tmpfs or ramfs, which lives in memory."""
     if not hasattr(os, "posix_fadvise"):
         return False
     for path in paths:
@@ -96,48 +92,27 @@ def drop_page_cache(paths: Sequence[str | Path]) -> bool:
             os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(descriptor)
-    return True
+    folders = {os.path.dirname(os.path.realpath(path)) for path in paths}
+    return not any(file_system_type(folder) in ("tmpfs", "ramfs") for folder in folders)
 
 
-_MEMORY_SCRIPT = """
-import json, sys
-import numpy as np
-from course_lib.record_file import RecordFileDataSource
-
-
-def memory():
-    fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
-    return {name: int(fields[key].split()[0]) * 1024 / 1e6
-            for name, key in (("anonymous", "RssAnon"), ("file", "RssFile"))}
-
-
-how, path, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-source = RecordFileDataSource(path)
-before = memory()
-if how == "whole":
-    header = source._needed_bytes - len(source) * source.dtype.itemsize
-    data = np.fromfile(path, dtype=source.dtype, count=count, offset=header)
-else:
-    for key in range(count):
-        record = source[key]
-after = memory()
-print(json.dumps({name: after[name] - before[name] for name in after}))
-"""
-
-
-def memory_growth_mb(how: str, path: str | Path, count: int, timeout: float = 120) -> dict:
-    """In a new Python process: how much `RssAnon` ("anonymous") and `RssFile` ("file") grow,
-    in MB, while the first `count` records of a record file are read `"whole"` (one array,
-    as `np.load` does) or `"lazily"` (one record at a time). NaN without /proc."""
-    if how not in ("whole", "lazily"):
-        raise ValueError(f"how={how!r} must be 'whole' or 'lazily'.")
-    if not Path("/proc/self/status").is_file():
-        return {"anonymous": math.nan, "file": math.nan}
-    done = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, how, os.fspath(path),
-                           str(count)], capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"the memory measurement failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
+def file_system_type(path: str | Path) -> str:
+    """The type of the file system holding `path` ("ext4", "tmpfs", ...), from /proc/mounts:
+    the longest mount point above it. "" where /proc/mounts does not exist."""
+    path, found, kind = os.path.realpath(path), -1, ""
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = fields[1].replace("\\040", " ")
+        inside = path == mount or path.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) > found:
+            found, kind = len(mount), fields[2]
+    return kind
 
 
 def plot_memory_growth(sizes_mb: Sequence[float], whole: Sequence[float],
