@@ -179,7 +179,8 @@ def plot_resume(steps: Sequence[Mapping], resumed: Sequence[Mapping],
                label="uniform guess over 256 bytes")
     ax.set_xlabel("step")
     ax.set_ylabel("next-byte loss (nats)")
-    ax.set_title("Killed and resumed: the resumed losses on the uninterrupted run's line")
+    ax.set_title(f"Loss per step: rank 1 killed after step {killed_after}, the job resumed "
+                 f"from step {resumed_from}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
     figure.tight_layout()
     return figure
