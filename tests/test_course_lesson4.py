@@ -150,6 +150,8 @@ def test_plot_worker_scaling_draws_every_run_against_worker_count_zero():
     assert sorted(dots[:, 1].round(2).tolist()) == [0.91, 1.0, 1.11, 1.67, 2.0, 4.0]
     assert ax.get_ylim()[1] > 4.0  # the fastest run stays inside the axes
     assert "line: ratio of medians of 3 runs; dots: each run" in ax.get_title()
+    figure.canvas.draw()  # the legend lies right of the axes, so it hides no dot
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
     plt.close(figure)
 
 

@@ -23,7 +23,8 @@ def plot_worker_scaling(curves: Mapping[str, Mapping[int, Sequence[float]]], *, 
     """Speed against `worker_count=0`, one line per entry of `curves` (a name -> worker
     count -> every run's seconds per record, 0 among the counts): the line joins the ratios
     of medians, each run is a dot (`worker_count=0`'s median over the run), and counts
-    above the cores are shaded. The title says what the line and the dots are."""
+    above the cores are shaded. The title says what the line and the dots are; the legend
+    sits outside the axes, so it hides no dot."""
     from course_lib.course.basics import plot_scaling
 
     for name, curve in curves.items():
@@ -36,7 +37,7 @@ def plot_worker_scaling(curves: Mapping[str, Mapping[int, Sequence[float]]], *, 
                            for name, curve in curves.items()},
                           ylabel="records/s, as a multiple of\nworker_count=0's",
                           title=title, cores=cores, ax=ax)
-    ax = ax or figure.axes[0]
+    own_figure, ax = ax is None, ax or figure.axes[0]
     colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
     counts, highest = set(), 1.0
     for name, curve in curves.items():
@@ -52,6 +53,11 @@ def plot_worker_scaling(curves: Mapping[str, Mapping[int, Sequence[float]]], *, 
     runs_text = " or ".join(map(str, sorted(counts)))
     ax.set_title(f"{title}\n(line: ratio of medians of {runs_text} runs; dots: each run)",
                  fontsize="medium")
+    # Outside the axes, on the right: inside, the legend hid the highest dots.
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    if own_figure:
+        figure.set_size_inches(8.0, 3.6)
+        figure.tight_layout()
     return figure
 
 
