@@ -13,7 +13,7 @@ run is the only choice, made by one of three executors with the same `next` / `s
 `close`:
 
 - `worker_count=0, ReadOptions(num_threads=0)`: all of it in the calling thread, one record
-  after the other, the place to debug with `pdb` or `print` (`stream.InCaller`);
+  after the other, the place to debug with `pdb` or `print` (`InCaller`);
 - `worker_count=0` with read threads (the default): steps 1 to 4 on a background thread,
   batches made ahead while the training step runs (`read_ahead.ReadAhead`), with more
   threads for steps 2 and 3 where a record costs enough (`record_stage.py`);
@@ -42,9 +42,61 @@ from course_lib.record_stage import ChunkProcessor, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
-from course_lib.stream import InCaller, chunk_size_for, chunks_waiting, in_process_chunks
+from course_lib.stream import chunk_size_for, chunks_waiting, stream_chunks
 from course_lib.transforms import Batch
 from course_lib.workers import WorkerElements
+
+
+# -- steps 1 to 4 in this process, chunk after chunk -----------------------------------------
+def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
+                      processor: ChunkProcessor, skip_batches: int = 0,
+                      chunk_size: int | None = None, pass_length: int | None = None):
+    """Yield, per chunk of the stream (`chunk_size` records, by default
+    `chunk_size_for(pipeline)`), the list of `(element, next_index)` pairs it completes:
+    read and transform (`processor`), then the pipeline's `Tail` (batching). (`skip_batches`:
+    see `bucketing.ResumePoint`.)
+
+    A transform's exception is raised after the elements made from the records before it,
+    so the consumer meets it at the element the failing record belongs to. (`pass_length`:
+    `DataLoader.pass_length`.)"""
+    run = pipeline.start_run(pass_length)  # this iterator's own generators
+    tail = pipeline.start_tail(run, skip_batches=skip_batches)
+    end = start
+    chunks = stream_chunks(sampler, start, chunk_size or chunk_size_for(pipeline))
+    try:
+        for chunk in processor.process(chunks, run):
+            end = chunk.start + len(chunk.record_keys)
+            elements = tail.add(chunk.positions, chunk.survivors)
+            if elements:
+                yield elements
+            if chunk.error is not None:
+                raise chunk.error
+            if pipeline.filters_records:
+                run.count_kept(len(chunk.record_keys), len(chunk.survivors))
+        elements = tail.finish(end)
+        if elements:
+            yield elements
+    finally:
+        processor.close()
+
+
+class InCaller(Iterator):
+    """The pairs of `in_process_chunks`, one at a time, made in the calling thread when
+    `next()` asks: the executor for `ReadOptions(num_threads=0)`, with the same `next` /
+    `start` / `close` as the others (`read_ahead.ReadAhead`, `workers.WorkerElements`)."""
+
+    def __init__(self, chunks):
+        self._chunks = chunks
+        self._pairs = (pair for elements in chunks for pair in elements)
+
+    def __next__(self):
+        return next(self._pairs)
+
+    def start(self) -> None:
+        """Nothing runs ahead in the calling thread: there is nothing to start."""
+
+    def close(self) -> None:
+        self._chunks.close()
 
 
 class DataLoaderIterator(ClosesOnExit, Iterator):

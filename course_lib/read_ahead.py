@@ -36,12 +36,12 @@ What the consumer sees does not change:
 
 from __future__ import annotations
 
-import atexit
 import logging
 import queue
 import threading
-import weakref
 from collections.abc import Iterator
+
+from course_lib.closing import close_at_exit, closed
 
 logger = logging.getLogger("course_lib")
 
@@ -58,7 +58,6 @@ _END = "end"
 _ERROR = "error"
 _CHUNK = "chunk"
 
-_live: weakref.WeakSet = weakref.WeakSet()
 
 
 def offer(ready: queue.Queue, item, stop: threading.Event) -> bool:
@@ -121,7 +120,7 @@ class ReadAhead(Iterator):
             target=_produce, args=(self._chunks, self._ready, self._stop),
             name=THREAD_NAME, daemon=True)
         self._thread.start()
-        _live.add(self)
+        close_at_exit(self)
 
     def __next__(self):
         for pair in self._current:
@@ -145,7 +144,7 @@ class ReadAhead(Iterator):
 
     def _wait_for_thread(self) -> tuple:
         """The thread's next item; Ctrl-C interrupts the wait. A thread stopped other than by
-        this iterator's own `close()` (by the read threads' exit hook, while another thread
+        this iterator's own `close()` (by the exit hook of `closing.py`, while another thread
         still iterates as the interpreter exits) queues nothing more: that ends the wait with
         an error instead of never."""
         while True:
@@ -178,7 +177,7 @@ class ReadAhead(Iterator):
                     "A transform was still running %.0f s after the loader was closed; its "
                     "thread will exit when the transform returns.", JOIN_TIMEOUT_S)
         self._drain()  # what the thread put while stopping
-        _live.discard(self)
+        closed(self)
 
     def _drain(self) -> None:
         while True:
@@ -192,10 +191,3 @@ class ReadAhead(Iterator):
             self.close()
         except Exception:
             return
-
-
-@atexit.register
-def _close_all() -> None:
-    """Stop every read-ahead still running, before the interpreter tears modules down."""
-    for ahead in list(_live):
-        ahead.close()

@@ -33,12 +33,12 @@ transforms; `ChunkProcessor.close` then cancels the tasks not started and waits 
 threads to finish the one each is on, so nothing is left running. Interpreter exit needs
 the same: Python joins a pool's threads at exit only after they have run every task still
 queued (`concurrent.futures.thread`), which for a slow transform and a large
-`prefetch_buffer_size` is many seconds, so an exit hook closes every live stage first.
+`prefetch_buffer_size` is many seconds, so the exit hook of `closing.py` closes every
+live stage first.
 """
 
 from __future__ import annotations
 
-import atexit
 import collections
 import dataclasses
 import itertools
@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from course_lib._checks import check_int
+from course_lib.closing import close_at_exit, closed
 
 try:  # per-thread context switches: Linux
     import resource
@@ -236,25 +237,6 @@ WAITING_SHARE = 0.75  # reads that wait spend at least this share of their time 
 WORK_PAYS_OFF_S = 25e-6  # per-record read + transform time above which threads share it
 JOIN_TIMEOUT_S = 10.0  # a task still running after close() gets this long (as read_ahead's)
 
-_live: weakref.WeakSet = weakref.WeakSet()  # stages whose pool is open
-
-
-def _close_all_at_exit() -> None:
-    """Stop every live stage as if its consumer had closed it: set its stop flag, cancel
-    its queued tasks and wait for its running ones. (A thread that still iterates one, as
-    the main thread ends, gets an error: Python refuses new tasks from then on anyway.)"""
-    for stage in list(_live):
-        if stage._stop is not None:
-            stage._stop.set()
-        stage.close()
-
-
-# `concurrent.futures.thread`, imported above, registered its exit hook (join every pool's
-# threads once they have run all their queued tasks) with `threading._register_atexit`,
-# whose hooks run last registered first, before threads are joined: registered after it,
-# this one runs first. Where that function is missing, a plain atexit hook comes too late
-# to spare the wait, but still stops what runs.
-getattr(threading, "_register_atexit", atexit.register)(_close_all_at_exit)
 
 
 class ChunkResult(NamedTuple):
@@ -385,7 +367,7 @@ class ChunkProcessor:
             # Shut the threads down even if nobody calls close().
             self._finalizer = weakref.finalize(self, self._pool.shutdown, wait=False,
                                                cancel_futures=True)
-            _live.add(self)
+            close_at_exit(self, "stop")  # closing.py: before Python joins the threads
         return self._pool
 
     def _submit(self, start: int, keys: np.ndarray) -> list[tuple[int, Future]]:
@@ -432,6 +414,13 @@ class ChunkProcessor:
                 return ChunkResult(start, keys, positions, survivors, done.error)
         return ChunkResult(start, keys, positions, survivors, None)
 
+    def stop(self) -> None:
+        """Stop as if the consumer had closed the iterator (at interpreter exit): set the
+        stop flag, so the running tasks stop at their next record, then `close()`."""
+        if self._stop is not None:
+            self._stop.set()
+        self.close()
+
     def close(self) -> None:
         """Cancel the tasks not started yet and wait, up to `JOIN_TIMEOUT_S`, for the
         threads to finish the task each is on: with the stop flag set (the consumer closed),
@@ -439,7 +428,7 @@ class ChunkProcessor:
         if self._finalizer is None:
             return
         self._finalizer()  # shuts the pool down once: the threads exit when their task ends
-        _live.discard(self)
+        closed(self)
         # The pool's threads: ThreadPoolExecutor keeps them in `_threads` (private, the same
         # since Python 3.2); after the shutdown no thread is added.
         threads = [thread for thread in getattr(self._pool, "_threads", ())

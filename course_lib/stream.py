@@ -7,7 +7,8 @@ transforms them together. Chunks hold a whole number of batches, so that a worke
 handed one chunk returns whole batches.
 
 Both the in-process loader (`loader.py`) and the worker processes (`workers.py`) cut the
-stream the same way, which is one reason their batches are identical.
+stream the same way, which is one reason their batches are identical. This module only cuts:
+the loop that reads, transforms and batches the chunks is `loader.in_process_chunks`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from course_lib.pipeline import Pipeline
-from course_lib.record_stage import ChunkProcessor
 from course_lib.sampler import IndexSampler
 
 # Positions are read in chunks of about this many records: enough to amortise the
@@ -60,54 +60,3 @@ def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
     """`(start, record_keys)` for consecutive chunks of the stream from `start` on."""
     for chunk_start, chunk_stop, _ in chunk_bounds(sampler, start, chunk_size):
         yield chunk_start, sampler.record_keys(chunk_start, chunk_stop)
-
-
-def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
-                      processor: ChunkProcessor, skip_batches: int = 0,
-                      chunk_size: int | None = None, pass_length: int | None = None):
-    """Yield, per chunk of the stream (`chunk_size` records, by default
-    `chunk_size_for(pipeline)`), the list of `(element, next_index)` pairs it completes:
-    read and transform (`processor`), then the pipeline's `Tail` (batching). (`skip_batches`:
-    see `bucketing.ResumePoint`.)
-
-    A transform's exception is raised after the elements made from the records before it,
-    so the consumer meets it at the element the failing record belongs to. (`pass_length`:
-    `DataLoader.pass_length`.)"""
-    run = pipeline.start_run(pass_length)  # this iterator's own generators
-    tail = pipeline.start_tail(run, skip_batches=skip_batches)
-    end = start
-    chunks = stream_chunks(sampler, start, chunk_size or chunk_size_for(pipeline))
-    try:
-        for chunk in processor.process(chunks, run):
-            end = chunk.start + len(chunk.record_keys)
-            elements = tail.add(chunk.positions, chunk.survivors)
-            if elements:
-                yield elements
-            if chunk.error is not None:
-                raise chunk.error
-            if pipeline.filters_records:
-                run.count_kept(len(chunk.record_keys), len(chunk.survivors))
-        elements = tail.finish(end)
-        if elements:
-            yield elements
-    finally:
-        processor.close()
-
-
-class InCaller(Iterator):
-    """The pairs of `in_process_chunks`, one at a time, made in the calling thread when
-    `next()` asks: the executor for `ReadOptions(num_threads=0)`, with the same `next` /
-    `start` / `close` as the others (`read_ahead.ReadAhead`, `workers.WorkerElements`)."""
-
-    def __init__(self, chunks):
-        self._chunks = chunks
-        self._pairs = (pair for elements in chunks for pair in elements)
-
-    def __next__(self):
-        return next(self._pairs)
-
-    def start(self) -> None:
-        """Nothing runs ahead in the calling thread: there is nothing to start."""
-
-    def close(self) -> None:
-        self._chunks.close()

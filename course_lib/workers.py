@@ -29,7 +29,6 @@ not run in parallel in threads. Processes do. The plan:
 
 from __future__ import annotations
 
-import atexit
 import collections
 import contextlib
 import io
@@ -49,6 +48,7 @@ import cloudpickle
 import numpy as np
 
 from course_lib import allocator
+from course_lib.closing import close_at_exit, closed
 from course_lib.shared_arrays import MIN_SHARED_BYTES, SharedArrays
 from course_lib.stream import chunk_bounds, chunk_size_for
 from course_lib.transport import SlotOwner
@@ -304,7 +304,7 @@ class WorkerPool:
         self.processes, self.task_conns, self.result_conns = [], [], []
         self._closed = False
         self._noted_full_shm = False
-        self._close_lock = threading.Lock()  # atexit and a prefetch thread may both close
+        self._close_lock = threading.Lock()  # the exit hook and a prefetch thread may both close
         try:
             context = _worker_context()  # a new fork server starts while the arrays are copied
             payload = _pickle_payload(loader, self._shared)
@@ -314,7 +314,7 @@ class WorkerPool:
         except BaseException:
             self.close()
             raise
-        atexit.register(self._close_at_exit)
+        close_at_exit(self)
 
     def _start(self, context, payload: bytes) -> None:
         """Start every worker, then send each the payload through its task pipe.
@@ -400,16 +400,12 @@ class WorkerPool:
                 error.add_note(f"Traceback in worker {worker}:\n{text}")
                 raise error
 
-    def _close_at_exit(self) -> None:
-        self.close()
-
     def close(self) -> None:
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
-        with contextlib.suppress(Exception):
-            atexit.unregister(self._close_at_exit)
+        closed(self)
         for conn in self.task_conns:
             with contextlib.suppress(OSError, ValueError):
                 conn.send(None)
@@ -445,7 +441,7 @@ def _note_arrays_not_shared(shared: SharedArrays) -> None:
 class WorkerElements(Iterator):
     """Iterates `(element, next_index)` pairs computed by worker processes, in stream order:
     the executor for `worker_count > 0`, with the same `next` / `start` / `close` as the
-    others (`stream.InCaller`, `read_ahead.ReadAhead`). (`skip_batches`: see
+    others (`loader.InCaller`, `read_ahead.ReadAhead`). (`skip_batches`: see
     `bucketing.ResumePoint`.)
 
     The workers start here, so start-up errors surface at `iter(loader)`; `start()` hands

@@ -6,6 +6,7 @@ and the rule."""
 import subprocess
 import sys
 import textwrap
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,25 @@ def test_execution_says_which_steps_run_on_the_engine_and_which_here():
                         "order; per element: map, filter")
     assert lines[2:] == ["in the main process: map_with_index",
                          "in the main process: random_map"]
+
+
+# -- the engine, read top-down ----------------------------------------------------------------
+class FilesOnTheStack(grain.MapTransform):
+    """Each record becomes the course_lib files on the stack where its map runs."""
+
+    def map(self, element):
+        files = []
+        for frame in traceback.extract_stack()[:-1]:
+            name = Path(frame.filename)
+            if name.parent.name == "course_lib" and name.name not in files:
+                files.append(name.name)
+        return " > ".join(files)
+
+
+def test_a_record_goes_loader_record_stage_pipeline_at_0_workers():
+    loader = grain.DataLoader(data_source=grain.RangeDataSource(0, 8, 1),
+                              sampler=grain.IndexSampler(8, num_epochs=1),
+                              operations=[FilesOnTheStack()],
+                              read_options=grain.ReadOptions(num_threads=0))
+    with iter(loader) as iterator:
+        assert next(iterator) == "loader.py > record_stage.py > pipeline.py"
