@@ -85,8 +85,6 @@ def test_the_pictures_draw():
         mix.plot_batch_shares(mix.per_batch(rule, 32), mix.per_batch(coin, 32),
                               mix.prefix_deviation(rule, 0.7), mix.prefix_deviation(coin, 0.7),
                               32, 0.7),
-        mix.plot_resume_grid({"a": [True, False], "b": [False, False]}),
-        mix.plot_leaks({"wrong": [0, 5], "right": [0, 0]}, 10),
     ]
     assert all(figure.axes for figure in figures)
     plt.close("all")

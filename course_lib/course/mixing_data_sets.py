@@ -1,5 +1,5 @@
 """Lesson 13, mixing data sets: the two corpora as records, counts read from the records,
-and the lesson's three pictures.
+and the lesson's picture.
 
 The corpora are the capstone's (`capstone.text_pieces`, the standard library's docstrings,
 and `capstone.code_pieces`, its source), cut into pieces of at most `ROW_LENGTH` bytes. A
@@ -115,49 +115,5 @@ def plot_batch_shares(mix_counts: np.ndarray, coin_counts: np.ndarray,
               ylabel="docstring records off the share",
               title="How far every prefix strays from the share")
     right.legend(fontsize="small")
-    figure.tight_layout()
-    return figure
-
-
-def plot_resume_grid(results: Mapping[str, Sequence[bool]]):
-    """One row per way of resuming, one square per batch after the resume point: green
-    where the batch equals the uninterrupted run's, red where it does not."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
-
-    names = list(results)
-    grid = np.array([[1 if flag else 0 for flag in results[name]] for name in names])
-    figure, ax = plt.subplots(figsize=(max(6.0, 0.35 * grid.shape[1] + 3.5),
-                                       0.5 * len(names) + 1.2))
-    ax.imshow(grid, cmap=ListedColormap(["tab:red", "tab:green"]), vmin=0, vmax=1,
-              aspect="auto")
-    ax.set_yticks(range(len(names)), names)
-    ax.set_xticks(range(grid.shape[1]), [str(place + 1) for place in range(grid.shape[1])],
-                  fontsize="small")
-    ax.set_xticks(np.arange(-0.5, grid.shape[1]), minor=True)
-    ax.set_yticks(np.arange(-0.5, len(names)), minor=True)
-    ax.grid(which="minor", color="white", linewidth=1)
-    ax.tick_params(which="minor", length=0)
-    ax.set(xlabel="batch after the resume point",
-           title="Green: the batch equals the uninterrupted run's; red: it does not")
-    figure.tight_layout()
-    return figure
-
-
-def plot_leaks(leaks: Mapping[str, Sequence[int]], validation_size: int):
-    """Validation records read in each training epoch, one group of bars per epoch and one
-    bar per way of splitting."""
-    import matplotlib.pyplot as plt
-
-    figure, ax = plt.subplots(figsize=(8, 3.4))
-    width = 0.8 / len(leaks)
-    for place, (name, counts) in enumerate(leaks.items()):
-        xs = np.arange(1, len(counts) + 1) + (place - (len(leaks) - 1) / 2) * width
-        ax.bar_label(ax.bar(xs, counts, width=width, label=name), fontsize="small")
-    ax.set_xticks(range(1, max(len(counts) for counts in leaks.values()) + 1))
-    ax.set(xlabel="training epoch", ylabel="validation records trained on",
-           title=f"Held-out records that came back into training (of {validation_size:,})")
-    ax.margins(y=0.2)
-    ax.legend(fontsize="small")
     figure.tight_layout()
     return figure

@@ -3,12 +3,15 @@
     python -m course_lib.scripts.mix_resume_on_grain DOCSTRINGS CODE BATCH SAVE COMPARE
 
 The chain is the lesson's `mixed_chain` step for step (the seeds, the 70/30 weights,
-`repeat`, `mp_prefetch`, the batch size) on records that hold only their corpus and key:
-a resume depends on positions, not on tokens. One run at 2 workers gives the reference
+`repeat`, `mp_prefetch`, the batch size) on records that hold only their corpus and key
+(`MapDataset.range(n).map(...)`): a resume depends on positions, not on tokens. The
+lesson's `[rank::count]` slice is left out: at one process it is `[0::1]`, which changes
+nothing. One run at 2 workers gives the reference
 batches and the state after SAVE batches; that state is then restored at 2, 1 and 0
 workers, and the next COMPARE batches are compared with the reference. The state saved at
-0 workers is printed beside it. The last line is one JSON object: the states, and for each
-worker count the number of equal batches or the error Grain raised.
+0 workers is printed beside it. A control starts at 2 workers without the state: it should
+match no batch. The last line is one JSON object: the states, for each worker count the
+number of equal batches or the error Grain raised, and the control's count.
 
 It needs Grain and NumPy only. It runs as its own Python process because Grain's workers
 read absl flags, which a notebook never parses.
@@ -73,6 +76,9 @@ def main():
         except Exception as error:  # the error Grain raised is the measurement
             found = f"{type(error).__name__}: {error}"
         report[f"restored at {workers} worker{'' if workers == 1 else 's'}"] = found
+    control, _ = take(mixed_chain(lengths, batch_size, 2), compare)  # no state: from the start
+    report["control: 2 workers, no state"] = (
+        f"{equal(control, reference[save_after:])}/{compare} batches equal")
     print(json.dumps(report, default=str, ensure_ascii=False))
 
 
