@@ -53,7 +53,7 @@ def test_pickle_or_share_times_both_ways_and_unlinks_its_segment():
     before = set(os.listdir(SHM)) if SHM.is_dir() else set()
     batch = {"image": np.zeros((8, 16, 16), np.float32), "label": np.arange(8)}
     seconds = parallel_workers.pickle_or_share(batch, repeats=3)
-    assert set(seconds) == {"pickle + unpickle", "view of shared memory"}
+    assert set(seconds) == {"pickle + unpickle", "wrap views only"}
     assert all(len(runs) == 3 and min(runs) > 0 for runs in seconds.values())  # every run
     if SHM.is_dir():
         assert set(os.listdir(SHM)) - before == set()

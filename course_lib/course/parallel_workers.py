@@ -191,8 +191,9 @@ def pickle_or_share(batch: Mapping[str, np.ndarray],
     (after one untimed run), so that a chart can show their spread.
 
     "pickle + unpickle": what sending it through a pipe costs before the pipe copies the
-    bytes at all. "view of shared memory": what the receiver does when the batch already
-    lies in a shared segment: wrap the bytes in array headers, no copy.
+    bytes at all. "wrap views only": what the receiver does when the batch already lies in
+    a shared segment: wrap the bytes in array headers, no copy. The message that says where
+    the arrays lie is not timed.
     """
     import pickle
     from multiprocessing import shared_memory
@@ -209,12 +210,12 @@ def pickle_or_share(batch: Mapping[str, np.ndarray],
         for name, (offset, shape, dtype) in layout.items():
             np.ndarray(shape, dtype, buffer=segment.buf, offset=offset)[...] = batch[name]
 
-        def view_of_shared_memory():
+        def wrap_views():
             return {name: np.ndarray(shape, dtype, buffer=segment.buf, offset=offset)
                     for name, (offset, shape, dtype) in layout.items()}
 
         return {"pickle + unpickle": run_times(pickle_round_trip, repeats),
-                "view of shared memory": run_times(view_of_shared_memory, repeats)}
+                "wrap views only": run_times(wrap_views, repeats)}
     finally:
         segment.close()
         segment.unlink()
