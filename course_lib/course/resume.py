@@ -13,10 +13,11 @@ def plot_resume(uninterrupted: Sequence[Mapping[str, float]],
     """The loss per step of an uninterrupted run, and of a run stopped and resumed in a
     new process (rows are `{"step": ..., "loss": ...}`), on one plot; with `control`, the
     rows of a wrong resume from the same checkpoint, dashed, so the picture shows what a
-    resume that goes wrong looks like."""
+    resume that goes wrong looks like. The legend sits right of the plot, where it hides no
+    line however few steps there are."""
     import matplotlib.pyplot as plt
 
-    figure, ax = plt.subplots(figsize=(8, 3.4))
+    figure, ax = plt.subplots(figsize=(10, 3.4))
     ax.plot([row["step"] for row in uninterrupted], [row["loss"] for row in uninterrupted],
             color="grey", linewidth=4, alpha=0.5, label="uninterrupted run")
     ax.plot([row["step"] for row in before], [row["loss"] for row in before], marker=".",
@@ -33,7 +34,7 @@ def plot_resume(uninterrupted: Sequence[Mapping[str, float]],
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
     ax.set_title("The loss of every step: a run never stopped, and one stopped and resumed")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")  # off the lines
     figure.tight_layout()
     return figure
 
