@@ -1,4 +1,4 @@
-"""Lesson 13's records, counts and pictures, and the Grain resume script it links."""
+"""Lesson 13's records, counts and pictures."""
 
 from __future__ import annotations
 
@@ -60,17 +60,6 @@ def test_equal_batches_compares_every_array_and_counts_missing_batches():
     assert mix.equal_batches([{"a": np.arange(3)}, {"b": np.arange(3) + 1}],
                              reference) == [True, False]
     assert mix.equal_batches([{"a": np.arange(3) + 1}] * 2, reference) == [False, True]
-
-
-def test_the_grain_script_is_the_lessons_chain_run_only_as_a_script():
-    pytest.importorskip("grain")
-    from course_lib.scripts import mix_resume_on_grain as script
-
-    assert script.equal(_records([(0, 1)]), _records([(0, 1)])) == 1
-    assert script.equal(_records([(0, 1)]), _records([(1, 1)])) == 0
-    batches, state = script.take(script.mixed_chain([20, 10], 4), 3, save_after=2)
-    assert [len(batch["key"]) for batch in batches] == [4, 4, 4]
-    assert state == {"next_index": 8}
 
 
 def test_the_pictures_draw():
