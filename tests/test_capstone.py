@@ -214,7 +214,9 @@ def test_the_notebook_shows_the_scripts_own_loader_and_resume():
     for step in ("MapDataset.source", "[process_index::process_count]", ".shuffle(",
                  ".repeat()", "MapDataset.mix", "FirstFitPackIterDataset", ".batch("):
         assert step in chain
-    assert "save_training" in capstone.script_outline()
+    outline = capstone.script_outline()
+    assert "save_training" in outline and "make_global_batch" in outline
+    assert "log.write" not in outline and "# bookkeeping" in outline
     with pytest.raises(ValueError, match="make_dataset"):
         capstone.script_function("nothing")
     assert callable(train_lm.fingerprint)

@@ -88,16 +88,22 @@ def test_both_corpora_are_written_in_their_own_files(tmp_path):
     assert sizes["code"]["documents"] == sizes["code"]["documents_cut"] == 1
 
 
-def test_the_picture_marks_the_kill_and_the_restored_checkpoint():
+def test_the_picture_marks_the_kill_and_shows_the_difference_below():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     steps = [{"step": i, "loss": 5.0 - 0.01 * i} for i in range(1, 61)]
-    figure = capstone.plot_resume(steps, steps[30:], steps[30:], killed_after=37,
+    control = [dict(step, loss=step["loss"] + 0.5) for step in steps[30:]]
+    figure = capstone.plot_resume(steps, steps[30:], control, killed_after=37,
                                   resumed_from=30)
     labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    resumed, broken = figure.axes[1].get_lines()[:2]
     plt.close(figure)
     assert "resumed run, steps 31-60" in labels
     assert "rank 1 killed (SIGKILL) after step 37" in labels
     assert "checkpoint restored: step 30" in labels
+    assert len(figure.axes) == 2
+    assert list(resumed.get_xdata()) == list(range(31, 61))
+    assert all(difference == 0 for difference in resumed.get_ydata())
+    assert all(abs(difference - 0.5) < 1e-12 for difference in broken.get_ydata())

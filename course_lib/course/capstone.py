@@ -81,11 +81,17 @@ def script_function(name: str) -> str:
 
 
 def script_outline(script: str | Path = SCRIPT) -> str:
-    """The training loop of the script, as written there (from the loop to the checkpoint)."""
-    lines = Path(script).read_text().splitlines()
+    """The training loop of the script, as written there (from the loop to the checkpoint),
+    with its bookkeeping (checksums, counts, rank 0's log line) replaced by one comment."""
+    lines = [line[4:] for line in Path(script).read_text().splitlines()]
     start = next(i for i, line in enumerate(lines) if "for local in profiler.wrap" in line)
     stop = next(i for i, line in enumerate(lines) if "save_spans.append" in line)
-    return "\n".join(line[4:] for line in lines[start:stop + 1])
+    counted = next(i for i in range(start, stop) if lines[i].strip() == "step += 1")
+    saving = next(i for i in range(counted, stop) if "args.checkpoint_every" in lines[i])
+    indent = lines[saving][:len(lines[saving]) - len(lines[saving].lstrip())]
+    return "\n".join([*lines[start:counted + 1],
+                      f"{indent}...  # bookkeeping: checksums, counts, rank 0's log line",
+                      *lines[saving:stop + 1]])
 
 
 # -- what the job wrote --------------------------------------------------------------------
@@ -156,28 +162,38 @@ def step_times(report: Mapping) -> dict[int, float]:
 
 def plot_resume(steps: Sequence[Mapping], resumed: Sequence[Mapping],
                 control: Sequence[Mapping] | None, killed_after: int, resumed_from: int):
-    """The loss per step of the uninterrupted run (a line), of the resumed run (dots), and of
-    `control`, a resume that ignored the data position (dashed), with the SIGKILL and the
-    checkpoint the resume started from marked."""
+    """Above, the loss per step of the uninterrupted run (a line), of the resumed run (dots),
+    and of `control`, a resume that ignored the data position (dashed), with the SIGKILL and
+    the checkpoint the resume started from marked. Below, each resumed run's loss minus the
+    uninterrupted run's at the same step."""
     import matplotlib.pyplot as plt
 
-    figure, ax = plt.subplots(figsize=(9, 3.6))
+    figure, (ax, below) = plt.subplots(2, 1, figsize=(9, 4.8), sharex=True,
+                                       gridspec_kw={"height_ratios": [3, 1.3]})
+    reference = {s["step"]: s["loss"] for s in steps}
     ax.plot([s["step"] for s in steps], [s["loss"] for s in steps], color="grey",
             linewidth=4, alpha=0.5, label="uninterrupted run")
-    ax.plot([s["step"] for s in resumed], [s["loss"] for s in resumed], "o", markersize=3.5,
-            color="tab:orange", label=f"resumed run, steps {resumed[0]['step']}-"
-            f"{resumed[-1]['step']}")
+    drawn = [(resumed, dict(marker="o", linestyle="none", markersize=3.5, color="tab:orange",
+                            label=f"resumed run, steps {resumed[0]['step']}-"
+                            f"{resumed[-1]['step']}"))]
     if control:
-        ax.plot([s["step"] for s in control], [s["loss"] for s in control], "--",
-                color="tab:blue", linewidth=1.2,
-                label="control: resumed without the data position")
-    ax.axvline(killed_after + 0.5, color="tab:red", linestyle="--",
-               label=f"rank 1 killed (SIGKILL) after step {killed_after}")
-    ax.axvline(resumed_from + 0.5, color="black", linestyle=":",
-               label=f"checkpoint restored: step {resumed_from}")
+        drawn.append((control, dict(linestyle="--", color="tab:blue", linewidth=1.2,
+                                    label="control: resumed without the data position")))
+    for run, style in drawn:
+        ax.plot([s["step"] for s in run], [s["loss"] for s in run], **style)
+        style = {key: value for key, value in style.items() if key != "label"}
+        below.plot([s["step"] for s in run],
+                   [s["loss"] - reference[s["step"]] for s in run], **style)
+    for axes in (ax, below):
+        axes.axvline(killed_after + 0.5, color="tab:red", linestyle="--",
+                     label=f"rank 1 killed (SIGKILL) after step {killed_after}")
+        axes.axvline(resumed_from + 0.5, color="black", linestyle=":",
+                     label=f"checkpoint restored: step {resumed_from}")
     ax.axhline(math.log(256), color="grey", linestyle=":", linewidth=1,
                label="uniform guess over 256 bytes")
-    ax.set_xlabel("step")
+    below.axhline(0, color="grey", linewidth=1)
+    below.set_xlabel("step")
+    below.set_ylabel("minus the\nuninterrupted")
     ax.set_ylabel("next-byte loss (nats)")
     ax.set_title(f"Loss per step: rank 1 killed after step {killed_after}, the job resumed "
                  f"from step {resumed_from}")
