@@ -24,7 +24,7 @@ The consumer stands for a training step: it sleeps `--step-ms` (2 ms) per batch,
 interpreter lock, as a step on an accelerator is. The time is one epoch, from `iter()` to
 the last batch, probes included. Each run is a fresh process, rounds interleaved (round 1
 of every run, then round 2). Each pipeline's verdict compares the probe's time with the
-best forced shape's by the course's margin rule (`course_lib.course.basics.judge`).
+best forced shape's by the course's one rule (`course_lib.course.table.verdict`).
 
     .venv/bin/python benchmarks/bench_probes.py            # 5 rounds of 8,192 records
     .venv/bin/python benchmarks/bench_probes.py --quick    # 2 rounds of 2,048 records
@@ -275,25 +275,18 @@ def _flip(shape: str, probe: str) -> str:
 def choice_sentence(what: str, chosen: str, chosen_seconds: list[float], rejected: str,
                     rejected_seconds: list[float]) -> str:
     """`what` (a probe, or the probed run) against the shape it did not run, by the course's
-    margin rule on the medians of the rounds: one branch per verdict of `judge`."""
-    from course_lib.course.basics import (
-        BETTER,
-        SAME,
-        TOO_NOISY_TO_TELL,
-        Estimate,
-        judge,
-        relative_margin,
-    )
+    margin rule on the medians of the rounds: one branch per verdict of `table.verdict`."""
+    from course_lib.course.table import FASTER, NOISY, SAME, Estimate, margin, verdict
 
-    ours, theirs = Estimate.median_of(chosen_seconds), Estimate.median_of(rejected_seconds)
-    verdict = judge(ours, theirs)
+    ours, theirs = Estimate.of(chosen_seconds), Estimate.of(rejected_seconds)
+    said = verdict(ours, theirs)
     figures = (f"{chosen} {ours.value:.3f} s against {rejected} {theirs.value:.3f} s, "
-               f"{ours.value / theirs.value:.2f}x, margin {relative_margin(ours, theirs):.0%}")
-    if verdict == SAME:
+               f"{ours.value / theirs.value:.2f}x, margin {margin(ours, theirs):.0%}")
+    if said == SAME:
         return f"{what}: as fast as {rejected} within the noise ({figures})."
-    if verdict == TOO_NOISY_TO_TELL:
+    if said == NOISY:
         return f"{what}: too noisy to tell from {rejected} ({figures})."
-    if verdict == BETTER:
+    if said == FASTER:
         return f"{what}: faster than {rejected}, it pays ({figures})."
     return f"{what}: slower than {rejected}, it costs ({figures})."
 

@@ -1,18 +1,16 @@
-"""Shared by every lesson: the fast/full switch, lesson data, timing, honest sentences,
-plots, what JAX says while compiling, and cells that are meant to raise."""
+"""Shared by every lesson: the fast/full switch, lesson data, timing, plots, what JAX says
+while compiling, and cells that are meant to raise. Comparisons are judged in `table`."""
 
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +107,7 @@ def mnist_or_digits(timeout: float = 10.0) -> dict[str, dict[str, np.ndarray]]:
             "test": {name: array[1500:] for name, array in data.items()}}
 
 
-# -- timing and honest sentences ----------------------------------------------------------
+# -- timing --------------------------------------------------------------------------------
 def median_time(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float:
     """Median wall time of `function()` in seconds, after `warmup` untimed calls."""
     return statistics.median(run_times(function, repeats, warmup))
@@ -117,23 +115,13 @@ def median_time(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) 
 
 def format_seconds(seconds: float) -> str:
     """Seconds in the unit a person reads most easily (µs, ms or s), with a fixed number of
-    decimals, for tables whose columns line up; a sentence that cites one timing uses
-    `format_duration` (three significant digits: "300 ms", not "300.00 ms")."""
+    decimals, for lines whose columns line up (a table of the course prints through
+    `table.format_time`)."""
     if seconds < 1e-3:
         return f"{seconds * 1e6:.1f} µs"
     if seconds < 1:
         return f"{seconds * 1e3:.2f} ms"
     return f"{seconds:.2f} s"
-
-
-def format_duration(seconds: float) -> str:
-    """Seconds with three significant digits in ns, µs, ms or s, so that a per-record
-    cost of a few nanoseconds does not print as "0.0 µs", nor 300 ms as "300.00 ms"."""
-    seconds = round_significant(float(seconds), 3)
-    for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(seconds) >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 def run_times(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> list[float]:
@@ -149,334 +137,6 @@ def run_times(function: Callable[[], Any], repeats: int = 5, warmup: int = 1) ->
         function()
         times.append(time.perf_counter() - start)
     return times
-
-
-# -- how much repetitions vary: the course's one margin rule ------------------------------
-# The constants of the course's one rule live with it, in `table`; the older sentence
-# helpers below judge by the same numbers until their lessons move to `table.compare`.
-from course_lib.course.table import FACTOR as NOISE_FACTOR  # noqa: E402
-from course_lib.course.table import FLOOR as NOISE_FLOOR  # noqa: E402
-from course_lib.course.table import TOO_NOISY  # noqa: E402
-
-BETTER, WORSE, SAME, TOO_NOISY_TO_TELL = "better", "worse", "same", "too noisy"
-VERDICTS = (BETTER, WORSE, SAME, TOO_NOISY_TO_TELL)
-
-
-@dataclasses.dataclass(frozen=True)
-class Estimate:
-    """A measured value with its standard error, from `count` repetitions.
-
-    Repeat a timing and the results spread; the standard error says how far the value
-    would move if the whole measurement were taken again. `median_of` suits repetitions of
-    one call (one disturbed repetition barely moves a median); `mean_of` suits the steps of
-    a training loop, whose mean is the time per step.
-    """
-
-    value: float
-    stderr: float
-    count: int
-    statistic: str = ""  # "median" or "mean", named in every sentence that cites it
-
-    @classmethod
-    def once(cls, value: float, statistic: str = "") -> Estimate:
-        """A value measured once, or known exactly: no standard error, so the margin rule
-        applies only its floor to it."""
-        return cls(float(value), float("nan"), 1, statistic)
-
-    @classmethod
-    def median_of(cls, samples: Sequence[float]) -> Estimate:
-        """The median, with its standard error (1.25 times the mean's, for a normal spread).
-
-        The spread is read from the interquartile range, so that one repetition disturbed
-        by another program neither moves the median much nor swamps the noise.
-        """
-        array = _samples(samples)
-        quartiles = np.percentile(array, [25, 75])
-        spread = float(quartiles[1] - quartiles[0]) / 1.349  # a standard deviation
-        stderr = 1.2533 * spread / float(np.sqrt(len(array))) if len(array) > 1 else np.nan
-        return cls(float(np.median(array)), stderr, len(array), "median")
-
-    @classmethod
-    def mean_of(cls, samples: Sequence[float]) -> Estimate:
-        """The mean, with the standard error of the mean."""
-        array = _samples(samples)
-        stderr = float(array.std(ddof=1) / np.sqrt(len(array))) if len(array) > 1 else np.nan
-        return cls(float(array.mean()), stderr, len(array), "mean")
-
-    def ratio(self, other: Estimate) -> Estimate:
-        """`self / other`, with the two relative errors combined."""
-        value = self.value / other.value
-        relative = np.hypot(self.stderr / self.value, other.stderr / other.value)
-        return Estimate(value, float(abs(value) * relative), min(self.count, other.count))
-
-
-def _samples(samples: Sequence[float]) -> np.ndarray:
-    array = np.asarray(samples, dtype=np.float64).ravel()
-    if array.size == 0 or not np.all(np.isfinite(array)):
-        raise ValueError(f"samples={samples!r} must be one or more finite numbers: pass the "
-                         "repetitions of one measurement.")
-    return array
-
-
-def relative_margin(measured: Estimate, baseline: Estimate, floor: float = NOISE_FLOOR) -> float:
-    """The course's margin, as a share of the baseline: the largest difference between two
-    repeated values that the repetitions alone could explain. It is the larger of `floor`
-    (5%) and `NOISE_FACTOR` times their combined standard error; a side timed once has no
-    standard error, and adds nothing but the floor."""
-    errors = [0.0 if np.isnan(side.stderr) else side.stderr for side in (measured, baseline)]
-    return max(floor, NOISE_FACTOR * float(np.hypot(*errors)) / abs(baseline.value))
-
-
-def judge(measured: Estimate, baseline: Estimate, *, lower_is_better: bool = True,
-          floor: float = NOISE_FLOOR) -> str:
-    """The course's one verdict on two repeated values, one of `VERDICTS`:
-
-    - "better" or "worse": they differ by more than `relative_margin`;
-    - "same" (within the noise): they differ by no more than that margin, and the margin is
-      at most `TOO_NOISY` (25%), so a difference of interest would have shown;
-    - "too noisy" (too noisy to tell): they differ by no more than a margin wider than 25%,
-      so the run says nothing, and a sentence must name no cause.
-    """
-    margin = relative_margin(measured, baseline, floor)
-    difference = (measured.value - baseline.value) / abs(baseline.value)
-    if abs(difference) <= margin:
-        return TOO_NOISY_TO_TELL if margin > TOO_NOISY else SAME
-    return BETTER if (difference < 0) == lower_is_better else WORSE
-
-
-def noise_rule() -> str:
-    """The course's margin rule in words, from the constants `judge` uses: what "±",
-    "spread", "within the noise" and "too noisy to tell" mean wherever they are printed."""
-    return ("How to read the numbers: a time printed as \"value ± error\" is the statistic "
-            "named beside it (a mean or a median of the repetitions), and the error is its "
-            "standard error, how far that value would move if the whole measurement were "
-            "taken again; the spread of the repetitions, how much they disagree among "
-            "themselves, is what that error is computed from, and the charts draw it as one "
-            "dot per run. One rule judges every pair of times in the course: they are "
-            f"\"within the noise\" when they differ by no more than the margin, the larger of "
-            f"{NOISE_FLOOR:.0%} (clocks and caches jitter that much) and {NOISE_FACTOR:g} "
-            "times their combined standard error (a time measured once has none, so its "
-            f"margin is {NOISE_FLOOR:.0%}); when the margin itself is wider than "
-            f"{TOO_NOISY:.0%}, a difference inside it is \"too noisy to tell\" and the "
-            "sentence names no cause; only a difference beyond the margin is called faster or "
-            "slower.")
-
-
-def compare(name: str, seconds: float, baseline_name: str, baseline_seconds: float) -> str:
-    """A sentence saying how `name` compares with `baseline_name`, from two single timings
-    (so only the 5% floor of `judge` applies).
-
-    The sentence is built from the numbers, so it says "slower" when they say slower.
-    """
-    if seconds <= 0 or baseline_seconds <= 0:
-        raise ValueError(f"timings must be positive, got {seconds!r} and {baseline_seconds!r}.")
-    verdict = judge(Estimate(seconds, np.nan, 1), Estimate(baseline_seconds, np.nan, 1))
-    numbers = f"({format_seconds(seconds)} against {format_seconds(baseline_seconds)})"
-    if verdict == SAME:
-        return f"{name} took about as long as {baseline_name} here {numbers}."
-    return (f"{name} was {_faster_or_slower(seconds, baseline_seconds)} {baseline_name} here "
-            f"{numbers}.")
-
-
-def _faster_or_slower(seconds: float, baseline_seconds: float) -> str:
-    """"2.00x faster than" or "3.00x slower than", from two times."""
-    ratio = baseline_seconds / seconds
-    return (f"{format_times(ratio)} faster than" if ratio > 1 else
-            f"{format_times(1 / ratio)} slower than")
-
-
-def compare_estimates(name: str, seconds: Estimate, baseline_name: str,
-                      baseline_seconds: Estimate) -> str:
-    """Like `compare`, for two timings that were repeated, with a sentence for each verdict
-    of `judge`."""
-    if seconds.value <= 0 or baseline_seconds.value <= 0:
-        raise ValueError(f"timings must be positive, got {seconds.value!r} and "
-                         f"{baseline_seconds.value!r}.")
-    numbers = (f"{format_estimate(seconds)} against {format_estimate(baseline_seconds)}, "
-               f"{_runs(seconds, baseline_seconds)}")
-    verdict = judge(seconds, baseline_seconds)
-    margin = relative_margin(seconds, baseline_seconds)
-    if verdict == TOO_NOISY_TO_TELL:
-        return (f"{name} against {baseline_name}: too noisy to tell ({numbers}); the "
-                f"margin is {margin:.0%}, so only a larger difference would show.")
-    if verdict == SAME:
-        return (f"{name} took as long as {baseline_name}, within the noise ({numbers}; "
-                f"margin {margin:.0%}).")
-    return f"{name} was {_faster_or_slower(seconds.value, baseline_seconds.value)} " \
-           f"{baseline_name} ({numbers})."
-
-
-def format_estimate(seconds: Estimate) -> str:
-    """A repeated timing as "value ± standard error", each in a readable unit."""
-    if np.isnan(seconds.stderr):
-        return format_seconds(seconds.value)
-    return f"{format_seconds(seconds.value)} ± {format_seconds(seconds.stderr)}"
-
-
-def _runs(*estimates: Estimate) -> str:
-    """How many repetitions each estimate holds, and of which statistic, in the order the
-    estimates were cited: "means of 100 and 20 repetitions"."""
-    counts = [estimate.count for estimate in estimates]
-    if set(counts) == {1}:
-        return "one run each, so their noise is unknown"
-    kinds = [estimate.statistic for estimate in estimates]
-    if len(set(kinds)) == 1:
-        of = f"{kinds[0]}s of " if kinds[0] else ""
-        if len(set(counts)) == 1:
-            return f"{of}{counts[0]} repetitions each"
-        return f"{of}{' and '.join(map(str, counts))} repetitions"
-    return " and ".join(f"{'a ' + statistic + ' of ' if statistic else ''}{count} repetitions"
-                        for statistic, count in zip(kinds, counts, strict=True))
-
-
-def round_significant(value: float, digits: int = 2) -> float:
-    """`value` rounded to `digits` significant digits: 66052 -> 66000.0 for 2."""
-    if value == 0 or not np.isfinite(value):
-        return float(value)
-    return float(round(value, digits - 1 - int(np.floor(np.log10(abs(value))))))
-
-
-def format_rate(per_second: float) -> str:
-    """A rate (tokens or records per second) to three significant digits (19,873 ->
-    "19,900"): runs of the same job differ in the third digit already."""
-    return f"{round_significant(per_second, 3):,.0f}"
-
-
-def format_times(ratio: float) -> str:
-    """A ratio, the one way the course prints it, with no more digits than timings support:
-    "1.10x" below 10, "86x" below 100, and from 100 on two significant digits with "about"
-    ("about 66,000x", not "66052x")."""
-    if not np.isfinite(ratio) or ratio <= 0:
-        raise ValueError(f"ratio={ratio!r} must be a positive number.")
-    if round(ratio, 2) < 10:
-        return f"{ratio:.2f}x"
-    if round(ratio) < 100:
-        return f"{ratio:.0f}x"
-    return f"about {round_significant(ratio, 2):,.0f}x"
-
-
-def relative_spread(samples: Sequence[float]) -> float:
-    """(largest - smallest) / median of repeated measurements; 0 for a single one."""
-    if not samples:
-        raise ValueError("samples is empty: pass at least one measurement.")
-    middle = statistics.median(samples)
-    return (max(samples) - min(samples)) / middle if middle > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Two repeated timings, one against a baseline, judged by the course's one rule.
-
-    Each side is the median of its runs, with its standard error (`Estimate.median_of`);
-    `verdict` is `judge`'s: "better" (faster), "worse" (slower), "same" (within the noise)
-    or "too noisy" (too noisy to tell)."""
-
-    seconds: tuple[float, ...]
-    baseline_seconds: tuple[float, ...]
-    floor: float = NOISE_FLOOR
-    per: str = ""  # what each timing is for, printed after it: " per record"
-
-    def __post_init__(self) -> None:
-        for name in ("seconds", "baseline_seconds"):
-            values = getattr(self, name)
-            if not values or min(values) <= 0:
-                raise ValueError(f"{name}={values!r} must hold positive timings, at least one.")
-
-    @property
-    def estimate(self) -> Estimate:
-        return Estimate.median_of(self.seconds)
-
-    @property
-    def baseline_estimate(self) -> Estimate:
-        return Estimate.median_of(self.baseline_seconds)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.seconds)
-
-    @property
-    def baseline_median(self) -> float:
-        return statistics.median(self.baseline_seconds)
-
-    @property
-    def ratio(self) -> float:
-        """How many times faster than the baseline (below 1: slower)."""
-        return self.baseline_median / self.median
-
-    @property
-    def margin(self) -> float:
-        """`relative_margin` of the two medians: a share of the baseline's."""
-        return relative_margin(self.estimate, self.baseline_estimate, self.floor)
-
-    @property
-    def verdict(self) -> str:
-        """`judge` of the two medians: "better", "worse", "same" or "too noisy"."""
-        return judge(self.estimate, self.baseline_estimate, floor=self.floor)
-
-    def how(self, name: str, baseline_name: str) -> str:
-        """'`name` was 1.40x faster than `baseline_name`', 'took about as long as', or
-        'could not be told apart from'."""
-        if self.verdict == SAME:
-            return f"{name} took about as long as {baseline_name}"
-        if self.verdict == TOO_NOISY_TO_TELL:
-            return f"{name} could not be told apart from {baseline_name}"
-        return f"{name} was {_faster_or_slower(self.median, self.baseline_median)} " \
-               f"{baseline_name}"
-
-    def noise(self) -> str:
-        """How many runs each median holds, and the margin `judge` used."""
-        runs = (len(self.seconds), len(self.baseline_seconds))  # in the order cited
-        if runs == (1, 1):
-            return f"one run each, so the margin is the {self.floor:.0%} floor"
-        counts = (f"{runs[0]} runs each" if runs[0] == runs[1] else
-                  f"{runs[0]} and {runs[1]} runs")
-        return f"medians of {counts}; margin {self.margin:.0%}"
-
-    def numbers(self) -> str:
-        """The two medians and the noise, in parentheses."""
-        return (f"({format_duration(self.median)}{self.per} against "
-                f"{format_duration(self.baseline_median)}{self.per}; {self.noise()})")
-
-
-def compare_runs(name: str, seconds: float | Sequence[float], baseline_name: str,
-                 baseline_seconds: float | Sequence[float], *,
-                 why: Mapping[str, str] | None = None, floor: float = NOISE_FLOOR,
-                 per: str = "") -> str:
-    """Like `compare`, but from repeated timings (a `Comparison`): the sentence turns with
-    `judge`'s verdict and appends `why[verdict]` (keys "better", "worse", "same"), the
-    explanation of the outcome that was measured; "too noisy" appends
-    `NOISY_EXPLANATION` and names no cause."""
-    comparison = Comparison(_as_tuple(seconds), _as_tuple(baseline_seconds), floor, per)
-    sentence = f"{comparison.how(name, baseline_name)} here {comparison.numbers()}."
-    if comparison.verdict == TOO_NOISY_TO_TELL:
-        return f"{sentence} {NOISY_EXPLANATION}"
-    explanation = (why or {}).get(comparison.verdict)
-    return f"{sentence} {explanation}" if explanation else sentence
-
-
-NOISY_EXPLANATION = ("Too noisy to tell: the margin is wider than "
-                     f"{TOO_NOISY:.0%}, so this run cannot tell the two apart (other programs "
-                     "competing for the cores are the usual cause); a quieter machine can.")
-
-
-def _as_tuple(seconds: float | Sequence[float]) -> tuple[float, ...]:
-    return (float(seconds),) if isinstance(seconds, int | float) else tuple(seconds)
-
-
-def accelerator_sentence() -> str:
-    """Where JAX would run the training step here, in a sentence: on a CPU-only machine the
-    "accelerator" is the same CPU whose cores load the data, which changes what a loader's
-    speed-up is worth."""
-    import jax
-
-    backend = jax.default_backend()
-    cores = os.cpu_count() or 1
-    if backend == "cpu":
-        return (f"JAX runs on the CPU here: this machine has no accelerator, so the "
-                f"\"accelerator\" is the same {cores} CPU cores that load the data, and "
-                "every core a worker uses is a core the training step cannot.")
-    return (f"JAX runs on {jax.device_count()} {backend.upper()} device(s) here; the loader "
-            f"runs on the host's {cores} CPU cores, which the training step leaves free.")
 
 
 # -- pictures -----------------------------------------------------------------------------

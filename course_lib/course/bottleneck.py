@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from course_lib.course.basics import Estimate
-from course_lib.course.table import format_time
+import numpy as np
+
+from course_lib.course.table import Estimate, format_time
 
 
 def progress(iterable: Iterable, total: int, desc: str) -> Iterable:
@@ -32,12 +33,13 @@ def _check_steps(profiler: Any, label: str = "the profiler") -> None:
 
 
 def step_period(profiler: Any) -> Estimate:
-    """A profiled loop's time per step (wall time / steps), with the standard error that
-    the spread of its steps' own durations (wait + step) gives."""
+    """A profiled loop's time per step (wall time / steps), with the standard error of the
+    mean that the spread of its steps' own durations (wait + step) gives."""
     _check_steps(profiler)
-    periods = Estimate.mean_of(profiler.wait_times + profiler.step_times)
-    return Estimate(profiler.wall_time / profiler.num_steps, periods.stderr, periods.count,
-                    "mean")
+    periods = np.add(profiler.wait_times, profiler.step_times)
+    stderr = float(periods.std(ddof=1) / np.sqrt(len(periods))) if len(periods) > 1 else \
+        float("nan")
+    return Estimate(profiler.wall_time / profiler.num_steps, stderr, len(periods))
 
 
 def window_period(profiler: Any, first: int, end: int) -> float:
