@@ -348,16 +348,13 @@ def check_decode(LazyImageSource: type, Decode: type) -> None:
 def check_lazy_costs(LazyImageSource: type, Decode: type, directory: str | Path) -> None:
     """Time the learner's `__getitem__` against its `Decode` on a real image folder, say
     what an eager source would cost from those numbers, and draw the two costs."""
+    import statistics
+
     import cloudpickle
 
     from course_lib.checks.worker_benchmark import _show
-    from course_lib.course.basics import (
-        bar_chart,
-        choose,
-        compare,
-        format_seconds,
-        median_time,
-    )
+    from course_lib.course.basics import bar_chart, choose, format_seconds, run_times
+    from course_lib.course.table import compare
 
     source = _build_source(LazyImageSource, Path(directory))
     with learner_code("Decode()"):
@@ -369,11 +366,14 @@ def check_lazy_costs(LazyImageSource: type, Decode: type, directory: str | Path)
     keys = list(range(count))
     with learner_code("source[index]"):
         records = [source[key] for key in keys]
-        read_s = median_time(lambda: [source[key] for key in keys], repeats=3) / count
+        read_runs = [seconds / count for seconds in
+                     run_times(lambda: [source[key] for key in keys], repeats=5)]
     with learner_code("Decode().map(element)"):
         decoded = [decode.map(dict(record)) for record in records]
-        decode_s = median_time(lambda: [decode.map(dict(record)) for record in records],
-                               repeats=3, warmup=0) / count
+        decode_runs = [seconds / count for seconds in
+                       run_times(lambda: [decode.map(dict(record)) for record in records],
+                                 repeats=5, warmup=0)]
+    read_s, decode_s = statistics.median(read_runs), statistics.median(decode_runs)
     for element in decoded[:1]:
         expect(isinstance(element, dict) and isinstance(element.get("image"), np.ndarray),
                "Decode().map(element) did not return a dict with a NumPy 'image'",
@@ -385,8 +385,8 @@ def check_lazy_costs(LazyImageSource: type, Decode: type, directory: str | Path)
                        ylabel="µs per record", title=f"One record of {Path(directory).name}",
                        value_format="{:.0f}")
     _show(figure)
-    print(f"Per record, over {count} records: "
-          + compare("Decode", decode_s, "__getitem__", read_s))
+    print(f"Per record, over {count} records, 5 runs each:")
+    print(compare({"__getitem__": read_runs, "Decode": decode_runs}, baseline="__getitem__"))
     print(f"An eager source would decode all {length} images in __init__: from these numbers "
           f"about {format_seconds(length * decode_s)} in one process before the first batch, "
           f"and {pixels_mb:.1f} MB of pixels held in memory.")
