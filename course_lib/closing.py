@@ -5,7 +5,8 @@ shared-memory segments. `close()` releases them; three other exits must call it 
 
 - the end of a `with` block, and the iterator being garbage collected (a loop abandoned by
   `break` or an exception, a notebook cell that rebinds the name): `ClosesOnExit`, which both
-  faces' iterators inherit;
+  faces' iterators inherit, and the executors under them (`read_ahead.ReadAhead`,
+  `workers.WorkerElements`);
 - the interpreter's exit, for whatever is still open then: `close_at_exit`, the one exit
   registry. Each thing that starts a thread or a process (`read_ahead.ReadAhead`,
   `record_stage.ChunkProcessor`, `workers.WorkerPool`) registers itself when it starts and

@@ -41,7 +41,7 @@ import queue
 import threading
 from collections.abc import Iterator
 
-from course_lib.closing import close_at_exit, closed
+from course_lib.closing import ClosesOnExit, close_at_exit, closed
 
 logger = logging.getLogger("course_lib")
 
@@ -85,7 +85,7 @@ def _produce(chunks: Iterator[list], ready: queue.Queue, stop: threading.Event) 
         chunks.close()  # a generator is closed by the thread that runs it
 
 
-class ReadAhead(Iterator):
+class ReadAhead(ClosesOnExit, Iterator):
     """Iterates `(element, next_index)` pairs that a background thread makes from `chunks`
     (an iterator of lists of pairs, one list per chunk of the stream), started at the first
     `next()` or at `start()`. `decision` says in words where the chunks are made.
@@ -185,9 +185,3 @@ class ReadAhead(Iterator):
                 self._ready.get_nowait()
             except queue.Empty:
                 return
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            return

@@ -48,7 +48,7 @@ import cloudpickle
 import numpy as np
 
 from course_lib import allocator
-from course_lib.closing import close_at_exit, closed
+from course_lib.closing import ClosesOnExit, close_at_exit, closed
 from course_lib.shared_arrays import MIN_SHARED_BYTES, SharedArrays
 from course_lib.stream import chunk_bounds, chunk_size_for
 from course_lib.transport import SlotOwner
@@ -438,7 +438,7 @@ def _note_arrays_not_shared(shared: SharedArrays) -> None:
           "container with a larger --shm-size, e.g. --shm-size=1g.", file=sys.stderr)
 
 
-class WorkerElements(Iterator):
+class WorkerElements(ClosesOnExit, Iterator):
     """Iterates `(element, next_index)` pairs computed by worker processes, in stream order:
     the executor for `worker_count > 0`, with the same `next` / `start` / `close` as the
     others (`loader.InCaller`, `read_ahead.ReadAhead`). (`skip_batches`: see
@@ -517,9 +517,3 @@ class WorkerElements(Iterator):
         self._finished = True
         self._current = iter(())
         self._pool.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            return
