@@ -8,7 +8,6 @@ from pathlib import Path
 
 import matplotlib
 import nbformat
-import numpy as np
 import pytest
 
 from course_lib.course import moving_to_grain as lesson
@@ -45,17 +44,6 @@ def test_import_grain_with_grain_marks_absl_flags_parsed():
     assert lesson.grain_ready(grain) is True
 
 
-def test_batch_digest_sees_the_images_not_only_the_labels():
-    labels = np.arange(4, dtype=np.int32)
-    images = np.zeros((4, 2, 2), np.float32)
-    digest = lesson.batch_digest({"image": images, "label": labels})
-    assert digest == lesson.batch_digest({"label": labels.copy(), "image": images.copy()})
-    other = images.copy()
-    other[3, 1, 1] = 1.0
-    assert digest != lesson.batch_digest({"image": other, "label": labels})
-    assert digest != lesson.batch_digest({"image": images.astype(np.float64), "label": labels})
-
-
 def test_plot_losses_draws_one_line_per_library():
     figure = lesson.plot_losses({"course_lib": [2.3, 2.0, 1.5], "Grain": [2.3, 2.1, 1.6]})
     ax = figure.axes[0]
@@ -64,14 +52,17 @@ def test_plot_losses_draws_one_line_per_library():
     assert ax.get_xlabel() == "step" and ax.get_ylabel() == "training loss"
 
 
-def test_plot_resume_draws_both_runs_and_the_checkpoint():
+def test_plot_resume_draws_the_three_runs_and_the_checkpoint():
     uninterrupted = [{"step": step, "loss": 3.0 - step / 10} for step in range(1, 9)]
     resumed = uninterrupted[4:]
-    figure = lesson.plot_resume_from_checkpoint(uninterrupted, resumed, save_at=4)
+    without_data = [{"step": row["step"], "loss": row["loss"] + 0.1} for row in resumed]
+    figure = lesson.plot_resume_from_checkpoint(uninterrupted, resumed, without_data, save_at=4)
     ax = figure.axes[0]
-    assert len(ax.lines) == 3  # both runs, and the checkpoint's vertical line
+    assert len(ax.lines) == 4  # three runs, and the checkpoint's vertical line
     assert list(ax.lines[1].get_xdata()) == [5, 6, 7, 8]
-    assert list(ax.lines[2].get_xdata()) == [4.5, 4.5]
+    assert list(ax.lines[2].get_xdata()) == [5, 6, 7, 8]
+    assert ax.lines[2].get_linestyle() == "--"  # the control is dashed
+    assert list(ax.lines[3].get_xdata()) == [4.5, 4.5]
 
 
 def test_lesson_runs_top_to_bottom_without_grain(tmp_path):

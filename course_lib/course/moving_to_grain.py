@@ -10,19 +10,15 @@ holds what they would otherwise repeat:
   worker processes (`process_prefetch.py`), and reading an unparsed flag raises; a script
   parses its flags in `absl.app.run(main)`, a notebook never does. Lessons 3, 6 and 13 call
   it too, as `course.import_grain()`.
-- **A batch's fingerprint.** `batch_digest` hashes every array of a batch, so that two
-  batches compare whole (the pixels, not only the labels).
 - **Pictures.** `plot_losses` draws the loss per step of the same loop on each library;
-  `plot_resume_from_checkpoint` draws a resumed run on top of the uninterrupted one.
+  `plot_resume_from_checkpoint` draws a resumed run and the control (dashed) on top of
+  the uninterrupted one.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 GRAIN_INSTALL = 'pip install "grain==0.2.18"'
 
@@ -56,17 +52,6 @@ def grain_ready(grain: Any) -> bool:
     return False
 
 
-def batch_digest(batch: Mapping[str, Any]) -> str:
-    """A short fingerprint of every array of a batch (names, shapes, dtypes and bytes):
-    two batches with the same digest hold the same images and the same labels."""
-    hasher = hashlib.sha256()
-    for name in sorted(batch):
-        array = np.ascontiguousarray(np.asarray(batch[name]))
-        hasher.update(f"{name}{array.shape}{array.dtype.str}".encode())
-        hasher.update(array.tobytes())
-    return hasher.hexdigest()[:16]
-
-
 def plot_losses(losses: Mapping[str, Sequence[float]]):
     """The training loss per step of the same loop, one line per library."""
     import matplotlib.pyplot as plt
@@ -84,9 +69,11 @@ def plot_losses(losses: Mapping[str, Sequence[float]]):
 
 
 def plot_resume_from_checkpoint(uninterrupted: Sequence[Mapping[str, Any]],
-                                resumed: Sequence[Mapping[str, Any]], save_at: int):
+                                resumed: Sequence[Mapping[str, Any]],
+                                without_data: Sequence[Mapping[str, Any]], save_at: int):
     """The loss per step of the uninterrupted run (which saved a checkpoint at `save_at`
-    and went on), and of the new process that restored that checkpoint, on one plot."""
+    and went on), of the new process that restored that checkpoint, and of the control
+    (restored without the data position, dashed), on one plot."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -96,13 +83,15 @@ def plot_resume_from_checkpoint(uninterrupted: Sequence[Mapping[str, Any]],
             label="uninterrupted run (saved a checkpoint, went on)")
     ax.plot([row["step"] for row in resumed], [row["loss"] for row in resumed], marker=".",
             color="tab:orange", label="new process, from the checkpoint")
+    ax.plot([row["step"] for row in without_data], [row["loss"] for row in without_data],
+            color="tab:blue", linestyle="--", label="control: without the data position")
     ax.axvline(save_at + 0.5, color="black", linestyle=":", label=f"checkpoint (step {save_at})")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_xlabel("step")
     ax.set_ylabel("training loss")
-    ax.set_title("The loss per step: the uninterrupted run, and a new process that restored "
-                 "its checkpoint", fontsize="medium")
+    ax.set_title("The loss per step: the uninterrupted run, a new process that restored its "
+                 "checkpoint, and the control", fontsize="medium")
     # below the axes, so that it covers neither curve nor the checkpoint line
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize="small")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize="small")
     figure.tight_layout()
     return figure
