@@ -84,3 +84,26 @@ def test_lesson_runs_top_to_bottom_without_grain(tmp_path):
     assert "course_lib chain, 2 workers" in printed
     assert "course_lib, saved at 2 workers, restored at 0: True" in printed
     assert "Grain chain" not in printed
+
+
+def test_only_grains_profiling_notice_is_held_back():
+    import logging
+
+    from course_lib.course.moving_to_grain import hold_back_profiling_notice
+
+    def record(message):
+        return logging.LogRecord("absl", logging.WARNING, __file__, 1, message, None, None)
+
+    assert not hold_back_profiling_notice(record(
+        "Grain multiprocess worker profiling requires jaxlib extension version 448 or later "
+        "(jaxlib >= 0.11.0). Current version: 373."))
+    assert hold_back_profiling_notice(record("Failed to start profiler server: refused"))
+
+
+def test_import_grain_returns_grain_python_with_its_names():
+    pytest.importorskip("grain.python")
+    from course_lib.course.moving_to_grain import import_grain
+
+    grain = import_grain()
+    assert grain.__name__ == "grain.python"
+    assert hasattr(grain, "RangeDataSource") and hasattr(grain, "ShardOptions")

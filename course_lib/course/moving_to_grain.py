@@ -37,11 +37,32 @@ def import_grain():
               f"parts of this lesson run; the Grain parts are skipped. Install it with "
               f"`{GRAIN_INSTALL}`, restart the kernel and run the lesson again.")
         return None
+    import importlib
+    import logging
+
     from absl import flags
 
     if not flags.FLAGS.is_parsed():
         flags.FLAGS.mark_as_parsed()
+    # On an older jaxlib (Colab's 0.7.2) Grain logs, once, when its profiler module is first
+    # imported (at the first worker start), that worker profiling needs a newer jaxlib. The
+    # course profiles no worker, so the notice is held back while the module is imported
+    # here; every other absl message still shows.
+    absl_logger = logging.getLogger("absl")
+    absl_logger.addFilter(hold_back_profiling_notice)
+    try:
+        importlib.import_module("grain._src.core.profiler")
+    except ImportError:
+        pass  # another Grain layout: the notice, if any, shows where Grain logs it
+    finally:
+        absl_logger.removeFilter(hold_back_profiling_notice)
     return grain
+
+
+def hold_back_profiling_notice(record) -> bool:
+    """A logging filter: False (drop) for Grain's notice that worker profiling needs a newer
+    jaxlib, True for any other record."""
+    return "multiprocess worker profiling requires" not in record.getMessage()
 
 
 def grain_ready(grain: Any) -> bool:
