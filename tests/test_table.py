@@ -88,3 +88,8 @@ def test_the_standard_error_keeps_the_medians_unit_and_decimals():
     assert table._value(Estimate(0.158, 0.000735, 5), "s") == "158 ± 1 ms"
     assert table._value(Estimate(18.0, 2.12, 5), "steps/s") == "18.0 ± 2.1"
     assert table._value(Estimate(0.5, float("nan"), 1), "steps/s") == "0.50"
+
+
+def test_a_spread_below_the_last_decimal_is_not_printed_as_zero():
+    assert table._value(Estimate(0.0112, 0.00004, 30), "s") == "11.2 ± 0.04 ms"
+    assert table._value(Estimate(0.0112, 0.0, 30), "s") == "11.2 ± 0.0 ms"

@@ -211,5 +211,9 @@ def _value(estimate: Estimate, unit: str) -> str:
     decimals = _decimals(value)
     text = f"{value:,.{decimals}f}"
     if not np.isnan(estimate.stderr):
-        text += f" ± {estimate.stderr / scale:,.{decimals}f}"
+        stderr = estimate.stderr / scale
+        shown = f"{stderr:,.{decimals}f}"
+        if stderr > 0 and float(shown.replace(",", "")) == 0:
+            shown = f"{stderr:.1g}"  # "± 0.04", not "± 0.0", which reads as no spread
+        text += f" ± {shown}"
     return f"{text} {suffix}" if suffix else text
