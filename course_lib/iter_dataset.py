@@ -29,6 +29,7 @@ on how many elements it has received (as Grain does for every `random_map` here)
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -126,6 +127,14 @@ class IterDataset(Generic[T]):
                 "workers all compute parts of one stream, so a worker needs no setup of its "
                 "own and has no slice. Leave them out.")
         return _PrefetchIterDataset(self, options)
+
+    def prefetch(self, multiprocessing_options: MultiprocessingOptions) -> IterDataset:
+        """Grain's older name for `mp_prefetch(multiprocessing_options)`: it warns
+        (`DeprecationWarning`, as Grain does) and returns the same chain."""
+        warnings.warn("IterDataset.prefetch is deprecated: use mp_prefetch(options), which "
+                      "takes the same MultiprocessingOptions.", DeprecationWarning,
+                      stacklevel=2)
+        return self.mp_prefetch(multiprocessing_options)
 
     def pipe(self, func: Callable[..., Any], /, *args, **kwargs):
         return func(self, *args, **kwargs)

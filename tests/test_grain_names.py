@@ -116,3 +116,13 @@ def test_map_takes_a_class_as_its_function_but_not_a_transform_class():
     assert list(course_lib.MapDataset.range(3).map(str)) == ["0", "1", "2"]
     with pytest.raises(TypeError, match="transform instance"):
         course_lib.MapDataset.range(3).map(course_lib.transforms.Map)
+
+
+def test_iter_dataset_prefetch_is_mp_prefetch_with_a_deprecation_warning():
+    chain = course_lib.MapDataset.range(12).to_iter_dataset().batch(3)
+    options = course_lib.MultiprocessingOptions(num_workers=2)
+    with pytest.warns(DeprecationWarning, match="use mp_prefetch"):
+        prefetched = chain.prefetch(options)
+    assert [b.tolist() for b in prefetched] == [b.tolist() for b in chain.mp_prefetch(options)]
+    with pytest.raises(TypeError, match="MultiprocessingOptions"):
+        chain.prefetch(2)
