@@ -46,6 +46,8 @@ _LAZY = {
     "samplers": ["Sampler"],
     "checkpoint": ["PyGrainCheckpointHandler", "PyGrainCheckpointRestore",
                    "PyGrainCheckpointSave"],
+    "constants": ["DATASET_INDEX", "EPOCH", "INDEX", "META_FEATURES", "RECORD", "RECORD_KEY",
+                  "SEED"],
 }
 _LAZY_NAMES = {name: module for module, names in _LAZY.items() for name in names}
 # Grain names course_lib refuses, each with what to use (`out_of_scope.py`); not in __all__.

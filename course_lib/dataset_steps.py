@@ -21,6 +21,7 @@ from course_lib.randomness import RecordRng
 from course_lib.transforms import (
     Batch,
     FilterTransform,
+    FlatMapTransform,
     MapTransform,
     MapWithIndexTransform,
     RandomMapTransform,
@@ -111,9 +112,22 @@ def seed_for(step, seed: int | None, what: str) -> int:
     return check_seed("seed", seed)
 
 
+def _flat_map(dataset, transform: FlatMapTransform):
+    """The flat-map step for `dataset`'s face. Its classes sit above the faces
+    (`iter_shapes.py` builds on `MapDataset` and `IterDataset`), so they are imported when a
+    flat map is first applied, not when this module is: no import circle."""
+    from course_lib.dataset import MapDataset
+    from course_lib.iter_shapes import FlatMapIterDataset, FlatMapMapDataset
+
+    if isinstance(dataset, MapDataset):
+        return FlatMapMapDataset(dataset, transform)
+    return FlatMapIterDataset(dataset, transform)
+
+
 def apply_transformations(dataset, transformations):
     """`dataset` with each transform of `transformations` (one, or a list) applied in
-    order, as the method its kind calls for (Grain's `apply`)."""
+    order, as the method its kind calls for (Grain's `apply`); a `FlatMapTransform` becomes
+    `FlatMapMapDataset` or `FlatMapIterDataset`, by the data set's face."""
     if not isinstance(transformations, Sequence) or isinstance(transformations, str):
         transformations = [transformations]
     for transform in transformations:
@@ -129,9 +143,12 @@ def apply_transformations(dataset, transformations):
             dataset = dataset.filter(transform)
         elif isinstance(transform, MapWithIndexTransform):
             dataset = dataset.map_with_index(transform)
+        elif isinstance(transform, FlatMapTransform):
+            dataset = _flat_map(dataset, transform)
         else:
             raise TypeError(
                 f"apply() got {transform!r:.80}, which is not a transform: pass MapTransform, "
-                "RandomMapTransform, FilterTransform, MapWithIndexTransform or Batch "
-                "instances (or call .map(function) for a plain function).")
+                "RandomMapTransform, FilterTransform, MapWithIndexTransform, "
+                "FlatMapTransform or Batch instances (or call .map(function) for a plain "
+                "function).")
     return dataset

@@ -18,6 +18,9 @@ exactly:
 - `LimitIterDataset(parent, count)`: the first `count` elements.
 - `RebatchIterDataset(parent, batch_size, drop_remainder=False)`: batches cut again to
   `batch_size` rows, concatenating and splitting the parent's batches along the first axis.
+- `BatchIterDataset(parent, batch_size, drop_remainder=False, batch_fn=None)`: the step
+  `parent.batch(...)` makes, under the class name and arguments Grain gives it (as
+  `BatchMapDataset` is `MapDataset.batch`'s), planned onto the engine like the method's.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import numpy as np
 from course_lib._checks import check_bool, check_int, check_optional_int
 from course_lib.dataset import MapDataset, _Step
 from course_lib.dataset_iterator import DatasetIterator, check_state
-from course_lib.iter_dataset import IterDataset
+from course_lib.iter_dataset import IterDataset, _BatchIterDataset
+from course_lib.transforms import Batch
 
 
 def _open(dataset, workers) -> DatasetIterator:
@@ -299,7 +303,7 @@ class LimitIterDataset(IterDataset):
         return _LimitIterator(_open(self._parent, workers), self._count)
 
 
-# -- rebatch --------------------------------------------------------------------------------
+# -- batch and rebatch ----------------------------------------------------------------------
 def _leaves(tree) -> list:
     """The arrays of a batch (dicts by sorted key, lists and tuples in order)."""
     if isinstance(tree, dict):
@@ -386,3 +390,15 @@ class RebatchIterDataset(IterDataset):
     def _iterator(self, workers) -> DatasetIterator:
         return _RebatchIterator(_open(self._parent, workers), self._size,
                                 self._drop_remainder)
+
+
+class BatchIterDataset(_BatchIterDataset):
+    """`parent.batch(batch_size, drop_remainder=..., batch_fn=...)`, built by its class."""
+
+    def __init__(self, parent: IterDataset, batch_size: int, drop_remainder: bool = False,
+                 batch_fn: Callable[[Sequence[Any]], Any] | None = None):
+        if not isinstance(parent, IterDataset):
+            raise TypeError(
+                f"parent={parent!r:.80} is not an IterDataset. Batch a MapDataset with "
+                "ds.batch(n), or make it a stream first: ds.to_iter_dataset().")
+        super().__init__(parent, Batch(batch_size, drop_remainder, batch_fn))

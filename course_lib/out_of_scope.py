@@ -66,5 +66,10 @@ class SharedMemoryArray(OutOfScope):
                "itself: keep a plain np.ndarray (see shared_arrays.py).")
 
 
+class SharedMemoryArrayMetadata(OutOfScope):
+    instead = ("course_lib's workers describe and reopen their shared batches themselves "
+               "(transport.py): there is no metadata to pass; keep a plain np.ndarray.")
+
+
 NAMES = ["BatchOperation", "FilterOperation", "MapOperation", "Operation",
-         "RandomMapOperation", "Record", "SharedMemoryArray"]
+         "RandomMapOperation", "Record", "SharedMemoryArray", "SharedMemoryArrayMetadata"]

@@ -9,6 +9,12 @@ the metric of the unpadded data.
 
     operations = [..., grain.PadAndMask(batch_size=64)]   # in place of Batch(64)
     correct = (predictions == batch["label"]) & batch["mask"]
+
+Grain's own answer is `experimental.batch_and_pad`, a `batch_fn` that pads the last batch
+with `pad_value` and adds no mask: the step must then tell padding from data itself (a label
+of -1, say). It is here too, with Grain's arguments:
+
+    ds.batch(64, batch_fn=functools.partial(grain.experimental.batch_and_pad, batch_size=64))
 """
 
 from __future__ import annotations
@@ -29,6 +35,51 @@ def _padding_like(record: Any) -> Any:
     if isinstance(record, tuple | list):
         return type(record)(_padding_like(value) for value in record)
     return np.zeros_like(np.asarray(record))
+
+
+def _map_tree(function, tree):
+    """`function` applied to each array of a stacked batch, keeping dicts, lists and tuples."""
+    if isinstance(tree, dict):
+        return {key: _map_tree(function, value) for key, value in tree.items()}
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a namedtuple
+        return type(tree)(*(_map_tree(function, value) for value in tree))
+    if isinstance(tree, tuple | list):
+        return type(tree)(_map_tree(function, value) for value in tree)
+    return function(tree)
+
+
+def _padded(leaf: np.ndarray, rows: int, pad_value: Any) -> np.ndarray:
+    try:
+        padding = np.full((rows, *leaf.shape[1:]), pad_value, dtype=leaf.dtype)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise ValueError(
+            f"pad_value={pad_value!r} does not fit an array of dtype {leaf.dtype}: {error}. "
+            "Pass a pad_value every field can hold, e.g. 0.") from error
+    return np.concatenate([leaf, padding])
+
+
+def batch_and_pad(values: Sequence[Any], *, batch_size: int, pad_value: Any = 0) -> Any:
+    """`values` stacked as `Batch` stacks them, then padded with `pad_value` to
+    `batch_size` rows (Grain's `grain.experimental.batch_and_pad`, a `batch_fn`).
+
+    Every field gets `batch_size - len(values)` rows of `pad_value`, in its own dtype; a
+    full batch is stacked as it is. Nothing marks the padding rows (`PadAndMask` adds a mask).
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1,
+                           fix="Pass the rows every batch should have, e.g. batch_size=64.")
+    if len(values) == 0:
+        raise ValueError("Cannot batch 0 values: batch_and_pad needs at least one value to "
+                         "know the batch's fields, shapes and dtypes.")
+    if len(values) > batch_size:
+        raise ValueError(
+            f"Cannot batch {len(values)} values to {batch_size}: batch_and_pad pads a short "
+            "batch, it never cuts one. Pass the same batch_size to ds.batch and to "
+            "batch_and_pad (functools.partial(batch_and_pad, batch_size=n)).")
+    batch = stack_records(values)
+    rows = batch_size - len(values)
+    if rows == 0:
+        return batch
+    return _map_tree(lambda leaf: _padded(np.asarray(leaf), rows, pad_value), batch)
 
 
 class _PadAndStack:

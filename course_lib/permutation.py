@@ -12,9 +12,14 @@ comes back into `[0, n)`, so the result is again a permutation, now of `[0, n)`.
 
 Memory is O(1) and each index costs a few microseconds in Python; `permute_many` does a whole
 chunk of indices with vectorised NumPy, which is what the loader uses on its hot path.
+
+`index_shuffle(index, max_index, seed, rounds)` is Grain's name for one index of such a
+permutation (`grain.experimental.index_shuffle`): the same arguments and rules, this network.
 """
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
@@ -32,7 +37,8 @@ def _splitmix64(value: int) -> int:
     return z ^ (z >> 31)
 
 
-def _round_keys(seed: int, epoch: int, shard_index: int = 0) -> list[int]:
+def _round_keys(seed: int, epoch: int, shard_index: int = 0,
+                rounds: int = _ROUNDS) -> list[int]:
     """Derive one 64-bit key per round from (seed, epoch, shard), so every epoch of every
     shard is shuffled anew.
 
@@ -44,7 +50,7 @@ def _round_keys(seed: int, epoch: int, shard_index: int = 0) -> list[int]:
     base = _splitmix64(_splitmix64(seed) ^ epoch)
     if shard_index:
         base = _splitmix64(base ^ _splitmix64(shard_index + (1 << 32)))
-    return [_splitmix64(base + round_index) for round_index in range(_ROUNDS)]
+    return [_splitmix64(base + round_index) for round_index in range(rounds)]
 
 
 def _half_bits(num_records: int) -> int:
@@ -54,15 +60,18 @@ def _half_bits(num_records: int) -> int:
 
 
 class FeistelPermutation:
-    """A keyed bijection of `range(num_records)`; `perm(i)` is where index `i` goes."""
+    """A keyed bijection of `range(num_records)`; `perm(i)` is where index `i` goes.
 
-    def __init__(self, num_records: int, seed: int, epoch: int = 0, shard_index: int = 0):
+    More `rounds` mix more (every round is one more keyed hash); the loader uses four."""
+
+    def __init__(self, num_records: int, seed: int, epoch: int = 0, shard_index: int = 0,
+                 rounds: int = _ROUNDS):
         if num_records < 1:
             raise ValueError(f"num_records={num_records} must be positive.")
         self.num_records = num_records
         self._bits = _half_bits(num_records)
         self._half_mask = (1 << self._bits) - 1
-        self._keys = _round_keys(seed, epoch, shard_index)
+        self._keys = _round_keys(seed, epoch, shard_index, rounds)
         self._np_keys = [np.uint64(key) for key in self._keys]
 
     def _network(self, value: int) -> int:
@@ -100,3 +109,35 @@ class FeistelPermutation:
             values[outside] = self._network_many(values[outside])
             outside = values >= self.num_records
         return values.astype(np.int64)
+
+
+def _check_whole(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}={value!r} must be an integer, got {type(value).__name__}.")
+    return int(value)
+
+
+def index_shuffle(index: int, max_index: int, seed: int, rounds: int) -> int:
+    """Where `index` goes in a seeded permutation of `[0, max_index]` (Grain's
+    `grain.experimental.index_shuffle`, with its arguments and rules).
+
+    Each call computes one index, nothing is stored: the same `(max_index, seed, rounds)`
+    always gives the same permutation, and every index of `[0, max_index]` goes to a
+    different place. It is the permutation `MapDataset.shuffle(seed)` gives its first epoch
+    (at `rounds=4`), not Grain's: the same seed puts the indices in another order there.
+    """
+    index, max_index = _check_whole("index", index), _check_whole("max_index", max_index)
+    seed, rounds = _check_whole("seed", seed), _check_whole("rounds", rounds)
+    if not 0 <= max_index < 2**64:
+        raise ValueError(f"max_index={max_index} must be in [0, 2**64): the permutation is of "
+                         "[0, max_index], at least one index.")
+    if not 0 <= index <= max_index:
+        raise ValueError(f"index must be in [0, max_index], but got index = {index} and "
+                         f"max_index = {max_index}.")
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"seed={seed} must be in [0, 2**32), as Grain's index_shuffle "
+                         f"requires. Pass e.g. seed={seed % 2**32}.")
+    if rounds % 2 or not 4 <= rounds <= 1024:
+        raise ValueError(f"rounds must be an even integer between 4 and 1024, got "
+                         f"rounds={rounds}. Pass rounds=4, what MapDataset.shuffle uses.")
+    return FeistelPermutation(max_index + 1, seed, rounds=rounds)(index)

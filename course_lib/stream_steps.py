@@ -1,11 +1,16 @@
-"""Three of Grain's experimental stream steps: a window shuffle, interleaving, a thread.
+"""Grain's experimental window shuffles (both faces), interleaving, and a thread.
 
-Each runs in the main process on its parent's stream and keeps a state of plain numbers:
+The `IterDataset` steps run in the main process on their parent's stream and keep a state of
+plain numbers:
 
 - `WindowShuffleIterDataset(parent, window_size=, seed=)`: reads `window_size` elements and
   hands them out in a seeded order, window after window: a shuffle for streams that cannot
   be indexed, as good as the window is large. The order inside window `w` is the
   permutation `permutation.py` computes for `(seed, w)`.
+- `WindowShuffleMapDataset(parent, window_size=, seed=)`: the same rule on a `MapDataset`,
+  computed per position, so it is a step of the data set the engine reads (any worker
+  count). An element moves less than `window_size` places: each window's reads stay near
+  each other (a file read in order), at the price of a weaker shuffle than `shuffle()`.
 - `InterleaveIterDataset(datasets, cycle_length=)`: reads `cycle_length` data sets in turn,
   one element each, and opens the next data set in the slot of one that ran out (Grain's
   order). Grain opens the next iterators on background threads; here they are opened when
@@ -23,7 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from course_lib._checks import check_int
+from course_lib.dataset import MapDataset, _Step
 from course_lib.dataset_iterator import DatasetIterator, check_state
+from course_lib.dataset_steps import check_seed
 from course_lib.iter_dataset import IterDataset
 from course_lib.permutation import FeistelPermutation
 from course_lib.read_ahead import ReadAhead
@@ -92,6 +99,49 @@ class WindowShuffleIterDataset(IterDataset):
 
     def _iterator(self, workers):
         return _WindowShuffleIterator(self._parent._iterator(workers), self._size, self._seed)
+
+
+class WindowShuffleMapDataset(_Step):
+    """Its parent's positions shuffled inside consecutive windows of `window_size`.
+
+    Window `w` of epoch `e` (positions `w * window_size` onwards) gets the permutation of
+    `(seed, e * windows_per_epoch + w)`: a new order every window and every epoch, the same
+    whoever asks for the position. An epoch's last window holds what is left of it, so every
+    epoch is a permutation of the parent's epoch. (Grain's last window reaches past the end
+    into the next epoch: `tests/test_grain_experimental_names.py`.)
+    """
+
+    def __init__(self, parent: MapDataset, *, window_size: int, seed: int):
+        if not isinstance(parent, MapDataset):
+            raise TypeError(
+                f"parent={parent!r:.80} is not a MapDataset. WindowShuffleMapDataset shuffles "
+                "positions of a MapDataset; for a stream use WindowShuffleIterDataset(parent, "
+                "window_size=..., seed=...).")
+        super().__init__(parent)
+        self._size = check_int("window_size", window_size, minimum=1,
+                               fix="Pass how many positions a window holds, e.g. 1000.")
+        self._seed = check_seed("seed", seed)
+        self._length = len(parent)
+        self._windows_per_epoch = -(-self._length // self._size)
+        self._cached: tuple[int, FeistelPermutation | None] = (-1, None)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _order(self, window: int, size: int) -> FeistelPermutation:
+        cached = self._cached  # one read: another thread may replace it meanwhile
+        if cached[0] != window or cached[1] is None:
+            cached = (window, FeistelPermutation(size, self._seed, window))
+            self._cached = cached
+        return cached[1]
+
+    def _at(self, index: int):
+        epoch, offset = divmod(index, self._length)
+        window_in_epoch, in_window = divmod(offset, self._size)
+        start = window_in_epoch * self._size
+        window = epoch * self._windows_per_epoch + window_in_epoch
+        order = self._order(window, min(self._size, self._length - start))
+        return self._parent[epoch * self._length + start + order(in_window)]
 
 
 # -- interleaving -----------------------------------------------------------------------------

@@ -8,7 +8,9 @@ temporary folder, and every import of a Grain module in it (`from grain._src... 
 `import grain.python as grain`, ...) becomes an import of one module, `_grain_names`, which
 holds every public name of course_lib's modules. Nothing else in the file changes, so a test
 that uses a name course_lib lacks fails on it. A bare `import grain` stays: Grain's tests use
-it only to find their test data inside the installed package.
+it only to find their test data inside the installed package. So does an import of Grain's
+tree utility, `grain._src.core.tree_lib`: the tests use it to compare nested results, it is
+no name of the Dataset API, and course_lib has no public one like it.
 
 pytest then runs the copy (30 s per test), and the script prints one line per file, the
 counts the README's table "Grain's own tests of the Dataset API" gives. `--show` also prints
@@ -18,6 +20,7 @@ each failing test's last error line, to sort the failures into out of scope and 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import subprocess
 import sys
@@ -64,18 +67,35 @@ CONFTEST = '''from absl import flags
 flags.FLAGS.mark_as_parsed()
 '''
 
-_FROM_GRAIN = re.compile(r"^(\s*)from grain(?:\.[\w.]+)? import \(?([\w\s,]+?)\)?\s*(#.*)?$")
+# Grain modules a test keeps importing from Grain: helpers of the test, not the API tested.
+KEPT = re.compile(r"^\s*from grain\._src\.core import tree_lib\s*(#.*)?$")
+_FROM_GRAIN = re.compile(r"^(\s*)from (grain(?:\.[\w.]+)?) import \(?([\w\s,]+?)\)?\s*(#.*)?$")
 _IMPORT_GRAIN_AS = re.compile(r"^(\s*)import grain\.[\w.]+ as (\w+)\s*(#.*)?$")
 
 
-def _names(imported: str) -> list[str]:
-    """`a, b as c` -> the names bound: ['a', 'c']."""
-    bound = []
+def _names(imported: str) -> list[tuple[str, str]]:
+    """`a, b as c` -> each name imported and the name it is bound to: [(a, a), (b, c)]."""
+    pairs = []
     for part in imported.split(","):
         words = part.split()
         if words:
-            bound.append(words[-1])
-    return bound
+            pairs.append((words[0], words[-1]))
+    return pairs
+
+
+def _is_module(package: str, name: str) -> bool:
+    """Whether `from package import name` imports one of Grain's modules (not a name in it)."""
+    try:
+        return importlib.util.find_spec(f"{package}.{name}") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _import(indent: str, package: str, name: str, bound: str) -> str:
+    """A Grain module becomes `_grain_names`; a name from one, that name of `_grain_names`."""
+    if _is_module(package, name):
+        return f"{indent}import _grain_names as {bound}"
+    return f"{indent}from _grain_names import {name} as {bound}"
 
 
 def rewrite(source: str) -> str:
@@ -89,10 +109,10 @@ def rewrite(source: str) -> str:
             while not lines[index].rstrip().endswith(")"):
                 index += 1
                 line += " " + lines[index].strip()
-        found = _FROM_GRAIN.match(line)
+        found = None if KEPT.match(line) else _FROM_GRAIN.match(line)
         if found:
-            indent, imported = found.group(1), found.group(2)
-            out.extend(f"{indent}import _grain_names as {name}" for name in _names(imported))
+            indent, package, imported = found.group(1), found.group(2), found.group(3)
+            out.extend(_import(indent, package, name, bound) for name, bound in _names(imported))
         elif (found := _IMPORT_GRAIN_AS.match(line)) is not None:
             out.append(f"{found.group(1)}import _grain_names as {found.group(2)}")
         else:
