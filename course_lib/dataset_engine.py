@@ -169,8 +169,8 @@ def records_ahead(plan: Plan) -> int:
     """How many records of `base` the chain's chunks and queue may hold in the calling
     process: the element being taken and `prefetch_buffer_size` more, as Grain counts them,
     in the chain's elements (a `MapDataset.batch` turned into the engine's `Batch` makes each
-    element `batch_size` records). The engine's chunks (64 records and more) and its queue
-    of finished chunks are cut to fit (`stream.chunk_size_for`), so that a batch-of-4 chain
+    element `batch_size` records). The engine's chunks and its queue of finished chunks
+    fit in that many (`stream.chunking`), so that a batch-of-4 chain
     with `prefetch_buffer_size=2` makes 3 batches, not 16, before the first one is taken.
     Read threads keep up to `ceil(prefetch_buffer_size / chunk) - 1` more chunks in flight
     (`ReadOptions` states the whole bound)."""

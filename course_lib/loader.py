@@ -42,7 +42,7 @@ from course_lib.record_stage import ChunkProcessor, ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.sharding import NoSharding, ShardOptions
 from course_lib.state import decode_state, encode_state
-from course_lib.stream import chunk_size_for, chunks_waiting, stream_chunks
+from course_lib.stream import chunk_size_for, chunk_sizes, chunking, stream_chunks
 from course_lib.transforms import Batch
 from course_lib.workers import WorkerElements
 
@@ -50,9 +50,10 @@ from course_lib.workers import WorkerElements
 # -- steps 1 to 4 in this process, chunk after chunk -----------------------------------------
 def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
                       processor: ChunkProcessor, skip_batches: int = 0,
-                      chunk_size: int | None = None, pass_length: int | None = None):
-    """Yield, per chunk of the stream (`chunk_size` records, by default
-    `chunk_size_for(pipeline)`), the list of `(element, next_index)` pairs it completes:
+                      chunk_sizes: int | Iterator[int] | None = None,
+                      pass_length: int | None = None):
+    """Yield, per chunk of the stream (of `chunk_sizes` records: one size or one per chunk,
+    by default `chunk_size_for(pipeline)`), the list of `(element, next_index)` pairs it completes:
     read and transform (`processor`), then the pipeline's `Tail` (batching). (`skip_batches`:
     see `bucketing.ResumePoint`.)
 
@@ -62,7 +63,7 @@ def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
     run = pipeline.start_run(pass_length)  # this iterator's own generators
     tail = pipeline.start_tail(run, skip_batches=skip_batches)
     end = start
-    chunks = stream_chunks(sampler, start, chunk_size or chunk_size_for(pipeline))
+    chunks = stream_chunks(sampler, start, chunk_sizes or chunk_size_for(pipeline))
     try:
         for chunk in processor.process(chunks, run):
             end = chunk.start + len(chunk.record_keys)
@@ -290,9 +291,9 @@ class DataLoader:
                 "1 or 2.")
         self.read_options = read_options or ReadOptions()
 
-    # At most how many records the read-ahead may hold in this process: no bound here
-    # (`ReadOptions` states the DataLoader's); a Dataset chain's loader sets one
-    # (`dataset_engine.ChainLoader`), which cuts the chunks (`stream.chunk_size_for`).
+    # At most how many records the read-ahead may hold in this process, when not
+    # `prefetch_buffer_size + 1` (`stream.chunking`): a Dataset chain's loader counts its
+    # elements (`dataset_engine.ChainLoader`).
     _records_ahead: int | None = None
 
     @property
@@ -322,21 +323,15 @@ class DataLoader:
         stop = threading.Event() if reads_ahead else None
         processor = ChunkProcessor(self.data_source, self.pipeline, self.read_options,
                                    stop=stop)
-        chunk = chunk_size_for(self.pipeline, self._chunk_bound(reads_ahead))
-        chunks = in_process_chunks(self.sampler, self.pipeline, next_index, processor,
-                                   skip_batches, chunk, self.pass_length)
+        plan = chunking(self.pipeline, self.read_options, self._records_ahead)
         if not reads_ahead:
-            return InCaller(chunks), processor
-        waiting = chunks_waiting(self.read_options, chunk, self._records_ahead)
-        return ReadAhead(chunks, waiting, stop), processor
-
-    def _chunk_bound(self, reads_ahead: bool) -> int | None:
-        """At most how many records a chunk may hold: no bound for a `DataLoader`. A Dataset
-        chain's read-ahead (`_records_ahead`) holds the chunk being taken, and with the
-        batch thread also one being made and one waiting: a third of it each."""
-        if self._records_ahead is None:
-            return None
-        return self._records_ahead // 3 if reads_ahead else self._records_ahead
+            return InCaller(in_process_chunks(self.sampler, self.pipeline, next_index,
+                                              processor, skip_batches, plan.first,
+                                              self.pass_length)), processor
+        chunks = in_process_chunks(self.sampler, self.pipeline, next_index, processor,
+                                   skip_batches, chunk_sizes(plan.first, plan.largest),
+                                   self.pass_length)
+        return ReadAhead(chunks, plan.waiting, stop), processor
 
     def __iter__(self) -> DataLoaderIterator:
         return DataLoaderIterator(self)

@@ -85,36 +85,34 @@ class ReadOptions:
         for CPU work, none for cheap records.
       prefetch_buffer_size: how far the read-ahead runs, in records; 0 reads nothing ahead
         (everything runs in the calling thread, as with `num_threads=0`). Work moves in
-        chunks of `c` records (a whole number of batches, at least 64:
-        `stream.chunk_size_for`), so the bound is whole chunks. At `worker_count=0`, while
-        the consumer takes the elements of one chunk, at most these later chunks have been
-        read:
+        chunks of whole batches (`stream.chunking`). At `worker_count=0`, with
+        `P = prefetch_buffer_size` and batches of `b` records (1 without `Batch`):
 
-        - `Q = max(2, prefetch_buffer_size // c)` finished chunks in the batch thread's
-          queue (`stream.chunks_waiting`), and one more, finished, waiting for room there;
-        - with read threads, also `ceil(prefetch_buffer_size / c) - 1` chunks in flight on
-          them: after handing them a chunk, the stage collects the oldest until fewer than
-          `prefetch_buffer_size` records remain in flight (`ChunkProcessor._on_threads`).
+        - the batch thread's chunks double, from the fewest whole batches holding 64
+          records up to `C`, the most whole batches within `min(256, (P + 1) // 3)`
+          records (at least one batch): each chunk is one hand-off between the threads, so
+          few hand-offs on a cheap pipeline, and a small first chunk for a fast first batch;
+        - while the consumer takes the elements of one chunk, at most
+          `Q = max(1, (P + 1) // C - 2)` finished chunks wait in the queue, and one more,
+          finished, waits for room there: with the consumer's chunk, at most `P + 1`
+          records (the record being taken and `P` more), or three chunks of one batch
+          where `P + 1` is less than three batches;
+        - with read threads, also up to `ceil(P / C) - 1` chunks in flight on them: after
+          handing them a chunk, the stage collects the oldest until fewer than `P` records
+          remain in flight (`ChunkProcessor._on_threads`).
 
-        That is at most `c * (Q + 1)` records beyond the consumer's chunk without read
-        threads, and `c * (Q + max(1, ceil(prefetch_buffer_size / c)))` with them, about
-        twice `prefetch_buffer_size`: with the defaults and chunks of 64 records, 8 chunks
-        (512 records) and 15 chunks (960 records). `tests/test_read_ahead.py` reads exactly
-        this far, and fails beyond it. The bound counts positions of the stream, not the
-        records a filter keeps: a chunk that finishes no element takes no place in the
-        queue, so a filter that drops most records reads further ahead.
+        With the defaults and batches of 16: chunks of 64, 128, then 160 records, one in
+        the queue; 320 records beyond the consumer's chunk without read threads, 800 with
+        them. In the calling thread (`num_threads=0`) the one chunk holds the fewest whole
+        batches of 64 records or more, at most `P + 1` records (at least one batch).
+        `tests/test_read_ahead.py` reads exactly this far, and fails beyond it. The bound
+        counts positions of the stream, not the records a filter keeps: a chunk that
+        finishes no element takes no place in the queue, so a filter that drops most
+        records reads further ahead.
 
-        In a Dataset chain (`to_iter_dataset`) the same rule runs, with a cap in the
-        chain's elements, as Grain counts them (a batch, where `MapDataset.batch` comes
-        first): `c` and `Q` are cut so that the consumer's chunk, the queue and the chunk
-        waiting for room hold at most this many elements and the one being taken
-        (`dataset_engine.records_ahead`). Since `Q` still divides the setting by a chunk's
-        records, a chain batched by 64 keeps 2 batches ahead at 1 and 2, 3 at any setting
-        from 3 to 191 and one more for every 64 above, where Grain fills its buffer (8
-        batches at 8): a difference (lesson 11 measures it). The read
-        threads' chunks in flight, counted in records as above, come on top: an unbatched
-        chain at the default 500 reads up to 13 chunks of 64 (832 records) beyond the
-        consumer's chunk with read threads, 6 (384) without.
+        In a Dataset chain (`to_iter_dataset`) the same rule runs, with `P + 1` counted in
+        the chain's elements, as Grain counts them (a batch, where `MapDataset.batch`
+        comes first: `dataset_engine.records_ahead`).
 
         In a worker process the per-record stage is handed one chunk at a time, so this
         bounds nothing there: the workers' read-ahead is counted in chunks per worker

@@ -1,4 +1,4 @@
-"""Cutting the stream of positions into chunks, and the in-process loop over them.
+"""Cutting the stream of positions into chunks.
 
 The sampler defines an endless (or finite) stream of positions 0, 1, 2, ... Work is done a
 chunk of consecutive positions at a time: the sampler computes a chunk's record keys in one
@@ -6,14 +6,24 @@ vectorised call, the per-record stage fetches its records in one batched read, a
 transforms them together. Chunks hold a whole number of batches, so that a worker process
 handed one chunk returns whole batches.
 
+A chunk is also the unit one thread hands to another: the batch thread queues each chunk's
+elements for the consumer as one item. A hand-off costs the two threads a wake-up and a
+switch of the interpreter lock, tens of microseconds, as much as making a few records on
+the in-memory pipeline; so the batch thread's chunks grow after the first, which stays small
+for a fast first batch: 64, 128, then up to 256 records, as far as `prefetch_buffer_size`
+allows (`chunking`, the rule `ReadOptions` states).
+
 Both the in-process loader (`loader.py`) and the worker processes (`workers.py`) cut the
-stream the same way, which is one reason their batches are identical. This module only cuts:
-the loop that reads, transforms and batches the chunks is `loader.in_process_chunks`.
+stream this way, whatever the chunk sizes, which is one reason their batches are identical.
+This module only cuts: the loop that reads, transforms and batches the chunks is
+`loader.in_process_chunks`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from course_lib.pipeline import Pipeline
 from course_lib.sampler import IndexSampler
@@ -21,42 +31,70 @@ from course_lib.sampler import IndexSampler
 # Positions are read in chunks of about this many records: enough to amortise the
 # per-chunk work (vectorised key computation, one batched read), small enough to start fast.
 MIN_CHUNK_RECORDS = 64
+# The batch thread's chunks double after the first up to this many records at most: a quarter
+# of the hand-offs between the threads that chunks of 64 cost (benchmarks/RESULTS.md).
+MAX_CHUNK_RECORDS = 256
 
 
-def chunk_size_for(pipeline: Pipeline, max_records: int | None = None) -> int:
-    """A whole number of batches, at least `MIN_CHUNK_RECORDS` records; with `max_records`
-    (a Dataset chain's bound: `dataset_engine.records_ahead`), at most that many, but at
-    least one batch."""
+def _whole_batches(pipeline: Pipeline, records: int) -> int:
+    """The most whole batches within `records` (at least one batch), in records."""
     batch_size = 1 if pipeline.batch is None else pipeline.batch.batch_size
-    size = batch_size * max(1, -(-MIN_CHUNK_RECORDS // batch_size))
-    if max_records is not None:
-        size = min(size, batch_size * max(1, max_records // batch_size))
-    return size
+    return batch_size * max(1, records // batch_size)
 
 
-def chunks_waiting(read_options, chunk: int, records_ahead: int | None = None) -> int:
-    """How many finished chunks a read-ahead's queue keeps for the consumer:
-    `prefetch_buffer_size` records rounded down to whole chunks, at least two, so that the
-    next one is ready while a training step runs. For a Dataset chain, also no more than
-    `records_ahead` allows beside the chunk being taken and the one waiting for room (at
-    least one). The whole read-ahead is more than the queue: `ReadOptions` states it."""
-    waiting = max(2, read_options.prefetch_buffer_size // chunk)
-    if records_ahead is not None:
-        waiting = max(1, min(waiting, records_ahead // chunk - 2))
-    return waiting
+def chunk_size_for(pipeline: Pipeline) -> int:
+    """The fewest whole batches that hold at least `MIN_CHUNK_RECORDS` records: a worker's
+    chunk, and the first chunk in this process where the read-ahead allows it."""
+    batch_size = 1 if pipeline.batch is None else pipeline.batch.batch_size
+    return batch_size * -(-MIN_CHUNK_RECORDS // batch_size)
+
+
+class Chunking(NamedTuple):
+    """How the in-process loader cuts its stream and how many chunks it queues."""
+
+    first: int  # records in the first chunk
+    largest: int  # the batch thread's chunks double after the first, up to this many records
+    waiting: int  # finished chunks the batch thread's queue keeps (0: no batch thread)
+
+
+def chunking(pipeline: Pipeline, read_options, budget: int | None = None) -> Chunking:
+    """The rule `ReadOptions` states, for `worker_count=0`: the chunk the consumer takes
+    from, the queue and the chunk waiting for room there hold at most `budget` records
+    (`prefetch_buffer_size + 1`: the record being taken and `prefetch_buffer_size` more),
+    but always at least one batch each; in the calling thread (no batch thread) the one
+    chunk holds at most `budget` records."""
+    budget = read_options.prefetch_buffer_size + 1 if budget is None else budget
+    if not read_options.reads_ahead:
+        first = min(chunk_size_for(pipeline), _whole_batches(pipeline, budget))
+        return Chunking(first, first, 0)
+    largest = _whole_batches(pipeline, min(MAX_CHUNK_RECORDS, budget // 3))
+    first = min(chunk_size_for(pipeline), largest)
+    return Chunking(first, largest, max(1, budget // largest - 2))
+
+
+def chunk_sizes(first: int, largest: int) -> Iterator[int]:
+    """`first`, then twice as many records each time, up to `largest`: 64, 128, 160, 160,
+    ... for batches of 16 (whole batches, since `first` and `largest` are)."""
+    size = first
+    while True:
+        yield size
+        size = min(2 * size, largest)
 
 
 def chunk_bounds(sampler: IndexSampler, start: int,
-                 chunk_size: int) -> Iterator[tuple[int, int, bool]]:
-    """`(start, stop, is_last)` for consecutive chunks of the stream from `start` on."""
+                 sizes: int | Iterator[int]) -> Iterator[tuple[int, int, bool]]:
+    """`(start, stop, is_last)` for consecutive chunks of the stream from `start` on, of
+    `sizes` records (one size for every chunk, or one per chunk)."""
+    sizes = itertools.repeat(sizes) if isinstance(sizes, int) else iter(sizes)
     total = sampler.total_length
     while total is None or start < total:
-        stop = start + chunk_size if total is None else min(start + chunk_size, total)
+        stop = start + next(sizes)
+        stop = stop if total is None else min(stop, total)
         yield start, stop, total is not None and stop >= total
         start = stop
 
 
-def stream_chunks(sampler: IndexSampler, start: int, chunk_size: int):
+def stream_chunks(sampler: IndexSampler, start: int, sizes: int | Iterator[int]):
     """`(start, record_keys)` for consecutive chunks of the stream from `start` on."""
-    for chunk_start, chunk_stop, _ in chunk_bounds(sampler, start, chunk_size):
+    for chunk_start, chunk_stop, _ in chunk_bounds(sampler, start, sizes):
         yield chunk_start, sampler.record_keys(chunk_start, chunk_stop)

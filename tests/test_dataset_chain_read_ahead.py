@@ -3,9 +3,9 @@
 Found by lesson 11: the engine works in chunks of at least `MIN_CHUNK_RECORDS` (64) records,
 so a chain that batches by 4 before `to_iter_dataset` made 16 batches before the first was
 taken, where Grain 0.2.18 makes one at `num_threads=0` and about `prefetch_buffer_size + 1`
-with threads. A Dataset chain now bounds its chunks and its queue of finished chunks by
-`(prefetch_buffer_size + 1)` of its elements (`dataset_engine.records_ahead`); the
-`DataLoader` keeps its chunks of 64 records."""
+with threads. The engine's one rule (`stream.chunking`) now bounds the chunks and the queue
+of finished chunks by `prefetch_buffer_size + 1` records, which a Dataset chain counts in its
+own elements (`dataset_engine.records_ahead`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 import pytest
 
 import course_lib
-from course_lib.stream import MIN_CHUNK_RECORDS, chunk_size_for, chunks_waiting
+from course_lib.stream import Chunking, chunking
 
 
 def _counted_chain(made: list, batch_size: int, read_options):
@@ -63,37 +63,32 @@ def test_a_bounded_chain_still_reads_ahead_with_the_batch_thread():
     assert len(made) > 4
 
 
-def test_the_dataloader_keeps_its_chunks_of_64_records():
-    """The bound is the Dataset face's: a `DataLoader` with the same small buffer reads its
-    usual chunks (its `ReadOptions` counts records, and chunks of 64 amortise the work)."""
+def test_the_dataloader_follows_the_same_rule_in_records():
+    """A `DataLoader` with the same small buffer reads as little ahead: its
+    `prefetch_buffer_size` counts records, and a record is an element there."""
     loader = course_lib.DataLoader(
         data_source=list(range(1000)), sampler=course_lib.IndexSampler(1000, num_epochs=1),
         operations=[course_lib.Batch(4)],
-        read_options=course_lib.ReadOptions(num_threads=2, prefetch_buffer_size=2))
-    assert loader._records_ahead is None
-    assert chunk_size_for(loader.pipeline, loader._chunk_bound(True)) == MIN_CHUNK_RECORDS
-    assert chunks_waiting(loader.read_options, MIN_CHUNK_RECORDS) == 2
+        read_options=course_lib.ReadOptions(num_threads=2, prefetch_buffer_size=11))
+    assert chunking(loader.pipeline, loader.read_options) == Chunking(4, 4, 1)
 
 
-@pytest.mark.parametrize(("batch", "buffer", "alone", "chunk", "waiting"), [
-    (4, 2, 12, 4, 1),         # the chain above: 3 batches in all, with or without the thread
-    (64, 128, 64, 64, 2),     # the training-loop benchmark's chain: as the DataLoader
-    (None, 500, 64, 64, 5),   # no batch, the default buffer: 64-record chunks, 5 waiting
-    (None, 0, 1, 1, None),    # nothing ahead (no thread at all): one element at a time
+@pytest.mark.parametrize(("batch", "buffer", "alone", "chunks"), [
+    (4, 2, 12, (4, 4, 1)),          # the chain above: 3 batches in all, with or without the thread
+    (64, 128, 64, (64, 256, 30)),    # the training-loop benchmark's chain: 129 batches in all
+    (None, 500, 64, (64, 167, 1)),   # no batch, the default buffer: 64, 128, 167, ...
+    (None, 0, 1, (1, 1, 0)),         # nothing ahead (no thread at all): one element at a time
 ])
-def test_chunks_and_queue_of_a_dataset_chain(batch, buffer, alone, chunk, waiting):
-    """`alone`: the chunk in the calling thread (`num_threads=0`); `chunk` and `waiting`:
-    the chunk and the queue of the batch thread (`num_threads=2`; None: no queue)."""
+def test_chunks_and_queue_of_a_dataset_chain(batch, buffer, alone, chunks):
+    """`alone`: the chunk in the calling thread (`num_threads=0`); `chunks`: the first and
+    largest chunk and the queue of the batch thread (`num_threads=2`; 0: no thread)."""
     dataset = course_lib.MapDataset.range(1000)
     if batch is not None:
         dataset = dataset.batch(batch)
-    for num_threads, expected in ((0, (alone, None)), (2, (chunk, waiting))):
+    for num_threads, expected in ((0, Chunking(alone, alone, 0)), (2, chunks)):
         read_options = course_lib.ReadOptions(num_threads=num_threads,
                                               prefetch_buffer_size=buffer)
         with iter(dataset.to_iter_dataset(read_options)) as elements:
             loader = elements._loader
-            reads_ahead = read_options.reads_ahead
-            found = chunk_size_for(loader.pipeline, loader._chunk_bound(reads_ahead))
-            queue = (chunks_waiting(read_options, found, loader._records_ahead)
-                     if reads_ahead else None)
-            assert (found, queue) == expected
+            assert chunking(loader.pipeline, loader.read_options,
+                            loader._records_ahead) == expected

@@ -24,7 +24,7 @@ import pytest
 import course_lib as grain
 from course_lib import record_stage
 from course_lib.read_ahead import THREAD_NAME
-from course_lib.stream import chunk_size_for, chunks_waiting
+from course_lib.stream import chunk_sizes, chunking
 from tests.sequences import Double as SequenceDouble
 from tests.sequences import assert_same_batches, make_sequences
 
@@ -674,12 +674,24 @@ def read_threads(request, monkeypatch):
     return request.param
 
 
-def _read_ahead_bound(prefetch_buffer_size: int, chunk: int, waiting: int,
-                      read_threads: bool) -> int:
-    """`ReadOptions`' bound: the records read beyond the chunk the consumer takes from,
-    `waiting` chunks in the queue, one waiting for room, and the read threads' in flight."""
+def _read_ahead_bound(prefetch_buffer_size: int, plan, read_threads: bool) -> int:
+    """`ReadOptions`' bound once the chunks stopped growing: the records read beyond the
+    chunk the consumer takes from, `plan.waiting` chunks in the queue, one waiting for room,
+    and the read threads' in flight."""
+    chunk = plan.largest
     in_flight = max(1, math.ceil(prefetch_buffer_size / chunk)) if read_threads else 1
-    return chunk * (waiting + in_flight)
+    return chunk * (plan.waiting + in_flight)
+
+
+def _first_largest_chunk(plan) -> tuple[int, int]:
+    """Where the first chunk of `plan.largest` records starts and ends: from there on every
+    chunk has that size."""
+    start = 0
+    for size in chunk_sizes(plan.first, plan.largest):
+        if size == plan.largest:
+            return start, start + size
+        start += size
+    raise AssertionError("unreachable: chunk_sizes is endless")
 
 
 def _records_read_beyond(source: KeysRead, consumers_chunk_end: int, bound: int) -> int:
@@ -692,34 +704,44 @@ def _records_read_beyond(source: KeysRead, consumers_chunk_end: int, bound: int)
     return source.highest + 1 - consumers_chunk_end
 
 
+def _pause_in_a_largest_chunk(elements, plan, records_per_element: int,
+                              source: KeysRead, bound: int) -> int:
+    """Take elements until the consumer is in the first chunk of the largest size, then
+    pause: how far the read-ahead read beyond that chunk."""
+    chunk_start, chunk_end = _first_largest_chunk(plan)
+    elements.start_prefetch()
+    for _ in range(chunk_start // records_per_element + 1):
+        next(elements)
+    return _records_read_beyond(source, chunk_end, bound)
+
+
 @pytest.mark.parametrize("read_threads", [False, True], indirect=True)
-@pytest.mark.parametrize(("prefetch_buffer_size", "batch_size", "bounds"), [
-    (500, 16, (512, 960)),   # the default: 8 and 15 chunks of 64, as ReadOptions says
-    (128, 32, (192, 256)),
-    (100, 16, (192, 256)),
-    (10, 16, (192, 192)),    # at least two chunks queued, and one waiting for room
-    (200, 100, (300, 400)),  # chunks of 100 records: one batch
+@pytest.mark.parametrize(("prefetch_buffer_size", "batch_size", "chunks", "bounds"), [
+    (500, 16, (64, 160, 1), (320, 800)),  # the default, as ReadOptions says
+    (2000, 16, (64, 256, 5), (1536, 3328)),  # chunks grow to 256 records
+    (128, 32, (32, 32, 2), (96, 192)),
+    (100, 16, (32, 32, 1), (64, 160)),
+    (10, 16, (16, 16, 1), (32, 32)),  # one batch a chunk, one queued, one waiting for room
+    (200, 100, (100, 100, 1), (200, 300)),  # chunks of 100 records: one batch
 ])
 def test_a_paused_loop_finds_exactly_the_read_ahead_bound_of_read_options(
-        read_threads, prefetch_buffer_size, batch_size, bounds):
+        read_threads, prefetch_buffer_size, batch_size, chunks, bounds):
     """`ReadOptions.prefetch_buffer_size`'s bound at `worker_count=0`: while the loop
     pauses, the batch thread and the read threads (when they run) read up to it, exactly,
     and never beyond."""
     source = KeysRead()
+    read_options = grain.ReadOptions(num_threads=4, prefetch_buffer_size=prefetch_buffer_size)
     loader = grain.DataLoader(
         data_source=source, sampler=grain.IndexSampler(len(source), num_epochs=1),
-        operations=[Unchanged(), grain.Batch(batch_size)],
-        read_options=grain.ReadOptions(num_threads=4,
-                                       prefetch_buffer_size=prefetch_buffer_size))
-    chunk = -(-64 // batch_size) * batch_size  # whole batches, at least 64 records
-    bound = _read_ahead_bound(prefetch_buffer_size, chunk,
-                              max(2, prefetch_buffer_size // chunk), read_threads)
+        operations=[Unchanged(), grain.Batch(batch_size)], read_options=read_options)
+    plan = chunking(loader.pipeline, read_options)
+    assert plan == chunks
+    bound = _read_ahead_bound(prefetch_buffer_size, plan, read_threads)
     assert bound == bounds[read_threads]
+    if not read_threads or prefetch_buffer_size < plan.largest:  # P + 1 records in all
+        assert plan.largest + bound <= max(prefetch_buffer_size + 1, 3 * batch_size)
     with iter(loader) as batches:
-        batches.start_prefetch()
-        for _ in range(3):
-            next(batches)
-        ahead = _records_read_beyond(source, chunk * math.ceil(3 * batch_size / chunk), bound)
+        ahead = _pause_in_a_largest_chunk(batches, plan, batch_size, source, bound)
         shape = batches.execution
     assert ("4 read threads" if read_threads else "no read threads") in shape, shape
     assert ahead == bound, (f"{ahead} records read beyond the consumer's chunk, where "
@@ -727,15 +749,16 @@ def test_a_paused_loop_finds_exactly_the_read_ahead_bound_of_read_options(
 
 
 @pytest.mark.parametrize("read_threads", [False, True], indirect=True)
-@pytest.mark.parametrize(("prefetch_buffer_size", "batch_size", "bounds"), [
-    (500, None, (384, 832)),  # unbatched, the default: 6 and 13 chunks of 64
-    (128, 32, (192, 256)),
-    (2, 4, (8, 8)),           # chunks of one batch, one queued
+@pytest.mark.parametrize(("prefetch_buffer_size", "batch_size", "chunks", "bounds"), [
+    (500, None, (64, 167, 1), (334, 668)),  # unbatched, the default
+    (128, 32, (64, 256, 14), (3840, 3840)),  # 129 batches of 32 in all
+    (2, 4, (4, 4, 1), (8, 8)),  # chunks of one batch, one queued
 ])
 def test_a_dataset_chain_reads_ahead_exactly_the_bound_of_read_options(
-        read_threads, prefetch_buffer_size, batch_size, bounds):
-    """A chain's chunks and queue are cut to Grain's count (`prefetch_buffer_size + 1`
-    elements: `dataset_engine.records_ahead`); the read threads' chunks come on top."""
+        read_threads, prefetch_buffer_size, batch_size, chunks, bounds):
+    """A chain's read-ahead is the engine's rule, with `prefetch_buffer_size + 1` counted in
+    the chain's elements (`dataset_engine.records_ahead`); the read threads' chunks come on
+    top."""
     source = KeysRead()
     dataset = grain.MapDataset.source(source).map(Unchanged())
     if batch_size is not None:
@@ -744,17 +767,13 @@ def test_a_dataset_chain_reads_ahead_exactly_the_bound_of_read_options(
     read_options = grain.ReadOptions(num_threads=4, prefetch_buffer_size=prefetch_buffer_size)
     with iter(dataset.to_iter_dataset(read_options)) as elements:
         loader = elements._loader
-        chunk = chunk_size_for(loader.pipeline, loader._chunk_bound(True))
-        waiting = chunks_waiting(read_options, chunk, loader._records_ahead)
-        bound = _read_ahead_bound(prefetch_buffer_size, chunk, waiting, read_threads)
+        plan = chunking(loader.pipeline, loader.read_options, loader._records_ahead)
+        assert plan == chunks
+        bound = _read_ahead_bound(prefetch_buffer_size, plan, read_threads)
         assert bound == bounds[read_threads]
         if not read_threads:  # Grain's count: the element taken and prefetch_buffer_size more
-            assert chunk + bound <= (prefetch_buffer_size + 1) * per_element
-        elements.start_prefetch()
-        for _ in range(3):
-            next(elements)
-        taken = 3 * per_element
-        ahead = _records_read_beyond(source, chunk * math.ceil(taken / chunk), bound)
+            assert plan.largest + bound <= (prefetch_buffer_size + 1) * per_element
+        ahead = _pause_in_a_largest_chunk(elements, plan, per_element, source, bound)
         shape = elements.execution
     assert ("4 read threads" if read_threads else "no read threads") in shape, shape
     assert ahead == bound, (f"{ahead} records read beyond the consumer's chunk, where "
