@@ -139,10 +139,10 @@ class BatchMap(MapTransform):
 
 
 class ChainLoader(DataLoader):
-    """The `DataLoader` that runs `plan`: one epoch of `base`, in order. It differs from the
-    `DataLoader` a learner builds in two answers only: how many records its read-ahead may
-    hold (`records_ahead`), and the pass over the data an endless chain's filter is judged
-    on (`MapDataset._pass_length`: one epoch under `repeat()`)."""
+    """The `DataLoader` that runs `plan`: one epoch of `base`, in order, with the chain's
+    `ReadOptions` counted in records (`read_options_in_records`). It differs from the
+    `DataLoader` a learner builds in one answer only: the pass over the data an endless
+    chain's filter is judged on (`MapDataset._pass_length`: one epoch under `repeat()`)."""
 
     def __init__(self, plan: Plan):
         operations: list[Any] = [ElementSteps(plan.element_steps)]
@@ -156,8 +156,7 @@ class ChainLoader(DataLoader):
                          sampler=IndexSampler(len(source), num_epochs=1),
                          operations=operations, worker_count=plan.worker_count,
                          worker_buffer_size=plan.worker_buffer_size,
-                         read_options=plan.read_options)
-        self._records_ahead = records_ahead(plan)
+                         read_options=read_options_in_records(plan))
         self._pass = plan.pass_length
 
     @property
@@ -165,16 +164,22 @@ class ChainLoader(DataLoader):
         return self._pass
 
 
-def records_ahead(plan: Plan) -> int:
-    """How many records of `base` the chain's chunks and queue may hold in the calling
-    process: the element being taken and `prefetch_buffer_size` more, as Grain counts them,
-    in the chain's elements (a `MapDataset.batch` turned into the engine's `Batch` makes each
-    element `batch_size` records). The engine's chunks and its queue of finished chunks
-    fit in that many (`stream.chunking`), so that a batch-of-4 chain
-    with `prefetch_buffer_size=2` makes 3 batches, not 16, before the first one is taken.
-    Read threads keep up to `ceil(prefetch_buffer_size / chunk) - 1` more chunks in flight
-    (`ReadOptions` states the whole bound)."""
-    return (plan.read_options.prefetch_buffer_size + 1) * plan.positions_per_index
+def read_options_in_records(plan: Plan) -> ReadOptions:
+    """The chain's `ReadOptions` in the engine's terms. Grain counts `prefetch_buffer_size`
+    in the chain's elements, the engine in records of `base`: where a `MapDataset.batch`
+    became the engine's `Batch`, an element is `batch_size` records, so the element being
+    taken and `prefetch_buffer_size` more are `(prefetch_buffer_size + 1) * batch_size`
+    records, the engine's `prefetch_buffer_size + 1` (`ReadOptions` states the rule). A
+    batch-of-4 chain with `prefetch_buffer_size=2` then makes 3 batches, not 16, before the
+    first one is taken. (`num_threads` is kept within the new buffer, so that Grain's warning
+    about a small buffer is not logged twice: a chunk of the engine is split among at most
+    a few threads anyway, `record_stage.MIN_RECORDS_PER_TASK`.)"""
+    options, per_element = plan.read_options, plan.positions_per_index
+    if per_element == 1 or options.prefetch_buffer_size == 0:
+        return options
+    records = (options.prefetch_buffer_size + 1) * per_element - 1
+    return dataclasses.replace(options, num_threads=min(options.num_threads, records),
+                               prefetch_buffer_size=records)
 
 
 def step_name(function: Callable) -> str:

@@ -291,11 +291,6 @@ class DataLoader:
                 "1 or 2.")
         self.read_options = read_options or ReadOptions()
 
-    # At most how many records the read-ahead may hold in this process, when not
-    # `prefetch_buffer_size + 1` (`stream.chunking`): a Dataset chain's loader counts its
-    # elements (`dataset_engine.ChainLoader`).
-    _records_ahead: int | None = None
-
     @property
     def pass_length(self) -> int | None:
         """The records of one pass over the data when the stream is endless (the shard),
@@ -323,7 +318,7 @@ class DataLoader:
         stop = threading.Event() if reads_ahead else None
         processor = ChunkProcessor(self.data_source, self.pipeline, self.read_options,
                                    stop=stop)
-        plan = chunking(self.pipeline, self.read_options, self._records_ahead)
+        plan = chunking(self.pipeline, self.read_options)
         if not reads_ahead:
             return InCaller(in_process_chunks(self.sampler, self.pipeline, next_index,
                                               processor, skip_batches, plan.first,

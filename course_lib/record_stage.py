@@ -110,9 +110,11 @@ class ReadOptions:
         finishes no element takes no place in the queue, so a filter that drops most
         records reads further ahead.
 
-        In a Dataset chain (`to_iter_dataset`) the same rule runs, with `P + 1` counted in
-        the chain's elements, as Grain counts them (a batch, where `MapDataset.batch`
-        comes first: `dataset_engine.records_ahead`).
+        A Dataset chain (`to_iter_dataset`) counts `P` in its elements, as Grain does: where
+        `MapDataset.batch` comes first, an element is a batch of `k` records, and the chain
+        hands the engine `P = (P_chain + 1) * k - 1` records
+        (`dataset_engine.read_options_in_records`), so that the same rule holds the element
+        being taken and `P_chain` more.
 
         In a worker process the per-record stage is handed one chunk at a time, so this
         bounds nothing there: the workers' read-ahead is counted in chunks per worker

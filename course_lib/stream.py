@@ -57,13 +57,13 @@ class Chunking(NamedTuple):
     waiting: int  # finished chunks the batch thread's queue keeps (0: no batch thread)
 
 
-def chunking(pipeline: Pipeline, read_options, budget: int | None = None) -> Chunking:
+def chunking(pipeline: Pipeline, read_options) -> Chunking:
     """The rule `ReadOptions` states, for `worker_count=0`: the chunk the consumer takes
-    from, the queue and the chunk waiting for room there hold at most `budget` records
-    (`prefetch_buffer_size + 1`: the record being taken and `prefetch_buffer_size` more),
-    but always at least one batch each; in the calling thread (no batch thread) the one
-    chunk holds at most `budget` records."""
-    budget = read_options.prefetch_buffer_size + 1 if budget is None else budget
+    from, the queue and the chunk waiting for room there hold at most
+    `prefetch_buffer_size + 1` records (the record being taken and `prefetch_buffer_size`
+    more), but always at least one batch each; in the calling thread (no batch thread) the
+    one chunk holds at most that many."""
+    budget = read_options.prefetch_buffer_size + 1
     if not read_options.reads_ahead:
         first = min(chunk_size_for(pipeline), _whole_batches(pipeline, budget))
         return Chunking(first, first, 0)

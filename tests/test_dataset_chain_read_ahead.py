@@ -5,7 +5,7 @@ so a chain that batches by 4 before `to_iter_dataset` made 16 batches before the
 taken, where Grain 0.2.18 makes one at `num_threads=0` and about `prefetch_buffer_size + 1`
 with threads. The engine's one rule (`stream.chunking`) now bounds the chunks and the queue
 of finished chunks by `prefetch_buffer_size + 1` records, which a Dataset chain counts in its
-own elements (`dataset_engine.records_ahead`)."""
+own elements (`dataset_engine.read_options_in_records`)."""
 
 from __future__ import annotations
 
@@ -64,8 +64,9 @@ def test_a_bounded_chain_still_reads_ahead_with_the_batch_thread():
 
 
 def test_the_dataloader_follows_the_same_rule_in_records():
-    """A `DataLoader` with the same small buffer reads as little ahead: its
-    `prefetch_buffer_size` counts records, and a record is an element there."""
+    """A `DataLoader` whose buffer is the chain's above in records (3 batches of 4: the
+    one taken and 11 records more) reads as far ahead: one rule, no knob of the chain's."""
+    assert not hasattr(course_lib.DataLoader, "_records_ahead")
     loader = course_lib.DataLoader(
         data_source=list(range(1000)), sampler=course_lib.IndexSampler(1000, num_epochs=1),
         operations=[course_lib.Batch(4)],
@@ -90,5 +91,4 @@ def test_chunks_and_queue_of_a_dataset_chain(batch, buffer, alone, chunks):
                                               prefetch_buffer_size=buffer)
         with iter(dataset.to_iter_dataset(read_options)) as elements:
             loader = elements._loader
-            assert chunking(loader.pipeline, loader.read_options,
-                            loader._records_ahead) == expected
+            assert chunking(loader.pipeline, loader.read_options) == expected
