@@ -132,7 +132,7 @@ def run(test_file: str, show: bool, workers: int) -> str:
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                    "--timeout=30", "-o", "addopts=", "-rfE", copy.name]
         if workers:
-            command[4:4] = ["-n", str(workers)]
+            command[3:3] = ["-n", str(workers)]  # right after "pytest"
         completed = subprocess.run(command, cwd=folder, capture_output=True, text=True,
                                    check=False)
     lines = completed.stdout.strip().splitlines()
