@@ -38,6 +38,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from course_lib._checks import check_bool, check_int, check_optional_int
+from course_lib.dataset_engine import ChainFilter, ChainMap, ChainMapWithIndex, ChainRandomMap
 from course_lib.dataset_steps import (
     PositionRng,
     apply_transformations,
@@ -414,8 +415,9 @@ class RepeatMapDataset(_Step):
 # -- per-element steps --------------------------------------------------------------------
 class _ElementStep(_Step):
     """A step that changes each element on its own. `_apply(index, element)` is all it
-    does, so the engine can also run it as a per-record operation, on its read threads and
-    workers (`iter_dataset.py`). `None`, a filtered position, passes through untouched."""
+    does, so the engine can also run it, as its own operation (`_operation()`:
+    `dataset_engine.ChainMap`, ...), on its read threads and workers (`iter_dataset.py`).
+    `None`, a filtered position, passes through untouched."""
 
     def __len__(self) -> int:
         return len(self._parent)
@@ -424,6 +426,10 @@ class _ElementStep(_Step):
         return self._apply(index, self._parent[index])
 
     def _apply(self, index: int, element):
+        raise NotImplementedError
+
+    def _operation(self):
+        """This step as the engine's per-record operation."""
         raise NotImplementedError
 
 
@@ -440,6 +446,9 @@ class MapMapDataset(_ElementStep):
     def _apply(self, index: int, element):
         return None if element is None else self._function(element)
 
+    def _operation(self):
+        return ChainMap(self._function)
+
 
 class MapWithIndexMapDataset(_ElementStep):
     def __init__(self, parent: MapDataset, transform):
@@ -448,6 +457,9 @@ class MapWithIndexMapDataset(_ElementStep):
 
     def _apply(self, index: int, element):
         return None if element is None else self._function(index, element)
+
+    def _operation(self):
+        return ChainMapWithIndex(self._function)
 
 
 class RandomMapMapDataset(_ElementStep):
@@ -461,6 +473,9 @@ class RandomMapMapDataset(_ElementStep):
     def _apply(self, index: int, element):
         return None if element is None else self._function(element, self._rng.at(index))
 
+    def _operation(self):
+        return ChainRandomMap(self._function, self._rng)
+
 
 class FilterMapDataset(_ElementStep):
     _may_remove = True
@@ -470,6 +485,9 @@ class FilterMapDataset(_ElementStep):
 
     def _apply(self, index: int, element):
         return element if element is not None and self._function(element) else None
+
+    def _operation(self):
+        return ChainFilter(self._function)
 
 
 def _filter_below(dataset: MapDataset) -> bool:

@@ -12,10 +12,14 @@ threads, or in worker processes. The usual Dataset pipeline has exactly that sha
 
 so `iter_dataset.py` turns such a chain into a `Plan` and this module builds a `DataLoader`
 from it: the *base* data set (the chain up to its last step that is not per element: the
-shuffle here) is the data source, read at positions `0, 1, 2, ...` by a one-epoch sampler;
-the per-element steps (`map(decode)`, `filter`, `random_map`) become one per-record
-operation, which the engine runs on its read threads or in its workers; `batch` and the maps
-after it are the `Batch` and the batch-level operations. There is no second copy of the
+shuffle here) is the data source, read at positions `0, 1, 2, ...` by a one-epoch sampler,
+and its elements are the engine's records, as they are; each per-element step becomes the
+engine's own operation of its kind (`map(decode)` a `MapTransform`, `filter` a
+`FilterTransform`, `random_map` and `map_with_index` a `MapWithIndexTransform`, to which the
+engine hands the record's position, the element's index), run on its read threads or in its
+workers; `batch` and the maps after it are the `Batch` and the batch-level operations. A
+step's function runs as deep as a learner's transform in a `DataLoader`: nothing sits between
+the engine and it (`ChainMap`). There is no second copy of the
 permutation, the read threads, the batch thread, the workers, the shared-memory transport,
 the error notes or the state: all of it is the `DataLoader`'s. That is why everything the
 `DataLoader` promises holds here too: the same elements in the same order at any number of
@@ -42,33 +46,36 @@ below imports upward.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from course_lib.dataset_iterator import DatasetIterator, check_position, check_state
+from course_lib.dataset_steps import PositionRng
 from course_lib.loader import DataLoader
 from course_lib.pipeline import KeptNothing
 from course_lib.record_stage import ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.state import encode_state
-from course_lib.transforms import Batch, FilterTransform, MapTransform
+from course_lib.transforms import Batch, FilterTransform, MapTransform, MapWithIndexTransform
 
 
 @dataclasses.dataclass
 class Plan:
     """A Dataset chain in the `DataLoader`'s terms (see the module docstring).
 
-    `element_steps` are `(index, element) -> element or None` functions, applied in order
-    to each element of `base`; `None` means removed. `batch` and `batch_maps` are the tail.
+    `operations` are the engine's own per-record operations (`ChainMap`, `ChainFilter`,
+    `ChainRandomMap`, `ChainMapWithIndex`), applied in order to each element of `base`, the
+    records the engine reads. `batch` and `batch_maps` are the tail.
     """
 
     base: Any  # random access: __len__ and __getitem__
-    element_steps: list[Callable[[int, Any], Any]]
-    may_hold_none: bool
+    operations: list[Any]
     read_options: ReadOptions
     batch: Batch | None = None
-    batch_maps: list[Callable[[Any], Any]] = dataclasses.field(default_factory=list)
+    batch_maps: list[Any] = dataclasses.field(default_factory=list)
     worker_count: int = 0
     worker_buffer_size: int = 1
     # Positions of `base` per index of the face's state: `batch_size` where a
@@ -82,60 +89,75 @@ class Plan:
     pass_length: int | None = None
 
 
-class PositionedElements:
-    """The data source the engine reads: position `i` gives `(i, base[i])`, so that the
-    per-element steps know their element's index (a random map keys its generator on it).
-    A read that raises says which position it was reading."""
+# -- a chain's steps as the engine's operations -------------------------------------------------
+# The engine reads `base[i]` as the record at position `i` and runs these on it, as it runs a
+# learner's transforms. Each keeps the step's own function as the method the engine calls (an
+# instance attribute, found before the class's method), so that a chain's map runs as deep as
+# a `MapTransform` in a `DataLoader`: nothing between the engine and the function. The class's
+# method says the same in code, for a reader and for a call through the class.
 
-    def __init__(self, base):
-        self.base = base
-        self._length = len(base)
+class ChainMap(MapTransform):
+    """`map(f)` of a chain: a record-level `map` before `batch`, a batch-level one after."""
 
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index: int):
-        try:
-            return index, self.base[index]
-        except Exception as error:
-            error.add_note(f"(raised while reading the element at index {index} of "
-                           f"{type(self.base).__name__})")
-            raise
-
-    def __repr__(self) -> str:
-        return f"PositionedElements({self.base!r})"
-
-
-class ElementSteps(MapTransform):
-    """The per-element steps of a chain, as one per-record operation of the engine."""
-
-    def __init__(self, steps: Sequence[Callable[[int, Any], Any]]):
-        self.steps = tuple(steps)
-
-    def map(self, element):
-        index, value = element
-        for step in self.steps:
-            if value is None:
-                return None
-            value = step(index, value)
-        return value
-
-
-class KeepPresent(FilterTransform):
-    """Drops the positions a filter emptied (`None`), as `to_iter_dataset()` does."""
-
-    def filter(self, element) -> bool:
-        return element is not None
-
-
-class BatchMap(MapTransform):
-    """A map after `batch`: a batch-level operation of the engine."""
+    step = "map"
 
     def __init__(self, function: Callable[[Any], Any]):
-        self.function = function
+        self.function = self.map = function
 
     def map(self, element):
         return self.function(element)
+
+
+class ChainFilter(FilterTransform):
+    """`filter(f)` of a chain: the engine drops the records it answers False for."""
+
+    step = "filter"
+
+    def __init__(self, function: Callable[[Any], bool]):
+        self.function = self.filter = function
+
+    def filter(self, element) -> bool:
+        return self.function(element)
+
+
+class ChainMapWithIndex(MapWithIndexTransform):
+    """`MapDataset.map_with_index(f)`: `f(index, element)`, the index the engine passes,
+    the element's position in the `MapDataset` under `to_iter_dataset()`."""
+
+    step = "map_with_index"
+
+    def __init__(self, function: Callable[[int, Any], Any]):
+        self.function = self.map_with_index = function
+
+    def map_with_index(self, index: int, element):
+        return self.function(index, element)
+
+
+class ChainRandomMap(MapWithIndexTransform):
+    """`random_map(f, seed)`: `f(element, rng)` with the step's generator at the element's
+    position (`dataset_steps.PositionRng`), the same numbers a `MapDataset` gives at that
+    index, on or off the engine, at any worker count."""
+
+    step = "random_map"
+
+    def __init__(self, function: Callable[[Any, Any], Any], rng: PositionRng):
+        self.function, self.rng = function, rng
+
+    def map_with_index(self, index: int, element):
+        return self.function(element, self.rng.at(index))
+
+
+class PresentOnly(FilterTransform):
+    """Drops the positions of `base` a filter under it left empty (`None`), as
+    `to_iter_dataset()` does; `operator.is_not` runs it without a Python frame."""
+
+    step = "present"
+
+    def __init__(self):
+        self.filter = functools.partial(operator.is_not, None)
+
+    def filter(self, element) -> bool:
+        return element is not None
 
 
 class ChainLoader(DataLoader):
@@ -145,13 +167,11 @@ class ChainLoader(DataLoader):
     chain's filter is judged on (`MapDataset._pass_length`: one epoch under `repeat()`)."""
 
     def __init__(self, plan: Plan):
-        operations: list[Any] = [ElementSteps(plan.element_steps)]
-        if plan.may_hold_none:
-            operations.append(KeepPresent())
+        operations: list[Any] = list(plan.operations)
         if plan.batch is not None:
             operations.append(plan.batch)
-            operations.extend(BatchMap(function) for function in plan.batch_maps)
-        source = PositionedElements(plan.base)
+            operations.extend(plan.batch_maps)
+        source = plan.base
         super().__init__(data_source=source,
                          sampler=IndexSampler(len(source), num_epochs=1),
                          operations=operations, worker_count=plan.worker_count,
@@ -182,18 +202,9 @@ def read_options_in_records(plan: Plan) -> ReadOptions:
                                prefetch_buffer_size=records)
 
 
-def step_name(function: Callable) -> str:
-    """A step's name for the plan: `map`, `filter`, `random_map`, ... of its data set."""
-    owner = type(getattr(function, "__self__", function)).__name__.strip("_")
-    for suffix in ("MapDataset", "IterDataset"):
-        owner = owner.removesuffix(suffix)
-    words = "".join(f"_{c.lower()}" if c.isupper() else c for c in owner).strip("_")
-    return words or getattr(function, "__name__", "step")
-
-
 def describe(plan: Plan) -> str:
     """The plan in one line: what the engine reads, and the steps it runs on it."""
-    steps = [step_name(step) for step in plan.element_steps]
+    steps = [op.step for op in plan.operations if op.step != "present"]
     parts = [f"on the engine: {plan.base!r} read in order"]
     if steps:
         parts.append(f"per element: {', '.join(steps)}")

@@ -34,7 +34,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from course_lib._checks import check_bool
-from course_lib.dataset_engine import EngineIterator, Plan
+from course_lib.dataset_engine import (
+    ChainFilter,
+    ChainMap,
+    ChainRandomMap,
+    EngineIterator,
+    Plan,
+    PresentOnly,
+)
 from course_lib.dataset_iterator import DatasetIterator, MultiprocessingOptions
 from course_lib.dataset_steps import (
     PositionRng,
@@ -172,14 +179,14 @@ class MapToIterDataset(_Step):
         return EngineIterator(_plan(self, workers))
 
 
-def _peel(dataset) -> tuple[Any, list[Callable]]:
-    """Split a `MapDataset` into its base and the per-element steps on top of it (those with
-    `_apply`), so the engine runs those as per-record operations."""
-    steps = []
-    while hasattr(dataset, "_apply") and len(dataset.parents) == 1:
-        steps.append(dataset._apply)
+def _peel(dataset) -> tuple[Any, list[Any]]:
+    """Split a `MapDataset` into its base and the per-element steps on top of it, as the
+    engine's operations (`_operation()`), which the engine runs on each record it reads."""
+    operations = []
+    while hasattr(dataset, "_operation") and len(dataset.parents) == 1:
+        operations.append(dataset._operation())
         dataset = dataset.parents[0]
-    return dataset, steps[::-1]
+    return dataset, operations[::-1]
 
 
 def _peel_batch(dataset) -> tuple[Any, Batch, list[Callable]] | None:
@@ -239,11 +246,14 @@ def _plan(top: IterDataset, workers: MultiprocessingOptions | None) -> Plan | No
         mapped = batched[0]
     else:
         batched = None
-    base, steps = _peel(mapped)
-    plan = Plan(base=base, element_steps=steps, read_options=leaf.read_options,
-                may_hold_none=_may_hold_none(mapped), pass_length=_pass_length(base))
+    base, operations = _peel(mapped)
+    if _may_hold_none(base):  # a filter under the base leaves None where it removed one
+        operations.insert(0, PresentOnly())
+    plan = Plan(base=base, operations=operations, read_options=leaf.read_options,
+                pass_length=_pass_length(base))
     if batched is not None:
-        _, plan.batch, plan.batch_maps = batched
+        _, plan.batch, maps = batched
+        plan.batch_maps = [ChainMap(function) for function in maps]
         plan.positions_per_index = plan.batch.batch_size
     for step in chain:
         if isinstance(step, _PrefetchIterDataset):
@@ -257,10 +267,9 @@ def _plan(top: IterDataset, workers: MultiprocessingOptions | None) -> Plan | No
         elif plan.batch is not None:  # after the batch: only maps are the engine's
             if not isinstance(step, _MapIterDataset):
                 return None
-            plan.batch_maps.append(step.function)
+            plan.batch_maps.append(step.operation())
         else:
-            plan.element_steps.append(step.apply)
-            plan.may_hold_none |= isinstance(step, _FilterIterDataset)
+            plan.operations.append(step.operation())
     if workers is not None:
         plan.worker_count = workers.num_workers
         plan.worker_buffer_size = workers.per_worker_buffer_size
@@ -294,8 +303,8 @@ class _MapIterDataset(_EngineOrHere):
         super().__init__(parent)
         self.function = element_function(transform, "map")
 
-    def apply(self, index: int, element):
-        return self.function(element)
+    def operation(self) -> ChainMap:
+        return ChainMap(self.function)
 
     def _here(self, parent):
         return StepIterator(parent, lambda count, element: self.function(element), name="map")
@@ -309,6 +318,9 @@ class _FilterIterDataset(_EngineOrHere):
     def apply(self, index: int, element):
         return element if self.function(element) else None
 
+    def operation(self) -> ChainFilter:
+        return ChainFilter(self.function)
+
     def _here(self, parent):
         return StepIterator(parent, self.apply, name="filter")
 
@@ -321,6 +333,9 @@ class _RandomMapIterDataset(_EngineOrHere):
 
     def apply(self, index: int, element):
         return self.function(element, self.rng.at(index))
+
+    def operation(self) -> ChainRandomMap:
+        return ChainRandomMap(self.function, self.rng)
 
     def _here(self, parent):
         return StepIterator(parent, self.apply, by_position=True, name="random_map")

@@ -13,6 +13,11 @@ offers the three steps every execution strategy needs:
 The in-process loader and the worker processes both use exactly these, which is why their
 output is identical.
 
+A `MapWithIndexTransform` is handed the record's index in the whole stream, as Grain's
+`Record.metadata.index` would give it: the position in the stream for one shard, and
+`shard_index + position * shard_count` across shards, the same global position the random
+generators are keyed on.
+
 A `Pipeline` is shared by every iterator of its loader, so it holds nothing that changes while
 records flow. What does change, the random generators being rewound record after record, lives
 in a `PipelineRun`, one per iterator (and one per worker process): two iterators read in two
@@ -31,6 +36,7 @@ from course_lib.transforms import (
     Batch,
     FilterTransform,
     MapTransform,
+    MapWithIndexTransform,
     RandomMapTransform,
     StackedRecords,
     check_operation,
@@ -60,7 +66,7 @@ class Stopped(Exception):
     """The iterator was closed while its records were being transformed in the background:
     the work stops at the next record instead of finishing the chunk."""
 
-MAP, RANDOM_MAP, FILTER = "map", "random_map", "filter"
+MAP, RANDOM_MAP, WITH_INDEX, FILTER = "map", "random_map", "map_with_index", "filter"
 
 
 def _bind(operation) -> tuple[str, Any]:
@@ -69,6 +75,8 @@ def _bind(operation) -> tuple[str, Any]:
         return MAP, operation.map
     if isinstance(operation, RandomMapTransform):
         return RANDOM_MAP, operation.random_map
+    if isinstance(operation, MapWithIndexTransform):
+        return WITH_INDEX, operation.map_with_index
     return FILTER, operation.filter
 
 
@@ -109,6 +117,10 @@ class Pipeline:
             raise ValueError(
                 "A FilterTransform after Batch would have to drop whole batches. Move it "
                 "before Batch so that it filters records.")
+        if any(kind == WITH_INDEX for kind, _ in self.batch_ops):
+            raise ValueError(
+                "A MapWithIndexTransform after Batch would have no record index to receive. "
+                "Move it before Batch, or use a MapTransform on the batch.")
 
     @property
     def filters_records(self) -> bool:
@@ -152,8 +164,7 @@ class Pipeline:
         (`DataLoader.pass_length`), so that it can notice a filter that keeps nothing."""
         return PipelineRun(self, pass_length)
 
-    @staticmethod
-    def _apply(ops, element, position: int, rngs: RecordRng | None):
+    def _apply(self, ops, element, position: int, rngs: RecordRng | None):
         rng = None
         for kind, method in ops:
             if kind == MAP:
@@ -162,6 +173,8 @@ class Pipeline:
                 if rng is None:  # every random op of this element shares one stream
                     rng = rngs.at(position)
                 element = method(element, rng)
+            elif kind == WITH_INDEX:  # the global position (module docstring)
+                element = method(self.shard[0] + position * self.shard[1], element)
             elif not method(element):
                 return DROPPED
         return element

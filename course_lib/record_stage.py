@@ -193,10 +193,19 @@ def threads_for_work(num_threads: int, worker_count: int = 0) -> int:
 
 
 def read_records(source, record_keys: np.ndarray) -> Sequence:
-    """Read the records for `record_keys`, with the source's batched read if it has one."""
+    """Read the records for `record_keys`, with the source's batched read if it has one. A
+    read of one record that raises says which record_key it was reading."""
     if hasattr(source, "__getitems__"):
         return source.__getitems__(record_keys)
-    return [source[key] for key in record_keys.tolist()]
+    records = []
+    for key in record_keys.tolist():
+        try:
+            records.append(source[key])
+        except Exception as error:
+            error.add_note(f"(raised while reading record_key {key} of "
+                           f"{type(source).__name__})")
+            raise
+    return records
 
 
 def _switches() -> tuple[int, int] | None:

@@ -52,9 +52,10 @@ class RandomMapTransform:
 
 
 class MapWithIndexTransform:
-    """Override `map_with_index(index, element) -> element` (Dataset API only: the index is
-    the element's position in its data set). Grain names it
-    `grain.experimental.MapWithIndexTransform`."""
+    """Override `map_with_index(index, element) -> element`. On a data set the index is the
+    element's position in it; in a `DataLoader`'s operations (before `Batch`), the record's
+    position in the whole stream (`pipeline.py`), which Grain 0.2.18's `DataLoader` does not
+    run. Grain names it `grain.experimental.MapWithIndexTransform`."""
 
     def map_with_index(self, index: int, element):
         """Return the transformed element."""
@@ -269,7 +270,8 @@ FlatMap = FlatMapTransform
 Transformation = Operation | MapWithIndexTransform | FlatMapTransform
 Transformations = Sequence[Transformation]
 
-_METHOD = {MapTransform: "map", RandomMapTransform: "random_map", FilterTransform: "filter"}
+_METHOD = {MapTransform: "map", RandomMapTransform: "random_map", FilterTransform: "filter",
+           MapWithIndexTransform: "map_with_index"}
 
 
 def _overrides(operation, base: type, method: str) -> bool:
@@ -300,5 +302,6 @@ def check_operation(operation: Any, position: int) -> None:
     kind = "a function" if callable(operation) else f"a {type(operation).__name__}"
     raise TypeError(
         f"{where}={operation!r} is {kind}, not a transform. Wrap it in a class that subclasses "
-        "MapTransform (override map), RandomMapTransform (override random_map) or "
-        "FilterTransform (override filter), or use Batch(...).")
+        "MapTransform (override map), RandomMapTransform (override random_map), "
+        "FilterTransform (override filter) or MapWithIndexTransform (override "
+        "map_with_index), or use Batch(...).")

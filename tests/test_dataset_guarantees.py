@@ -234,3 +234,111 @@ def test_a_record_goes_loader_record_stage_pipeline_at_0_workers():
                               read_options=grain.ReadOptions(num_threads=0))
     with iter(loader) as iterator:
         assert next(iterator) == "loader.py > record_stage.py > pipeline.py"
+
+
+def frames_below_the_loader(element):
+    """The frames from the `DataLoaderIterator`'s `__next__` (or, in a worker or on the batch
+    thread, the outermost course_lib frame) down to this map, and their course_lib files."""
+    stack = traceback.extract_stack()[:-1]
+    in_course_lib = [Path(frame.filename).parent.name == "course_lib" for frame in stack]
+    first = in_course_lib.index(True)
+    for place, frame in enumerate(stack):
+        if Path(frame.filename).name == "loader.py" and frame.name == "__next__":
+            first = place
+            break
+    files: list[str] = []
+    for frame in stack[first:]:
+        name = Path(frame.filename)
+        if name.parent.name == "course_lib" and name.name not in files:
+            files.append(name.name)
+    return len(stack) - first, " > ".join(files)
+
+
+class FramesBelowTheLoader(grain.MapTransform):
+    map = staticmethod(frames_below_the_loader)  # the map is the function, as on the chain
+
+
+SHAPES = {"0 workers, threads off": (0, grain.ReadOptions(num_threads=0)),
+          "0 workers, batch thread": (0, grain.ReadOptions()),
+          "2 workers": (2, grain.ReadOptions())}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_map_on_the_dataset_face_runs_as_deep_as_on_the_dataloader(shape):
+    """One record type: the engine reads the chain's elements themselves, and a chain's map
+    is the engine's own operation, with nothing between the engine and the function (before:
+    two frames more, `ElementSteps.map` and the step's `_apply`, on an `(index, value)`
+    record)."""
+    workers, read_options = SHAPES[shape]
+    loader = grain.DataLoader(data_source=grain.RangeDataSource(0, 8, 1),
+                              sampler=grain.IndexSampler(8, num_epochs=1),
+                              operations=[FramesBelowTheLoader()], worker_count=workers,
+                              read_options=read_options)
+    chain = grain.MapDataset.range(8).map(frames_below_the_loader).to_iter_dataset(read_options)
+    if workers:
+        chain = chain.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
+    with iter(loader) as on_the_loader, iter(chain) as on_the_chain:
+        assert next(on_the_chain) == next(on_the_loader)
+        if not workers:
+            assert on_the_chain._loader.data_source is chain._parent._parent  # the range itself
+
+
+def test_every_step_of_a_chain_runs_as_the_engine_operation_of_its_kind():
+    chain = (grain.MapDataset.range(8).map(abs).filter(even).map_with_index(lambda i, x: x)
+             .random_map(draw, seed=1).to_iter_dataset().map(list).filter(all))
+    with iter(chain) as iterator:
+        kinds = [type(op).__name__ for op in iterator._loader.operations]
+        assert kinds == ["ChainMap", "ChainFilter", "ChainMapWithIndex", "ChainRandomMap",
+                         "ChainMap", "ChainFilter"]
+        by_index = (grain.MapDataset.range(8).map(abs).filter(even)
+                    .map_with_index(lambda i, x: x).random_map(draw, seed=1))
+        assert list(iterator) == [list(by_index[i]) for i in (2, 4, 6)]  # 0 fails all()
+
+
+class GlobalIndex(grain.MapWithIndexTransform):
+    def map_with_index(self, index, element):
+        return index, element
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_dataloader_hands_a_map_with_index_the_record_index_in_the_whole_stream(workers):
+    """What Grain's `Record.metadata.index` holds: `shard_index + position * shard_count`."""
+    shard = grain.ShardOptions(shard_index=1, shard_count=2)
+    loader = grain.DataLoader(data_source=grain.RangeDataSource(0, 10, 1),
+                              sampler=grain.IndexSampler(10, shard_options=shard, num_epochs=1),
+                              operations=[GlobalIndex()], worker_count=workers)
+    assert [index for index, _ in loader] == [1, 3, 5, 7, 9]
+
+
+def test_a_map_with_index_after_batch_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"MapWithIndexTransform after Batch.*Move it before"):
+        grain.DataLoader(data_source=grain.RangeDataSource(0, 10, 1),
+                         sampler=grain.IndexSampler(10, num_epochs=1),
+                         operations=[grain.Batch(2), GlobalIndex()])
+
+
+class BrokenAt:
+    def __init__(self, bad: int):
+        self.bad = bad
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, index):
+        if index == self.bad:
+            raise OSError("unreadable")
+        return index
+
+
+@pytest.mark.parametrize("face", ["DataLoader", "Dataset"])
+def test_a_read_that_fails_names_the_record_it_was_reading(face):
+    if face == "DataLoader":
+        elements = grain.DataLoader(data_source=BrokenAt(6),
+                                    sampler=grain.IndexSampler(10, num_epochs=1),
+                                    read_options=grain.ReadOptions(num_threads=0))
+    else:
+        elements = grain.MapDataset.source(BrokenAt(6)).map(abs).to_iter_dataset(
+            grain.ReadOptions(num_threads=0))
+    with pytest.raises(OSError) as caught:
+        list(elements)
+    assert any("record_key 6" in note for note in getattr(caught.value, "__notes__", []))
