@@ -7,10 +7,13 @@ Each named file (a path under `grain/_src/python/` of the installed Grain) is co
 temporary folder, and every import of a Grain module in it (`from grain._src... import x`,
 `import grain.python as grain`, ...) becomes an import of one module, `_grain_names`, which
 holds every public name of course_lib's modules. Nothing else in the file changes, so a test
-that uses a name course_lib lacks fails on it. A bare `import grain` stays: Grain's tests use
-it only to find their test data inside the installed package. So does an import of Grain's
-tree utility, `grain._src.core.tree_lib`: the tests use it to compare nested results, it is
-no name of the Dataset API, and course_lib has no public one like it.
+that uses a name course_lib lacks fails on it: such a name is a stand-in class that refuses to
+be built, so the file still collects and only the tests that use the name fail. A bare
+`import grain` stays: Grain's tests use it only to find their test data inside the installed
+package. So does an import of Grain's tree utility, `grain._src.core.tree_lib`: the tests use
+it to compare nested results, it is no name of the Dataset API, and course_lib has no public
+one like it. Grain's test helper `testing_util`, where the packing tests' classes live, is
+copied beside the test and rewritten the same way.
 
 pytest then runs the copy (30 s per test), and the script prints one line per file, the
 counts the README's table "Grain's own tests of the Dataset API" gives. `--show` also prints
@@ -53,13 +56,31 @@ for _module_name in MODULES:
     for _name in getattr(_module, "__all__", None) or dir(_module):
         if not _name.startswith("_") and _name not in globals():
             globals()[_name] = getattr(_module, _name)
+from grain._src.core import tree_lib  # Grain's, as in the tests (some reload it)
 experimental = importlib.import_module("course_lib.experimental")
 transforms = importlib.import_module("course_lib.transforms")
 sources = importlib.import_module("course_lib.sources")
 
 
+class _Missing(type):
+    """A name course_lib lacks: the test file still imports and collects, and the test
+    that uses the name fails there, saying which name it was."""
+
+    def __getattr__(cls, attribute):
+        raise AttributeError(f"course_lib has no {{cls.__name__}}, so no .{{attribute}}")
+
+
+def _refuse(self, *args, **kwargs):
+    raise NotImplementedError(f"course_lib has no {{type(self).__name__}}")
+
+
 def __getattr__(name):
-    return getattr(course_lib, name)
+    if name.startswith("__"):
+        raise AttributeError(name)
+    try:
+        return getattr(course_lib, name)
+    except AttributeError:
+        return _Missing(name, (), {{"__init__": _refuse}})
 '''
 
 CONFTEST = '''from absl import flags
@@ -67,8 +88,12 @@ CONFTEST = '''from absl import flags
 flags.FLAGS.mark_as_parsed()
 '''
 
+# Grain's test helpers that hold test classes (the packing tests' bases): copied beside the
+# test and rewritten like it, so that their tests run on course_lib too.
+HELPERS = {"testing_util": "dataset/transformations/testing_util.py"}
 # Grain modules a test keeps importing from Grain: helpers of the test, not the API tested.
-KEPT = re.compile(r"^\s*from grain\._src\.core import tree_lib\s*(#.*)?$")
+# (`packing_packed_batch`: testing_util calls one pure function of it on the test's inputs.)
+KEPT = re.compile(r"^\s*from grain\._src\.[\w.]+ import (tree_lib|packing_packed_batch)\s*(#.*)?$")
 _FROM_GRAIN = re.compile(r"^(\s*)from (grain(?:\.[\w.]+)?) import \(?([\w\s,]+?)\)?\s*(#.*)?$")
 _IMPORT_GRAIN_AS = re.compile(r"^(\s*)import grain\.[\w.]+ as (\w+)\s*(#.*)?$")
 
@@ -92,7 +117,10 @@ def _is_module(package: str, name: str) -> bool:
 
 
 def _import(indent: str, package: str, name: str, bound: str) -> str:
-    """A Grain module becomes `_grain_names`; a name from one, that name of `_grain_names`."""
+    """A Grain module becomes `_grain_names` (a test helper module, its own rewritten copy);
+    a name from one, that name of `_grain_names`."""
+    if name in HELPERS:
+        return f"{indent}import {name} as {bound}"
     if _is_module(package, name):
         return f"{indent}import _grain_names as {bound}"
     return f"{indent}from _grain_names import {name} as {bound}"
@@ -127,6 +155,9 @@ def run(test_file: str, show: bool, workers: int) -> str:
         folder = Path(folder)
         (folder / "_grain_names.py").write_text(NAMES_MODULE.format(modules=COURSE_MODULES))
         (folder / "conftest.py").write_text(CONFTEST)
+        for helper, helper_path in HELPERS.items():
+            source = (GRAIN_TESTS / helper_path).read_text(encoding="utf-8")
+            (folder / f"{helper}.py").write_text(rewrite(source), encoding="utf-8")
         copy = folder / path.name
         copy.write_text(rewrite(path.read_text(encoding="utf-8")), encoding="utf-8")
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
