@@ -161,8 +161,10 @@ class PresentOnly(FilterTransform):
 
 
 class ChainLoader(DataLoader):
-    """The `DataLoader` that runs `plan`: one epoch of `base`, in order, with the chain's
-    `ReadOptions` counted in records (`read_options_in_records`). It differs from the
+    """The `DataLoader` that runs `plan`: one epoch of `base`, in order, with the chain's own
+    `ReadOptions`, which the engine counts in records, as a `DataLoader`'s (the element being
+    taken and `prefetch_buffer_size` more are then at most that many of the chain's
+    elements, as Grain counts them: `ReadOptions` states the rule). It differs from the
     `DataLoader` a learner builds in one answer only: the pass over the data an endless
     chain's filter is judged on (`MapDataset._pass_length`: one epoch under `repeat()`)."""
 
@@ -176,30 +178,12 @@ class ChainLoader(DataLoader):
                          sampler=IndexSampler(len(source), num_epochs=1),
                          operations=operations, worker_count=plan.worker_count,
                          worker_buffer_size=plan.worker_buffer_size,
-                         read_options=read_options_in_records(plan))
+                         read_options=plan.read_options)
         self._pass = plan.pass_length
 
     @property
     def pass_length(self) -> int | None:
         return self._pass
-
-
-def read_options_in_records(plan: Plan) -> ReadOptions:
-    """The chain's `ReadOptions` in the engine's terms. Grain counts `prefetch_buffer_size`
-    in the chain's elements, the engine in records of `base`: where a `MapDataset.batch`
-    became the engine's `Batch`, an element is `batch_size` records, so the element being
-    taken and `prefetch_buffer_size` more are `(prefetch_buffer_size + 1) * batch_size`
-    records, the engine's `prefetch_buffer_size + 1` (`ReadOptions` states the rule). A
-    batch-of-4 chain with `prefetch_buffer_size=2` then makes 3 batches, not 16, before the
-    first one is taken. (`num_threads` is kept within the new buffer, so that Grain's warning
-    about a small buffer is not logged twice: a chunk of the engine is split among at most
-    a few threads anyway, `record_stage.MIN_RECORDS_PER_TASK`.)"""
-    options, per_element = plan.read_options, plan.positions_per_index
-    if per_element == 1 or options.prefetch_buffer_size == 0:
-        return options
-    records = (options.prefetch_buffer_size + 1) * per_element - 1
-    return dataclasses.replace(options, num_threads=min(options.num_threads, records),
-                               prefetch_buffer_size=records)
 
 
 def describe(plan: Plan) -> str:

@@ -110,11 +110,13 @@ class ReadOptions:
         finishes no element takes no place in the queue, so a filter that drops most
         records reads further ahead.
 
-        A Dataset chain (`to_iter_dataset`) counts `P` in its elements, as Grain does: where
-        `MapDataset.batch` comes first, an element is a batch of `k` records, and the chain
-        hands the engine `P = (P_chain + 1) * k - 1` records
-        (`dataset_engine.read_options_in_records`), so that the same rule holds the element
-        being taken and `P_chain` more.
+        A Dataset chain (`to_iter_dataset`) runs the same rule with its `ReadOptions` as
+        they are, counted in records, where Grain counts the chain's elements (a batch,
+        after a `MapDataset.batch`). Since an element holds at least one record, the chain
+        then holds at most the element being taken and `P` more, Grain's count, and usually
+        fewer: a chain batched by 64 holds 3 batches at any `P` from 1 to 254 (one being taken,
+        one queued, one waiting for room), 6 at the default once its chunks stopped growing,
+        where Grain holds `P + 1`.
 
         In a worker process the per-record stage is handed one chunk at a time, so this
         bounds nothing there: the workers' read-ahead is counted in chunks per worker

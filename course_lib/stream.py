@@ -7,11 +7,10 @@ transforms them together. Chunks hold a whole number of batches, so that a worke
 handed one chunk returns whole batches.
 
 A chunk is also the unit one thread hands to another: the batch thread queues each chunk's
-elements for the consumer as one item. A hand-off costs the two threads a wake-up and a
-switch of the interpreter lock, tens of microseconds, as much as making a few records on
-the in-memory pipeline; so the batch thread's chunks grow after the first, which stays small
-for a fast first batch: 64, 128, then up to 256 records, as far as `prefetch_buffer_size`
-allows (`chunking`, the rule `ReadOptions` states).
+elements for the consumer as one item, and each hand-off costs the two threads a wake-up and
+a switch of the interpreter lock. So the batch thread's chunks grow after the first, which
+stays small for a fast first batch: 64, 128, then up to 256 records, as far as
+`prefetch_buffer_size` allows (`chunking`, the rule `ReadOptions` states).
 
 Both the in-process loader (`loader.py`) and the worker processes (`workers.py`) cut the
 stream this way, whatever the chunk sizes, which is one reason their batches are identical.
@@ -32,7 +31,8 @@ from course_lib.sampler import IndexSampler
 # per-chunk work (vectorised key computation, one batched read), small enough to start fast.
 MIN_CHUNK_RECORDS = 64
 # The batch thread's chunks double after the first up to this many records at most: a quarter
-# of the hand-offs between the threads that chunks of 64 cost (benchmarks/RESULTS.md).
+# of the hand-offs that chunks of 64 cost. Larger chunks measured no faster on the in-memory
+# benchmark pipeline (1,024 records: slower), and hold more memory.
 MAX_CHUNK_RECORDS = 256
 
 

@@ -4,8 +4,8 @@ Found by lesson 11: the engine works in chunks of at least `MIN_CHUNK_RECORDS` (
 so a chain that batches by 4 before `to_iter_dataset` made 16 batches before the first was
 taken, where Grain 0.2.18 makes one at `num_threads=0` and about `prefetch_buffer_size + 1`
 with threads. The engine's one rule (`stream.chunking`) now bounds the chunks and the queue
-of finished chunks by `prefetch_buffer_size + 1` records, which a Dataset chain counts in its
-own elements (`dataset_engine.read_options_in_records`)."""
+of finished chunks by `prefetch_buffer_size + 1` records, at least one batch each, which keeps
+a Dataset chain, whose elements hold one record or more, within Grain's count."""
 
 from __future__ import annotations
 
@@ -63,20 +63,20 @@ def test_a_bounded_chain_still_reads_ahead_with_the_batch_thread():
     assert len(made) > 4
 
 
-def test_the_dataloader_follows_the_same_rule_in_records():
-    """A `DataLoader` whose buffer is the chain's above in records (3 batches of 4: the
-    one taken and 11 records more) reads as far ahead: one rule, no knob of the chain's."""
+def test_the_dataloader_follows_the_same_rule():
+    """A `DataLoader` with the chain's small buffer reads as little ahead as the chain:
+    one rule, no knob of the chain's in the engine."""
     assert not hasattr(course_lib.DataLoader, "_records_ahead")
     loader = course_lib.DataLoader(
         data_source=list(range(1000)), sampler=course_lib.IndexSampler(1000, num_epochs=1),
         operations=[course_lib.Batch(4)],
-        read_options=course_lib.ReadOptions(num_threads=2, prefetch_buffer_size=11))
+        read_options=course_lib.ReadOptions(num_threads=2, prefetch_buffer_size=2))
     assert chunking(loader.pipeline, loader.read_options) == Chunking(4, 4, 1)
 
 
 @pytest.mark.parametrize(("batch", "buffer", "alone", "chunks"), [
-    (4, 2, 12, (4, 4, 1)),          # the chain above: 3 batches in all, with or without the thread
-    (64, 128, 64, (64, 256, 30)),    # the training-loop benchmark's chain: 129 batches in all
+    (4, 2, 4, (4, 4, 1)),           # the chain above: one batch alone, 3 with the thread
+    (64, 128, 64, (64, 64, 1)),      # the training-loop benchmark's chain: 3 batches in all
     (None, 500, 64, (64, 167, 1)),   # no batch, the default buffer: 64, 128, 167, ...
     (None, 0, 1, (1, 1, 0)),         # nothing ahead (no thread at all): one element at a time
 ])

@@ -751,14 +751,14 @@ def test_a_paused_loop_finds_exactly_the_read_ahead_bound_of_read_options(
 @pytest.mark.parametrize("read_threads", [False, True], indirect=True)
 @pytest.mark.parametrize(("prefetch_buffer_size", "batch_size", "chunks", "bounds"), [
     (500, None, (64, 167, 1), (334, 668)),  # unbatched, the default
-    (128, 32, (64, 256, 14), (3840, 7936)),  # 129 batches of 32 in all, and 128 in flight
-    (2, 4, (4, 4, 1), (8, 16)),  # chunks of one batch, one queued
+    (128, 32, (32, 32, 2), (96, 192)),  # 4 batches of 32, as a DataLoader's
+    (2, 4, (4, 4, 1), (8, 8)),  # chunks of one batch, one queued
 ])
 def test_a_dataset_chain_reads_ahead_exactly_the_bound_of_read_options(
         read_threads, prefetch_buffer_size, batch_size, chunks, bounds):
-    """A chain's read-ahead is the engine's rule, with `prefetch_buffer_size` counted in the
-    chain's elements (`dataset_engine.read_options_in_records`): the element taken and
-    `prefetch_buffer_size` more, and as many in flight on the read threads."""
+    """A chain's read-ahead is the engine's rule with the chain's own `ReadOptions`, in
+    records, which keeps it within Grain's count (the element taken and
+    `prefetch_buffer_size` more); the read threads' chunks come on top."""
     source = KeysRead()
     dataset = grain.MapDataset.source(source).map(Unchanged())
     if batch_size is not None:
@@ -766,11 +766,10 @@ def test_a_dataset_chain_reads_ahead_exactly_the_bound_of_read_options(
     per_element = batch_size or 1
     read_options = grain.ReadOptions(num_threads=4, prefetch_buffer_size=prefetch_buffer_size)
     with iter(dataset.to_iter_dataset(read_options)) as elements:
-        in_records = elements._loader.read_options
-        assert in_records.prefetch_buffer_size == (prefetch_buffer_size + 1) * per_element - 1
-        plan = chunking(elements._loader.pipeline, in_records)
+        assert elements._loader.read_options is read_options  # no knob of the chain's
+        plan = chunking(elements._loader.pipeline, read_options)
         assert plan == chunks
-        bound = _read_ahead_bound(in_records.prefetch_buffer_size, plan, read_threads)
+        bound = _read_ahead_bound(prefetch_buffer_size, plan, read_threads)
         assert bound == bounds[read_threads]
         if not read_threads:  # Grain's count: the element taken and prefetch_buffer_size more
             assert plan.largest + bound <= (prefetch_buffer_size + 1) * per_element
