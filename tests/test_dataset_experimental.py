@@ -6,6 +6,7 @@ import threading
 import grain as real_grain
 import numpy as np
 import pytest
+from resuming import resumes_at_every_position
 
 import course_lib as grain
 
@@ -16,18 +17,6 @@ def sequences(library, lengths=LENGTHS):
     return (library.MapDataset.source(lengths)
             .map(lambda n: {"tokens": np.arange(1, n + 1, dtype=np.int32)})
             .to_iter_dataset())
-
-
-def resumes_at_every_position(dataset):
-    full = [repr(element) for element in dataset]
-    for taken in range(len(full) + 1):
-        with iter(dataset) as first:
-            head = [repr(next(first)) for _ in range(taken)]
-            state = first.get_state()
-        with iter(dataset) as second:
-            second.set_state(state)
-            assert head + [repr(element) for element in second] == full, taken
-    return full
 
 
 @pytest.mark.parametrize("name", ["FirstFitPackIterDataset", "BestFitPackIterDataset"])

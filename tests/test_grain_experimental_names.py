@@ -14,6 +14,7 @@ import inspect
 import grain as real_grain
 import numpy as np
 import pytest
+from resuming import resumes_at_every_position
 
 import course_lib as grain
 
@@ -22,18 +23,6 @@ def _parameters(function) -> list[tuple[str, object, object]]:
     """Each parameter's name, kind and default, `self` left out."""
     return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()
             if p.name != "self"]
-
-
-def _resumes_at_every_position(dataset) -> list:
-    full = [repr(element) for element in dataset]
-    for taken in range(len(full) + 1):
-        with iter(dataset) as first:
-            head = [repr(next(first)) for _ in range(taken)]
-            state = first.get_state()
-        with iter(dataset) as second:
-            second.set_state(state)
-            assert head + [repr(element) for element in second] == full, taken
-    return full
 
 
 # -- WindowShuffleMapDataset ------------------------------------------------------------------
@@ -78,7 +67,7 @@ def test_window_shuffle_map_dataset_is_the_same_at_every_worker_count_and_resume
     options = grain.MultiprocessingOptions(num_workers=2)
     with iter(ds.to_iter_dataset().mp_prefetch(options)) as in_workers:
         assert list(in_workers) == at_zero
-    assert _resumes_at_every_position(ds.to_iter_dataset()) == [repr(x) for x in at_zero]
+    assert resumes_at_every_position(ds.to_iter_dataset()) == [repr(x) for x in at_zero]
 
 
 def test_window_shuffle_map_dataset_checks_its_arguments():
