@@ -38,7 +38,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from course_lib._checks import check_bool, check_int, check_optional_int
-from course_lib.dataset_engine import ChainFilter, ChainMap, ChainMapWithIndex, ChainRandomMap
+from course_lib.chain_steps import ChainFilter, ChainMap, ChainMapWithIndex, ChainRandomMap
 from course_lib.dataset_steps import (
     PositionRng,
     apply_transformations,
@@ -416,7 +416,7 @@ class RepeatMapDataset(_Step):
 class _ElementStep(_Step):
     """A step that changes each element on its own. `_apply(index, element)` is all it
     does, so the engine can also run it, as its own operation (`_operation()`:
-    `dataset_engine.ChainMap`, ...), on its read threads and workers (`iter_dataset.py`).
+    `chain_steps.ChainMap`, ...), on its read threads and workers (`iter_dataset.py`).
     `None`, a filtered position, passes through untouched."""
 
     def __len__(self) -> int:

@@ -19,7 +19,8 @@ engine's own operation of its kind (`map(decode)` a `MapTransform`, `filter` a
 engine hands the record's position, the element's index), run on its read threads or in its
 workers; `batch` and the maps after it are the `Batch` and the batch-level operations. A
 step's function runs as deep as a learner's transform in a `DataLoader`: nothing sits between
-the engine and it (`ChainMap`). There is no second copy of the
+the engine and a `map`, a `filter` or a `map_with_index` (`chain_steps.py`), and a `random_map`'s
+method only draws the element's generator first. There is no second copy of the
 permutation, the read threads, the batch thread, the workers, the shared-memory transport,
 the error notes or the state: all of it is the `DataLoader`'s. That is why everything the
 `DataLoader` promises holds here too: the same elements in the same order at any number of
@@ -32,34 +33,34 @@ We chose this direction (the Dataset API compiled onto the `DataLoader`'s engine
 than Grain's (since 0.2.13 Grain's `DataLoader` is built on its Dataset API) because the
 engine is the part the course measures lesson by lesson: the `DataLoader` keeps its exact
 behaviour, and the Dataset face adds a compiler, not an engine. Steps with no `DataLoader`
-counterpart (mixing `IterDataset`s, an `IterDataset.batch` after them, `map_with_index`,
-packing, window shuffles, interleaving) run in the main process on the engine's output:
+counterpart (mixing `IterDataset`s, an `IterDataset.batch` after them,
+`IterDataset.map_with_index`, whose index counts the elements it receives, packing, window
+shuffles, interleaving) run in the main process on the engine's output:
 `iter_steps.py`, `pack_datasets.py` and `stream_steps.py`.
 
 Import graph, top down: `dataset` (MapDataset) -> `iter_dataset` (IterDataset and the
 planning) -> `iter_steps` (steps run here), `dataset_engine` (this module) -> `loader` and the
-engine below it; `dataset_steps`, `dataset_iterator` and `mixing` sit under the faces, and
+engine below it; `chain_steps` (the steps as the engine's operations), `dataset_steps`,
+`dataset_iterator` and `mixing` sit under the faces, and `iter_shapes`,
 `pack_datasets` and `stream_steps` (grain.experimental) on top of `iter_dataset`. Nothing
-below imports upward.
+below imports upward at import time. One import runs late, as in Grain's own `dataset.py`:
+`dataset_steps.apply_transformations` imports the flat-map steps (`iter_shapes`, above the
+faces) when it meets a `FlatMapTransform`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
-import operator
-from collections.abc import Callable
 from typing import Any
 
 from course_lib.dataset_iterator import DatasetIterator, check_position, check_state
-from course_lib.dataset_steps import PositionRng
 from course_lib.loader import DataLoader
 from course_lib.pipeline import KeptNothing
 from course_lib.record_stage import ReadOptions
 from course_lib.sampler import IndexSampler
 from course_lib.state import encode_state
-from course_lib.transforms import Batch, FilterTransform, MapTransform, MapWithIndexTransform
+from course_lib.transforms import Batch
 
 
 @dataclasses.dataclass
@@ -67,8 +68,9 @@ class Plan:
     """A Dataset chain in the `DataLoader`'s terms (see the module docstring).
 
     `operations` are the engine's own per-record operations (`ChainMap`, `ChainFilter`,
-    `ChainRandomMap`, `ChainMapWithIndex`), applied in order to each element of `base`, the
-    records the engine reads. `batch` and `batch_maps` are the tail.
+    `ChainRandomMap`, `ChainMapWithIndex`, and first `PresentOnly` where a filter under
+    `base` left `None`), applied in order to each element of `base`, the records the engine
+    reads. `batch` and `batch_maps` are the tail.
     """
 
     base: Any  # random access: __len__ and __getitem__
@@ -89,82 +91,12 @@ class Plan:
     pass_length: int | None = None
 
 
-# -- a chain's steps as the engine's operations -------------------------------------------------
-# The engine reads `base[i]` as the record at position `i` and runs these on it, as it runs a
-# learner's transforms. Each keeps the step's own function as the method the engine calls (an
-# instance attribute, found before the class's method), so that a chain's map runs as deep as
-# a `MapTransform` in a `DataLoader`: nothing between the engine and the function. The class's
-# method says the same in code, for a reader and for a call through the class.
-
-class ChainMap(MapTransform):
-    """`map(f)` of a chain: a record-level `map` before `batch`, a batch-level one after."""
-
-    step = "map"
-
-    def __init__(self, function: Callable[[Any], Any]):
-        self.function = self.map = function
-
-    def map(self, element):
-        return self.function(element)
-
-
-class ChainFilter(FilterTransform):
-    """`filter(f)` of a chain: the engine drops the records it answers False for."""
-
-    step = "filter"
-
-    def __init__(self, function: Callable[[Any], bool]):
-        self.function = self.filter = function
-
-    def filter(self, element) -> bool:
-        return self.function(element)
-
-
-class ChainMapWithIndex(MapWithIndexTransform):
-    """`MapDataset.map_with_index(f)`: `f(index, element)`, the index the engine passes,
-    the element's position in the `MapDataset` under `to_iter_dataset()`."""
-
-    step = "map_with_index"
-
-    def __init__(self, function: Callable[[int, Any], Any]):
-        self.function = self.map_with_index = function
-
-    def map_with_index(self, index: int, element):
-        return self.function(index, element)
-
-
-class ChainRandomMap(MapWithIndexTransform):
-    """`random_map(f, seed)`: `f(element, rng)` with the step's generator at the element's
-    position (`dataset_steps.PositionRng`), the same numbers a `MapDataset` gives at that
-    index, on or off the engine, at any worker count."""
-
-    step = "random_map"
-
-    def __init__(self, function: Callable[[Any, Any], Any], rng: PositionRng):
-        self.function, self.rng = function, rng
-
-    def map_with_index(self, index: int, element):
-        return self.function(element, self.rng.at(index))
-
-
-class PresentOnly(FilterTransform):
-    """Drops the positions of `base` a filter under it left empty (`None`), as
-    `to_iter_dataset()` does; `operator.is_not` runs it without a Python frame."""
-
-    step = "present"
-
-    def __init__(self):
-        self.filter = functools.partial(operator.is_not, None)
-
-    def filter(self, element) -> bool:
-        return element is not None
-
-
 class ChainLoader(DataLoader):
     """The `DataLoader` that runs `plan`: one epoch of `base`, in order, with the chain's own
-    `ReadOptions`, which the engine counts in records, as a `DataLoader`'s (the element being
-    taken and `prefetch_buffer_size` more are then at most that many of the chain's
-    elements, as Grain counts them: `ReadOptions` states the rule). It differs from the
+    `ReadOptions`, which the engine counts in records, as a `DataLoader`'s (without read
+    threads, the element being taken and `prefetch_buffer_size` more are then at most that
+    many of the chain's elements, as Grain counts them; the read threads' chunks in flight
+    come on top: `ReadOptions` states the rule). It differs from the
     `DataLoader` a learner builds in one answer only: the pass over the data an endless
     chain's filter is judged on (`MapDataset._pass_length`: one epoch under `repeat()`)."""
 

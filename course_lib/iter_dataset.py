@@ -34,14 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from course_lib._checks import check_bool
-from course_lib.dataset_engine import (
-    ChainFilter,
-    ChainMap,
-    ChainRandomMap,
-    EngineIterator,
-    Plan,
-    PresentOnly,
-)
+from course_lib.chain_steps import ChainFilter, ChainMap, ChainRandomMap, PresentOnly
+from course_lib.dataset_engine import EngineIterator, Plan
 from course_lib.dataset_iterator import DatasetIterator, MultiprocessingOptions
 from course_lib.dataset_steps import (
     PositionRng,

@@ -12,8 +12,9 @@ The loader owns nothing else: everything it does is one of those four objects. W
 run is the only choice, made by one of three executors with the same `next` / `start` /
 `close`:
 
-- `worker_count=0, ReadOptions(num_threads=0)`: all of it in the calling thread, one record
-  after the other, the place to debug with `pdb` or `print` (`InCaller`);
+- `worker_count=0, ReadOptions(num_threads=0)` (or `prefetch_buffer_size=0`): all of it in
+  the calling thread, one record after the other, the place to debug with `pdb` or `print`
+  (`InCaller`);
 - `worker_count=0` with read threads (the default): steps 1 to 4 on a background thread,
   batches made ahead while the training step runs (`read_ahead.ReadAhead`), with more
   threads for steps 2 and 3 where a record costs enough (`record_stage.py`);
@@ -50,10 +51,10 @@ from course_lib.workers import WorkerElements
 # -- steps 1 to 4 in this process, chunk after chunk -----------------------------------------
 def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
                       processor: ChunkProcessor, skip_batches: int = 0,
-                      chunk_sizes: int | Iterator[int] | None = None,
+                      sizes: int | Iterator[int] | None = None,
                       pass_length: int | None = None):
-    """Yield, per chunk of the stream (of `chunk_sizes` records: one size or one per chunk,
-    by default `chunk_size_for(pipeline)`), the list of `(element, next_index)` pairs it completes:
+    """Yield, per chunk of the stream (of `sizes` records: one size or one per chunk, by
+    default `chunk_size_for(pipeline)`), the list of `(element, next_index)` pairs it completes:
     read and transform (`processor`), then the pipeline's `Tail` (batching). (`skip_batches`:
     see `bucketing.ResumePoint`.)
 
@@ -63,7 +64,7 @@ def in_process_chunks(sampler: IndexSampler, pipeline: Pipeline, start: int,
     run = pipeline.start_run(pass_length)  # this iterator's own generators
     tail = pipeline.start_tail(run, skip_batches=skip_batches)
     end = start
-    chunks = stream_chunks(sampler, start, chunk_sizes or chunk_size_for(pipeline))
+    chunks = stream_chunks(sampler, start, sizes or chunk_size_for(pipeline))
     try:
         for chunk in processor.process(chunks, run):
             end = chunk.start + len(chunk.record_keys)
@@ -166,7 +167,7 @@ class DataLoaderIterator(ClosesOnExit, Iterator):
             self._check_usable()
             self._start()
         try:
-            self._elements.start()  # every executor has it: stream.py, read_ahead.py, workers.py
+            self._elements.start()  # every executor has it: InCaller, ReadAhead, WorkerElements
         except BaseException as error:
             self._failure = f"{type(error).__name__}{': ' if str(error) else ''}{error}"
             self._stop_elements()

@@ -1,11 +1,12 @@
 """Batches made ahead, on a background thread, while the training step runs.
 
 Lesson 1's fix for a data-bound loop is overlap: prepare batch N+1 while the step works on
-batch N. With `worker_count=0` and `ReadOptions(num_threads > 0)`, the loader does it with
-one thread: `ReadAhead` runs the whole in-process pipeline (sampler, reads, transforms,
-batching) on a background thread and keeps a few finished chunks of elements in a bounded
-queue, so `next()` usually just takes one. The step and the loader overlap because a jitted
-step, most NumPy kernels and image decoders release the interpreter lock while they work.
+batch N. With `worker_count=0` and `num_threads` and `prefetch_buffer_size` above 0, the
+loader does it with one thread: `ReadAhead` runs the whole in-process pipeline (sampler,
+reads, transforms, batching) on a background thread and keeps a few finished chunks of
+elements in a bounded queue, so `next()` usually just takes one. The step and the loader
+overlap because a jitted step, most NumPy kernels and image decoders release the interpreter
+lock while they work.
 
 The thread starts at the first `next()` (or at `start()`, which
 `DataLoaderIterator.start_prefetch()` calls), whatever the pipeline costs. It used to start

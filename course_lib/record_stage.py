@@ -1,7 +1,8 @@
 """The per-record stage: read each record and run its transforms, inline or on threads.
 
 For every chunk of positions the stage reads the records from the source and runs the
-operations that come before `Batch` (maps, random maps, filters) on each of them. It can do
+operations that come before `Batch` (maps, random maps, maps with the record's index,
+filters) on each of them. It can do
 that in the calling thread, or split each chunk into tasks for a pool of threads and collect
 the tasks' records in order. Threads pay off in two cases:
 
@@ -112,19 +113,22 @@ class ReadOptions:
 
         A Dataset chain (`to_iter_dataset`) runs the same rule with its `ReadOptions` as
         they are, counted in records, where Grain counts the chain's elements (a batch,
-        after a `MapDataset.batch`). Since an element holds at least one record, the chain
-        then holds at most the element being taken and `P` more, Grain's count, and usually
-        fewer: a chain batched by 64 holds 3 batches at any `P` from 1 to 254 (one being taken,
-        one queued, one waiting for room), 6 at the default once its chunks stopped growing,
-        where Grain holds `P + 1`.
+        after a `MapDataset.batch`). Since an element holds at least one record, the chunk
+        being taken, the queue and the chunk waiting for room hold at most the element being
+        taken and `P` more, Grain's count, and usually fewer: without read threads a chain
+        batched by 64 holds 3 batches at any `P` from 1 to 254 (one being taken, one queued,
+        one waiting for room), 6 at the default once its chunks stopped growing, where Grain
+        holds `P + 1`. Where read threads run, their chunks in flight (fewer than `P`
+        records) come on top, as in a `DataLoader`.
 
         In a worker process the per-record stage is handed one chunk at a time, so this
         bounds nothing there: the workers' read-ahead is counted in chunks per worker
         (`workers.WorkerElements`).
 
-        Below `num_threads` (and not 0) Grain's warning is logged, word for word, though
-        here a chunk is split into tasks of `MIN_RECORDS_PER_TASK` records or more whatever
-        this is: threads idle only where chunks are that small (a small Dataset chain).
+        Below `num_threads` (and not 0) Grain's warning is logged, word for word. Here the
+        limit is tighter: chunks hold at most `(P + 1) // 3` records (or one batch), split
+        into tasks of at least `MIN_RECORDS_PER_TASK` records, and fewer than `P` records are
+        in flight, so a small `P` keeps most threads idle.
 
     Which shape a pipeline gets (the one statement of the rule; the README, `loader.py`,
     `read_ahead.py` and this module's docstring point here):

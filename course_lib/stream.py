@@ -9,8 +9,9 @@ handed one chunk returns whole batches.
 A chunk is also the unit one thread hands to another: the batch thread queues each chunk's
 elements for the consumer as one item, and each hand-off costs the two threads a wake-up and
 a switch of the interpreter lock. So the batch thread's chunks grow after the first, which
-stays small for a fast first batch: 64, 128, then up to 256 records, as far as
-`prefetch_buffer_size` allows (`chunking`, the rule `ReadOptions` states).
+stays small for a fast first batch: 64, 128, then up to 256 records where
+`prefetch_buffer_size` leaves room (at the default, 160 records for batches of 16; always at
+least one batch: `chunking`, the rule `ReadOptions` states).
 
 Both the in-process loader (`loader.py`) and the worker processes (`workers.py`) cut the
 stream this way, whatever the chunk sizes, which is one reason their batches are identical.
@@ -30,9 +31,9 @@ from course_lib.sampler import IndexSampler
 # Positions are read in chunks of about this many records: enough to amortise the
 # per-chunk work (vectorised key computation, one batched read), small enough to start fast.
 MIN_CHUNK_RECORDS = 64
-# The batch thread's chunks double after the first up to this many records at most: a quarter
-# of the hand-offs that chunks of 64 cost. Larger chunks measured no faster on the in-memory
-# benchmark pipeline (1,024 records: slower), and hold more memory.
+# The batch thread's chunks double after the first up to this many records at most: at most
+# a quarter of the hand-offs that chunks of 64 cost. Larger chunks measured no faster on the
+# in-memory benchmark pipeline (1,024 records: slower), and hold more memory.
 MAX_CHUNK_RECORDS = 256
 
 
