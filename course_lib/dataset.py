@@ -490,15 +490,18 @@ class FilterMapDataset(_ElementStep):
         return ChainFilter(self._function)
 
 
-def _filter_below(dataset: MapDataset) -> bool:
-    """Whether a filter anywhere under `dataset` may leave `None` in its elements."""
+def _step_that_removes(dataset: MapDataset) -> str | None:
+    """The name of a step under `dataset` that may leave `None` in its elements (a filter, a
+    flat map's unused positions), or None."""
     to_visit = [dataset]
     while to_visit:
         node = to_visit.pop()
         if isinstance(node, FilterMapDataset):
-            return True
+            return "MapDataset.filter"
+        if getattr(type(node), "_may_remove", False):
+            return type(node).__name__
         to_visit.extend(node.parents)
-    return False
+    return None
 
 
 class BatchMapDataset(_Step):
@@ -513,12 +516,13 @@ class BatchMapDataset(_Step):
         if batch_fn is not None and not callable(batch_fn):
             raise TypeError(f"batch_fn={batch_fn!r} is not callable. Pass a function from a "
                             "list of elements to a batch, or None to stack them.")
-        if _filter_below(parent):
+        remover = _step_that_removes(parent)
+        if remover is not None:
             raise ValueError(
-                "MapDataset.batch cannot follow MapDataset.filter: a filtered position holds "
+                f"MapDataset.batch cannot follow {remover}: a position it emptied holds "
                 "None, so batch i would hold fewer than batch_size elements, or holes. "
                 "Convert to an IterDataset first, which skips the removed elements and "
-                "batches the survivors: ds.filter(...).to_iter_dataset().batch(batch_size).")
+                "batches the survivors: ds.to_iter_dataset().batch(batch_size).")
         self._batch_fn = batch_fn or stack_records
         self._parent_length = len(parent)
         whole, rest = divmod(self._parent_length, self._size)

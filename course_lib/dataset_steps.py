@@ -124,31 +124,30 @@ def _flat_map(dataset, transform: FlatMapTransform):
     return FlatMapIterDataset(dataset, transform)
 
 
-def apply_transformations(dataset, transformations):
-    """`dataset` with each transform of `transformations` (one, or a list) applied in
-    order, as the method its kind calls for (Grain's `apply`); a `FlatMapTransform` becomes
+def apply_transformations(ds, transformations):
+    """`ds` with each transform of `transformations` (one, or a list) applied in order,
+    as the method its kind calls for (Grain's `apply`); a `FlatMapTransform` becomes
     `FlatMapMapDataset` or `FlatMapIterDataset`, by the data set's face."""
     if not isinstance(transformations, Sequence) or isinstance(transformations, str):
         transformations = [transformations]
     for transform in transformations:
         if isinstance(transform, Batch):
-            dataset = dataset.batch(transform.batch_size, drop_remainder=transform.drop_remainder,
-                                    batch_fn=None if transform.stacks_by_default
-                                    else transform.batch_fn)
+            ds = ds.batch(transform.batch_size, drop_remainder=transform.drop_remainder,
+                          batch_fn=None if transform.stacks_by_default else transform.batch_fn)
         elif isinstance(transform, MapTransform):
-            dataset = dataset.map(transform)
+            ds = ds.map(transform)
         elif isinstance(transform, RandomMapTransform):
-            dataset = dataset.random_map(transform)
+            ds = ds.random_map(transform)
         elif isinstance(transform, FilterTransform):
-            dataset = dataset.filter(transform)
+            ds = ds.filter(transform)
         elif isinstance(transform, MapWithIndexTransform):
-            dataset = dataset.map_with_index(transform)
+            ds = ds.map_with_index(transform)
         elif isinstance(transform, FlatMapTransform):
-            dataset = _flat_map(dataset, transform)
+            ds = _flat_map(ds, transform)
         else:
             raise TypeError(
                 f"apply() got {transform!r:.80}, which is not a transform: pass MapTransform, "
                 "RandomMapTransform, FilterTransform, MapWithIndexTransform, "
                 "FlatMapTransform or Batch instances (or call .map(function) for a plain "
                 "function).")
-    return dataset
+    return ds

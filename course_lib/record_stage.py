@@ -115,10 +115,11 @@ class ReadOptions:
         they are, counted in records, where Grain counts the chain's elements (a batch,
         after a `MapDataset.batch`). Since an element holds at least one record, the chunk
         being taken, the queue and the chunk waiting for room hold at most the element being
-        taken and `P` more, Grain's count, and usually fewer: without read threads a chain
-        batched by 64 holds 3 batches at any `P` from 1 to 254 (one being taken, one queued,
-        one waiting for room), 6 at the default once its chunks stopped growing, where Grain
-        holds `P + 1`. Where read threads run, their chunks in flight (fewer than `P`
+        taken and `P` more, Grain's count, from `P = 2` up (at 1, the three chunks of one
+        batch each are one batch more than Grain's two), and usually fewer: without read
+        threads a chain batched by 64 holds 3 batches at any `P` from 1 to 254 (one being
+        taken, one queued, one waiting for room), 6 at the default once its chunks stopped
+        growing, where Grain holds `P + 1`. Where read threads run, their chunks in flight (fewer than `P`
         records) come on top, as in a `DataLoader`.
 
         In a worker process the per-record stage is handed one chunk at a time, so this

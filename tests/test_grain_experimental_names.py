@@ -248,3 +248,13 @@ def test_grain_constants_hold_grains_values_in_both_places():
     for name in _public(theirs):
         assert getattr(grain.constants, name) == getattr(theirs, name), name
         assert getattr(grain, name) == getattr(grain_python, name), name
+
+
+def test_apply_transformations_takes_grain_keyword_names():
+    """Grain's signature is apply_transformations(ds, transformations)."""
+    ours = _parameters(grain.experimental.apply_transformations)
+    theirs = _parameters(real_grain.experimental.apply_transformations)
+    assert [name for name, _, _ in ours] == [name for name, _, _ in theirs]
+    out = grain.experimental.apply_transformations(ds=grain.MapDataset.range(4),
+                                                   transformations=[grain.Batch(2)])
+    assert [b.tolist() for b in out] == [[0, 1], [2, 3]]

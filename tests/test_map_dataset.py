@@ -144,9 +144,28 @@ def test_batch_matches_grain_with_and_without_remainder():
 
 
 def test_batch_after_filter_is_refused_with_the_reason_and_the_fix():
-    with pytest.raises(ValueError, match=r"(?s)filtered position holds None.*"
+    with pytest.raises(ValueError, match=r"(?s)cannot follow MapDataset.filter.*holds None.*"
                                          r"\.to_iter_dataset\(\)\.batch\(batch_size\)"):
         grain.MapDataset.range(10).filter(IsEven()).map(lambda x: x).batch(2)
+
+
+class Pairs(grain.experimental.FlatMapTransform):
+    max_fan_out = 2
+
+    def flat_map(self, element):
+        return [element, 100 + element] if element % 2 else [element]
+
+
+def test_batch_after_a_flat_map_is_refused_as_grain_refuses_it():
+    """A flat map's unused positions hold None, as a filter's do (Grain raises too)."""
+    flat = grain.experimental.FlatMapMapDataset(grain.MapDataset.range(10), Pairs())
+    with pytest.raises(ValueError, match=r"cannot follow FlatMapMapDataset"):
+        flat.batch(4)
+    with pytest.raises(ValueError, match=r"cannot follow FlatMapMapDataset"):
+        grain.experimental.apply_transformations(grain.MapDataset.range(10),
+                                                 [Pairs(), grain.Batch(4)])
+    batches = [b.tolist() for b in flat.to_iter_dataset().batch(4)]
+    assert batches == [[0, 1, 101, 2], [3, 103, 4, 5], [105, 6, 7, 107], [8, 9, 109]]
 
 
 @pytest.mark.parametrize("size", [0, -2])
