@@ -119,8 +119,8 @@ class ReadOptions:
         batch each are one batch more than Grain's two), and usually fewer: without read
         threads a chain batched by 64 holds 3 batches at any `P` from 1 to 254 (one being
         taken, one queued, one waiting for room), 6 at the default once its chunks stopped
-        growing, where Grain holds `P + 1`. Where read threads run, their chunks in flight (fewer than `P`
-        records) come on top, as in a `DataLoader`.
+        growing, where Grain holds `P + 1`. Where read threads run, their chunks in flight
+        (fewer than `P` records) come on top, as in a `DataLoader`.
 
         In a worker process the per-record stage is handed one chunk at a time, so this
         bounds nothing there: the workers' read-ahead is counted in chunks per worker
