@@ -490,7 +490,7 @@ class FilterMapDataset(_ElementStep):
         return ChainFilter(self._function)
 
 
-def _step_that_removes(dataset: MapDataset) -> str | None:
+def step_that_removes(dataset: MapDataset) -> str | None:
     """The name of a step under `dataset` that may leave `None` in its elements (a filter, a
     flat map's unused positions), or None."""
     to_visit = [dataset]
@@ -516,7 +516,7 @@ class BatchMapDataset(_Step):
         if batch_fn is not None and not callable(batch_fn):
             raise TypeError(f"batch_fn={batch_fn!r} is not callable. Pass a function from a "
                             "list of elements to a batch, or None to stack them.")
-        remover = _step_that_removes(parent)
+        remover = step_that_removes(parent)
         if remover is not None:
             raise ValueError(
                 f"MapDataset.batch cannot follow {remover}: a position it emptied holds "

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from course_lib._checks import check_int
-from course_lib.dataset import FilterMapDataset, MapDataset
+from course_lib.dataset import MapDataset, step_that_removes
 from course_lib.dataset_iterator import DatasetIterator, MultiprocessingOptions, check_state
 from course_lib.iter_dataset import IterDataset
 from course_lib.record_stage import ReadOptions
@@ -35,18 +35,6 @@ from course_lib.sharding import ShardOptions
 from course_lib.transforms import stack_records
 
 STATE_KEY = "global_next_index"
-
-
-def _has_filter(dataset) -> bool:
-    """Whether a step under `dataset` may drop elements (a `filter`, or a step that answers
-    `None` for some positions, as a flat map does)."""
-    to_visit = [dataset]
-    while to_visit:
-        node = to_visit.pop()
-        if isinstance(node, FilterMapDataset) or getattr(type(node), "_may_remove", False):
-            return True
-        to_visit.extend(node.parents)
-    return False
 
 
 class _ElasticIterator(DatasetIterator):
@@ -58,7 +46,7 @@ class _ElasticIterator(DatasetIterator):
         self._dataset, self._global_batch_size = dataset, global_batch_size
         self._shard = shard_options
         self._read_options, self._workers = read_options, workers
-        self._filtered = _has_filter(dataset)
+        self._filtered = step_that_removes(dataset) is not None
         self._next = 0  # the global stream's position after the last global batch
         self._stream: DatasetIterator | None = None
 

@@ -319,14 +319,12 @@ class DataLoader:
         stop = threading.Event() if reads_ahead else None
         processor = ChunkProcessor(self.data_source, self.pipeline, self.read_options,
                                    stop=stop)
-        plan = chunking(self.pipeline, self.read_options)
-        if not reads_ahead:
-            return InCaller(in_process_chunks(self.sampler, self.pipeline, next_index,
-                                              processor, skip_batches, plan.first,
-                                              self.pass_length)), processor
+        plan = chunking(self.pipeline, self.read_options)  # in the caller: largest == first
         chunks = in_process_chunks(self.sampler, self.pipeline, next_index, processor,
                                    skip_batches, chunk_sizes(plan.first, plan.largest),
                                    self.pass_length)
+        if not reads_ahead:
+            return InCaller(chunks), processor
         return ReadAhead(chunks, plan.waiting, stop), processor
 
     def __iter__(self) -> DataLoaderIterator:

@@ -19,9 +19,9 @@ permutation (`grain.experimental.index_shuffle`): the same arguments and rules, 
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
+
+from course_lib._checks import check_int
 
 _MASK64 = (1 << 64) - 1
 _ROUNDS = 4
@@ -111,12 +111,6 @@ class FeistelPermutation:
         return values.astype(np.int64)
 
 
-def _check_whole(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}={value!r} must be an integer, got {type(value).__name__}.")
-    return int(value)
-
-
 def index_shuffle(index: int, max_index: int, seed: int, rounds: int) -> int:
     """Where `index` goes in a seeded permutation of `[0, max_index]` (Grain's
     `grain.experimental.index_shuffle`, with its arguments and rules).
@@ -126,8 +120,8 @@ def index_shuffle(index: int, max_index: int, seed: int, rounds: int) -> int:
     different place. It is the permutation `MapDataset.shuffle(seed)` gives its first epoch
     (at `rounds=4`), not Grain's: the same seed puts the indices in another order there.
     """
-    index, max_index = _check_whole("index", index), _check_whole("max_index", max_index)
-    seed, rounds = _check_whole("seed", seed), _check_whole("rounds", rounds)
+    index, max_index = check_int("index", index), check_int("max_index", max_index)
+    seed, rounds = check_int("seed", seed), check_int("rounds", rounds)
     if not 0 <= max_index < 2**64:
         raise ValueError(f"max_index={max_index} must be in [0, 2**64): the permutation is of "
                          "[0, max_index], at least one index.")
