@@ -76,6 +76,16 @@ def new_segment(name: str, size: int) -> shared_memory.SharedMemory:
     return segment
 
 
+def _unlink_name(name: str) -> None:
+    """Remove the segment called `name`, if it exists."""
+    try:
+        segment = shared_memory.SharedMemory(name=name)
+    except FileNotFoundError:
+        return
+    segment.close()
+    segment.unlink()
+
+
 def shared_memory_free_bytes() -> int | None:
     """Free bytes in /dev/shm, or None where there is no such directory (macOS)."""
     try:
@@ -253,6 +263,9 @@ class SlotOwner:
     _retired: list[weakref.ref] = field(default_factory=list)
     _to_unmap: dict[int, list[str]] = field(default_factory=dict)
     _created: int = 0
+    # Every name created and not yet unlinked, recorded before its segment exists: Ctrl-C can
+    # land between a segment's creation and its record in `_slots`, and `close` still finds it.
+    _names: set[str] = field(default_factory=set)
 
     def slot(self, worker: int, chunk: int) -> str:
         """The name of a free slot of `worker` for `chunk` to write into, or "" when none is
@@ -288,9 +301,12 @@ class SlotOwner:
             self._release(worker, too_small)
         self._created += 1
         size = max(nbytes + nbytes // 4, 1 << 16)
+        name = f"{self.prefix}_{worker}_{self._created}"
+        self._names.add(name)
         try:
-            slot = _Slot(f"{self.prefix}_{worker}_{self._created}", size)
-        except SharedMemoryFull:
+            slot = _Slot(name, size)
+        except SharedMemoryFull:  # `new_segment` removed it
+            self._names.discard(name)
             return ""
         self._slots.setdefault(worker, []).append(slot)
         self._by_name[slot.name] = self._claimed[chunk] = slot
@@ -314,9 +330,13 @@ class SlotOwner:
         del self._by_name[slot.name]
         self._to_unmap.setdefault(worker, []).append(slot.name)
         slot.unlink()
+        self._names.discard(slot.name)
 
     def close(self) -> None:
         for worker, slots in self._slots.items():
             for slot in list(slots):
                 self._release(worker, slot)
         self._claimed.clear()
+        for name in list(self._names):  # created, but never recorded: interrupted
+            _unlink_name(name)
+            self._names.discard(name)

@@ -4,10 +4,12 @@ import collections
 import gc
 import os
 import sys
+from multiprocessing import shared_memory
 
 import numpy as np
 import pytest
 
+from course_lib import transport
 from course_lib.transport import SlotOwner, SlotWriter, needed_bytes, serialize
 
 _units = iter(range(10**6))
@@ -214,3 +216,33 @@ def test_past_the_cap_the_oldest_held_slot_is_retired_and_the_worker_told_to_unm
     assert owner.to_unmap(1) == (), "a worker is told once"
     assert not os.path.exists(f"/dev/shm/{held[0][0]}"), "a retired slot kept its name"
     assert float(held[0][1]["x"][0, 0]) == 0.0, "retiring invalidated a batch still held"
+
+
+class _InterruptedSlot(transport._Slot):
+    """A slot whose segment exists when Ctrl-C arrives, before its owner has recorded it."""
+
+    def __init__(self, name: str, size: int):
+        super().__init__(name, size)
+        raise KeyboardInterrupt
+
+
+def _segment_exists(name: str) -> bool:
+    try:
+        segment = shared_memory.SharedMemory(name=name)
+    except FileNotFoundError:
+        return False
+    segment.close()
+    return True
+
+
+def test_close_unlinks_a_slot_whose_creation_ctrl_c_interrupted(monkeypatch):
+    """Ctrl-C can land between a slot's creation and its owner's record of it (the Dataset
+    Ctrl-C test once left one such segment for the resource tracker to report)."""
+    owner = SlotOwner()
+    monkeypatch.setattr(transport, "_Slot", _InterruptedSlot)
+    with pytest.raises(KeyboardInterrupt):
+        owner.grow(worker=0, chunk=0, nbytes=100)
+    name = f"{owner.prefix}_0_1"
+    assert _segment_exists(name)
+    owner.close()
+    assert not _segment_exists(name)
